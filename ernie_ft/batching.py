@@ -1,0 +1,72 @@
+"""Batching: a length-grouped sampler and dynamic padding with PaddleNLP's Pad/Stack."""
+from __future__ import annotations
+
+import numpy as np
+
+MODEL_INPUTS = ("input_ids", "token_type_ids")
+METADATA = ("doc",)
+
+
+class LengthGroupedSampler:
+    """Batches of indices for one epoch, reproducible from (seed, epoch).
+
+    Training order: shuffle, sort by length inside mega-batches of ``mega_batches`` batches
+    (so a batch holds inputs of similar length and padding is small), then shuffle the
+    batches. With several data-parallel replicas, rank r takes every r-th batch of the same
+    global order, and the tail is cut so that every rank gets the same number of batches.
+    Without ``shuffle`` (evaluation) the order is simply by length, longest first.
+    """
+
+    def __init__(self, lengths, batch_size: int, *, shuffle: bool = True, group: bool = True,
+                 seed: int = 0, mega_batches: int = 50, num_replicas: int = 1, rank: int = 0):
+        self.lengths = np.asarray(lengths)
+        self.batch_size = batch_size
+        self.shuffle, self.group, self.seed = shuffle, group, seed
+        self.mega = mega_batches * batch_size
+        self.num_replicas, self.rank = num_replicas, rank
+
+    def batches(self, epoch: int = 0) -> list[list[int]]:
+        n = len(self.lengths)
+        if not self.shuffle:
+            order = np.argsort(-self.lengths, kind="stable")
+            return [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(n)
+        if self.group:
+            chunks = [order[s:s + self.mega] for s in range(0, n, self.mega)]
+            order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
+        batches = [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
+        if self.group:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        per_rank = len(batches) // self.num_replicas
+        if per_rank == 0:
+            raise ValueError(f"{n} inputs make fewer batches than the {self.num_replicas} replicas")
+        return batches[self.rank:per_rank * self.num_replicas:self.num_replicas]
+
+
+def padding_fraction(batches: list[list[int]], lengths) -> float:
+    """Share of padded positions when each batch is padded to its longest input."""
+    lengths = np.asarray(lengths)
+    real = sum(int(lengths[b].sum()) for b in batches)
+    padded = sum(int(lengths[b].max()) * len(b) for b in batches)
+    return 1.0 - real / padded if padded else 0.0
+
+
+def collate(features: list[dict], pad_id: int, token_labels: bool = False, label_pad: int = -100) -> dict:
+    """Features -> numpy batch: inputs padded to the longest, targets stacked (or padded when per token)."""
+    from paddlenlp.data import Pad, Stack
+
+    batch = {
+        "input_ids": Pad(pad_val=pad_id, dtype="int64")([f["input_ids"] for f in features]),
+        "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
+    }
+    for key in features[0]:
+        if key in MODEL_INPUTS or key in METADATA:
+            continue
+        values = [f[key] for f in features]
+        if token_labels and key == "labels":
+            batch[key] = Pad(pad_val=label_pad, dtype="int64")(values)
+        else:
+            stacked = Stack()(values)
+            batch[key] = stacked.astype(np.float32) if stacked.dtype == np.float64 else stacked
+    return batch

@@ -1,0 +1,101 @@
+"""Command lines for every task: ``train`` (the default) and ``predict``.
+
+Flags are generated from the config dataclasses, so a new setting is one field with a
+docstring. Paddle is imported only after the arguments are parsed, so ``--help`` is instant.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Callable, Optional
+
+from .config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe, suggest
+from .errors import UserError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that names the closest flag for a typo and exits with status 2."""
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments:"):
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("-")]
+            known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+            if flags:
+                message = f"unknown flag {flags[0]}.{suggest(flags[0].split('=')[0], known)} See --help."
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def train_parser(prog: str, description: str) -> Parser:
+    """The training command line: every config field as a flag, all defaulting to 'not given'."""
+    parser = Parser(prog=prog, description=description, allow_abbrev=False, argument_default=argparse.SUPPRESS,
+                    usage=f"{prog} [train] --train FILE [--dev FILE] [--test FILE] --model MODEL --output DIR "
+                          f"[options]\n       {prog} predict --model DIR --input FILE [--output FILE]")
+    parser.add_argument("--config", help="YAML recipe with data:, model: and train: sections; flags override it")
+    for section, cls in SECTIONS.items():
+        group = parser.add_argument_group(f"{section} settings")
+        docs = field_docs(cls)
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else None
+            help_text = docs.get(f.name, "")
+            if default not in (None, ""):
+                help_text += f" (default: {default})"
+            if str(f.type) == "bool":
+                group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
+            else:
+                group.add_argument(_flag(f.name), metavar=f.name.upper(), help=help_text)
+    docs = field_docs(RunConfig)
+    for name in TOP_LEVEL:
+        parser.add_argument(_flag(name), action="store_true", help=docs.get(name, ""))
+    return parser
+
+
+def predict_parser(prog: str) -> Parser:
+    parser = Parser(prog=f"{prog} predict", allow_abbrev=False,
+                    description="Predict with a trained checkpoint; writes one JSON object per input.")
+    parser.add_argument("--model", required=True, help="checkpoint directory (OUTPUT or OUTPUT/best)")
+    parser.add_argument("--input", required=True, help="TSV, CSV, JSONL, or a .txt file with one text per line")
+    parser.add_argument("--output", help="JSONL file to write (default: standard output)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--text-column", help="column or key with the text (default as in training)")
+    parser.add_argument("--text-pair-column", help="column or key with the second text")
+    parser.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
+    return parser
+
+
+def parse_train_args(argv: list[str], prog: str, description: str) -> RunConfig:
+    """Parse training flags (and the recipe they name) into a validated RunConfig."""
+    args = vars(train_parser(prog, description).parse_args(argv))
+    recipe_path = args.pop("config", None)
+    recipe = load_recipe(recipe_path) if recipe_path else {}
+    return build_config(recipe, args, source=f"--config {recipe_path}" if recipe_path else "flags")
+
+
+def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[list[str]] = None) -> int:
+    """Entry point shared by every task's ``python -m``: dispatch, run, and turn UserError into exit 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "predict":
+            args = predict_parser(prog).parse_args(argv[1:])
+            from .predict import predict
+
+            predict(args)
+        else:
+            if argv and argv[0] == "train":
+                argv = argv[1:]
+            config = parse_train_args(argv, prog, description)
+            from .trainer import train
+
+            train(task_factory(), config)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0

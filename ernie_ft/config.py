@@ -1,0 +1,248 @@
+"""Run configuration: three small dataclasses, a YAML recipe, and command-line overrides.
+
+Precedence: dataclass defaults < recipe (``--config recipe.yaml``) < flags. Unknown keys in
+a recipe are errors that suggest the closest valid name. Nothing here imports paddle.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import functools
+import inspect
+import math
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .errors import UserError
+
+
+@dataclass
+class DataConfig:
+    train: Optional[str] = None
+    """Training file: TSV, CSV or JSONL (see data/README.md)."""
+    dev: Optional[str] = None
+    """Development file, evaluated during training to pick the best checkpoint."""
+    test: Optional[str] = None
+    """Test file, scored once with the best checkpoint at the end."""
+    text_column: Optional[str] = None
+    """Column (or JSON key) with the text. Default: text_a, text, sentence or content."""
+    text_pair_column: Optional[str] = None
+    """Column with the second text of a pair. Default: text_b when present."""
+    label_column: str = "label"
+    """Column with the label."""
+    max_len: int = 128
+    """Tokens per model input, [CLS] and [SEP] included; longer texts become windows."""
+    stride: int = 32
+    """Tokens shared by consecutive windows of a text longer than --max-len (at most half a window)."""
+    window_pooling: str = "mean"
+    """How the windows of one text are combined at evaluation and prediction: mean or max."""
+    allow_new_labels: bool = False
+    """Accept dev/test labels that train never had (they count as errors)."""
+    user_dict: Optional[str] = None
+    """jieba user dictionary (one word per line, optional frequency and tag)."""
+    num_proc: int = 1
+    """Processes for tokenisation."""
+    cache_dir: Optional[str] = None
+    """Tokenisation cache. Default: $ERNIE_FT_CACHE or ~/.cache/ernie_ft."""
+
+    def __post_init__(self):
+        if self.window_pooling not in ("mean", "max"):
+            raise UserError(f"--window-pooling must be mean or max, not {self.window_pooling!r}")
+        if self.max_len < 8:
+            raise UserError(f"--max-len {self.max_len} is too small; use at least 8")
+        if not 0 <= self.stride <= self.max_len // 2:
+            raise UserError(f"--stride {self.stride} must be between 0 and half of --max-len ({self.max_len // 2})")
+        if self.num_proc < 1:
+            raise UserError("--num-proc must be at least 1")
+
+
+@dataclass
+class ModelConfig:
+    model: str = "scratch:tiny"
+    """PaddleNLP model name (e.g. ernie-3.0-medium-zh), a checkpoint directory, or scratch:tiny / scratch:nano."""
+    vocab: Optional[str] = None
+    """Vocabulary file for a scratch model (one token per line). Default: built from the training data."""
+    dropout: Optional[float] = None
+    """Override the hidden and attention dropout of the model."""
+
+
+@dataclass
+class TrainConfig:
+    output: Optional[str] = None
+    """Output directory: best checkpoint, metrics.json, logs and plots."""
+    epochs: int = 3
+    """Passes over the training data."""
+    batch_size: int = 32
+    """Inputs per device and step (before gradient accumulation)."""
+    lr: float = 5e-5
+    """Peak learning rate for one device."""
+    warmup: float = 0.1
+    """Fraction of the steps with a linear learning-rate warm-up."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not applied to biases and LayerNorm)."""
+    max_grad_norm: float = 1.0
+    """Clip gradients to this global norm; 0 turns clipping off."""
+    grad_accum: int = 1
+    """Batches whose gradients are summed before each optimizer step."""
+    amp: str = "off"
+    """Mixed precision: off, fp16 (with a loss scaler) or bf16."""
+    amp_level: str = "O1"
+    """O1: cast op by op; O2: keep the weights in low precision too."""
+    recompute: bool = False
+    """Recompute each encoder layer in the backward pass to save activation memory."""
+    eval_steps: int = 0
+    """Evaluate every N optimizer steps; 0 evaluates at the end of each epoch."""
+    log_steps: int = 10
+    """Log the training loss every N optimizer steps."""
+    metric: Optional[str] = None
+    """Dev metric that picks the best checkpoint. Default: the task's (accuracy for classification)."""
+    patience: int = 0
+    """Stop after this many evaluations without improvement; 0 never stops early."""
+    seed: int = 42
+    """Random seed for initialisation, data order and dropout."""
+    stop_after_steps: int = 0
+    """Stop after N optimizer steps with a resumable checkpoint (the schedule still spans --epochs)."""
+    device: str = "auto"
+    """cpu, gpu, gpu:N, or auto (a GPU when Paddle has one)."""
+    threads: int = 0
+    """Math threads per process on CPU; 0 uses every core."""
+
+    def __post_init__(self):
+        if self.amp not in ("off", "fp16", "bf16"):
+            raise UserError(f"--amp must be off, fp16 or bf16, not {self.amp!r}")
+        if self.amp_level not in ("O1", "O2"):
+            raise UserError(f"--amp-level must be O1 or O2, not {self.amp_level!r}")
+        for name in ("epochs", "batch_size", "grad_accum", "log_steps"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+        if not 0 <= self.warmup < 1:
+            raise UserError("--warmup is a fraction of the steps, between 0 and 1")
+
+
+@dataclass
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    resume: bool = False
+    """Continue from OUTPUT/last (optimizer, schedule, random state and data position)."""
+    overwrite: bool = False
+    """Replace an existing output directory."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+TOP_LEVEL = ("resume", "overwrite")
+
+
+@functools.lru_cache(maxsize=None)
+def field_docs(cls) -> dict:
+    """Field name -> the docstring written under it in the class body."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def suggest(name: str, choices) -> str:
+    """' Did you mean X?' for the closest valid name, or ''."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]}?" if close else ""
+
+
+def _coerce(value: Any, annotation: str, key: str) -> Any:
+    """Convert a YAML or command-line value to the field's declared type."""
+    base = annotation.replace("Optional[", "").rstrip("]")
+    if value is None:
+        if annotation.startswith("Optional"):
+            return None
+        raise UserError(f"{key} cannot be empty")
+    try:
+        if base == "bool":
+            if isinstance(value, bool):
+                return value
+            lowered = str(value).lower()
+            if lowered in ("true", "yes", "1", "on"):
+                return True
+            if lowered in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if base == "int":
+            number = float(value)
+            if not number.is_integer():
+                raise ValueError
+            return int(number)
+        if base == "float":
+            number = float(value)
+            if math.isnan(number):
+                raise ValueError
+            return number
+        return str(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{key}: expected {base}, got {value!r}") from None
+
+
+def build_config(recipe: dict, overrides: dict, source: str = "--config") -> RunConfig:
+    """A validated RunConfig from a recipe ({section: {key: value}}) and flat flag overrides.
+
+    Flat keys in ``overrides`` (``max_len``, ``lr``...) are routed to the section that owns them.
+    """
+    values = {name: {} for name in SECTIONS}
+    top = {}
+    owner = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    for key, value in (recipe or {}).items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise UserError(f"{source}: section '{key}' must be a mapping of settings")
+            for sub, sub_value in value.items():
+                valid = {f.name for f in dataclasses.fields(SECTIONS[key])}
+                if sub not in valid:
+                    raise UserError(f"{source}: unknown setting '{key}.{sub}'.{suggest(sub, valid)}")
+                values[key][sub] = sub_value
+        elif key in TOP_LEVEL:
+            top[key] = value
+        else:
+            hint = f" It belongs under '{owner[key]}:'." if key in owner else suggest(key, list(SECTIONS) + list(TOP_LEVEL))
+            raise UserError(f"{source}: unknown setting '{key}'.{hint}")
+    for key, value in overrides.items():
+        if key in TOP_LEVEL:
+            top[key] = value
+        else:
+            values[owner[key]][key] = value
+
+    sections = {}
+    for name, cls in SECTIONS.items():
+        kwargs = {}
+        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        for key, value in values[name].items():
+            kwargs[key] = _coerce(value, types[key], f"--{key.replace('_', '-')}")
+        sections[name] = cls(**kwargs)
+    return RunConfig(**sections, **{k: _coerce(v, "bool", f"--{k}") for k, v in top.items()})
+
+
+def load_recipe(path: str) -> dict:
+    """Parse a YAML recipe; a missing file or bad YAML is a UserError."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            recipe = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise UserError(f"--config: {path} not found") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise UserError(f"--config: {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if recipe is None:
+        return {}
+    if not isinstance(recipe, dict):
+        raise UserError(f"--config: {path} must hold a mapping with data:, model: and train: sections")
+    return recipe

@@ -1,0 +1,64 @@
+"""Score a checkpoint on a labelled file: ``python -m ernie_ft.evaluate --model DIR --input FILE``.
+
+Prints the metrics papers report (for classification: accuracy, macro and per-class
+precision/recall/F1) and writes pictures and a metrics file to ``--output-dir``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .cli import Parser
+from .errors import UserError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m ernie_ft.evaluate", description=__doc__.splitlines()[0], allow_abbrev=False)
+    p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
+    p.add_argument("--input", required=True, help="labelled TSV, CSV or JSONL file")
+    p.add_argument("--output-dir", help="where to write metrics and pictures (default: beside the checkpoint, "
+                                        "in eval-<input name>/)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--text-column"), p.add_argument("--text-pair-column"), p.add_argument("--label-column")
+    p.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")
+    p.add_argument("--device", default="auto")
+    return p
+
+
+def evaluate(args) -> dict:
+    from .predict import load_for_inference, run_inference
+
+    loaded, data = load_for_inference(args.model, args.device, {
+        "text_column": args.text_column, "text_pair_column": args.text_pair_column,
+        "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None})
+    examples, features, logits = run_inference(loaded, data, args.input, "--input", True, args.batch_size)
+    metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
+    out_dir = args.output_dir or os.path.join(
+        os.path.dirname(os.path.abspath(args.model.rstrip("/"))),
+        "eval-" + os.path.splitext(os.path.basename(args.input))[0])
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump(metrics, f, ensure_ascii=False, indent=1)
+    print(f"{args.input}: {len(examples)} examples")
+    if hasattr(loaded.task, "report"):
+        print(loaded.task.report(logits, features, examples, loaded.labels, data, out_dir))
+    else:
+        print(" ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
+    print(f"metrics: {os.path.join(out_dir, 'metrics.json')}")
+    return metrics
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        evaluate(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The ERNIE backbone with a task head: from a PaddleNLP name, a checkpoint directory or a scratch preset.
+
+Heads are PaddleNLP's own (sequence, token and span classification), so a checkpoint we
+write loads in plain PaddleNLP with ``ErnieFor*.from_pretrained(dir)``. Models return logits.
+"""
+from __future__ import annotations
+
+import os
+
+from .config import DataConfig, ModelConfig, suggest
+from .errors import UserError
+from .text import TextPipeline, build_vocab, write_vocab
+
+# Randomly initialised shapes for tests, demos and benchmarks (no download needed).
+SCRATCH = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512,
+                 max_position_embeddings=512),
+    "nano": dict(num_hidden_layers=4, hidden_size=312, num_attention_heads=12, intermediate_size=1248,
+                 max_position_embeddings=2048),  # ernie-3.0-nano-zh's shape
+}
+HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
+         "span": "ErnieForQuestionAnswering"}
+WEIGHT_FILES = ("model_state.pdparams", "model.safetensors")
+
+
+def _scratch_preset(spec: str) -> dict:
+    name = spec.split(":", 1)[1]
+    if name not in SCRATCH:
+        raise UserError(f"--model {spec}: unknown scratch preset.{suggest(name, SCRATCH)} "
+                        f"Presets: {', '.join('scratch:' + k for k in SCRATCH)}")
+    return SCRATCH[name]
+
+
+def _check_directory(path: str) -> None:
+    files = set(os.listdir(path))
+    if not files & {"config.json", "model_config.json"} or not files & set(WEIGHT_FILES):
+        raise UserError(f"--model {path}: not a PaddleNLP checkpoint directory (expected config.json and "
+                        f"{WEIGHT_FILES[0]}; found {', '.join(sorted(files)) or 'nothing'})")
+
+
+def _offline_hint(name: str, reason: str) -> UserError:
+    return UserError(
+        f"--model {name}: could not load it ({reason.splitlines()[0][:160]}). If this machine is offline, "
+        f"download the model where there is network access: python -c \"from paddlenlp.transformers import "
+        f"AutoModel, AutoTokenizer; [c.from_pretrained('{name}').save_pretrained('{name}') for c in "
+        f"(AutoModel, AutoTokenizer)]\", copy the folder here and pass --model ./{name}")
+
+
+def kind(spec: str) -> str:
+    """'scratch', 'directory' or 'name' for a --model value."""
+    if spec.startswith("scratch:"):
+        return "scratch"
+    if os.path.isdir(spec):
+        return "directory"
+    if os.sep in spec or spec.startswith("."):
+        raise UserError(f"--model {spec}: directory not found")
+    return "name"
+
+
+def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, workdir: str) -> TextPipeline:
+    """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train."""
+    source = kind(model.model)
+    if source == "scratch":
+        _scratch_preset(model.model)
+        vocab = model.vocab
+        if vocab is None:
+            vocab = os.path.join(workdir, "vocab.txt")
+            write_vocab(build_vocab(train_texts()), vocab)
+        elif not os.path.isfile(vocab):
+            raise UserError(f"--vocab: {vocab} not found")
+        return TextPipeline(vocab, user_dict=data.user_dict)
+    if model.vocab:
+        raise UserError("--vocab only applies to scratch models; a checkpoint brings its own vocabulary")
+    if source == "directory":
+        _check_directory(model.model)
+        pipeline = TextPipeline.from_dir(model.model)
+        if data.user_dict:
+            pipeline = TextPipeline(pipeline.vocab_file, lowercase=pipeline.lowercase, user_dict=data.user_dict)
+        return pipeline
+    from paddlenlp.transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model.model)
+    except Exception as e:  # PaddleNLP raises OSError, ValueError or requests errors when offline
+        raise _offline_hint(model.model, str(e)) from None
+    vocab_file = getattr(tokenizer, "vocab_file", None) or tokenizer.init_kwargs.get("vocab_file")
+    if not vocab_file or not os.path.isfile(vocab_file):
+        raise UserError(f"--model {model.model}: its tokenizer has no WordPiece vocab.txt; ernie_ft supports "
+                        "ERNIE-family (BERT-style vocabulary) models")
+    return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), user_dict=data.user_dict)
+
+
+def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline):
+    """An ERNIE model with the head ``head`` and ``num_labels`` outputs (2 for spans)."""
+    import paddlenlp.transformers as pt
+
+    cls = getattr(pt, HEADS[head])
+    overrides = {} if model.dropout is None else {
+        "hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
+    if head != "span":
+        overrides["num_labels"] = num_labels
+    source = kind(model.model)
+    if source == "scratch":
+        config = pt.ErnieConfig(
+            vocab_size=pipeline.vocab_size, pad_token_id=pipeline.pad_id, type_vocab_size=4,
+            use_task_id=False, **_scratch_preset(model.model), **overrides)
+        return cls(config)
+    if source == "directory":
+        _check_directory(model.model)
+    try:
+        net = cls.from_pretrained(model.model, **overrides)
+    except Exception as e:
+        if source == "directory":
+            raise UserError(f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})") from None
+        raise _offline_hint(model.model, str(e)) from None
+    if net.config.vocab_size < pipeline.vocab_size:
+        raise UserError(f"--model {model.model}: vocab.txt has {pipeline.vocab_size} tokens but the model's "
+                        f"embedding only {net.config.vocab_size}; the tokenizer and weights do not match")
+    return net
+
+
+def position_limit(net) -> int:
+    return int(net.config.max_position_embeddings)
+
+
+def check_max_len(data: DataConfig, net, spec: str) -> None:
+    limit = position_limit(net)
+    if data.max_len > limit:
+        raise UserError(f"--max-len {data.max_len} exceeds the position limit of --model {spec} "
+                        f"({limit} = max_position_embeddings); use --max-len {limit} or less, long texts "
+                        f"are split into windows anyway")

@@ -1,0 +1,49 @@
+"""Prediction and evaluation with a saved checkpoint (dygraph)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from . import checkpoint, runtime
+from .config import DataConfig
+from .dataset import featurize
+from .trainer import compute_logits, quiet_libraries
+
+
+def load_for_inference(model_dir: str, device: str, overrides: dict):
+    """(Loaded checkpoint, DataConfig) with the training-time data settings and ``overrides`` on top."""
+    quiet_libraries()
+    runtime.select_device(device)
+    runtime.set_threads(0)
+    loaded = checkpoint.load_model(model_dir)
+    settings = dict(loaded.run["data"])
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    settings.update(train=None, dev=None, test=None)
+    return loaded, DataConfig(**settings)
+
+
+def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool, batch_size: int):
+    """(examples, features, logits) for every record of ``path``."""
+    examples = loaded.task.read(path, data, flag, labelled=labelled)
+    if labelled:
+        loaded.task.check_labels(examples, loaded.labels, data, flag)
+    split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data)
+    logits = compute_logits(loaded.model, split.features, loaded.pipeline.pad_id, batch_size,
+                            token_labels=loaded.task.head == "token")
+    return examples, split.features, logits
+
+
+def predict(args) -> None:
+    """``python -m ernie_ft.<task> predict``: one JSON line per input record."""
+    loaded, data = load_for_inference(args.model, args.device, {
+        "text_column": args.text_column, "text_pair_column": args.text_pair_column})
+    examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
+    records = loaded.task.predict(logits, features, examples, loaded.labels, data)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if args.output:
+            out.close()
+            print(f"wrote {len(records)} predictions to {args.output}", file=sys.stderr)

@@ -1,0 +1,299 @@
+"""Read users' labelled files (TSV, CSV, JSON Lines, plain text) into `Example`s.
+
+Every mistake in a file becomes one `UserError` naming the flag, the file and, where it applies,
+the line (`path:LINE:`), saying what is wrong and what to do about it.
+"""
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from ernie_ft.errors import UserError
+
+KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2",
+                 "query", "title", "content")
+TEXT_COLUMNS = ("text_a", "text", "sentence", "sentence1", "content")
+PAIR_COLUMNS = ("text_b", "sentence2")
+_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
+            ".jsonlines": "jsonl", ".txt": "lines"}
+# Characters frequent in both simplified and traditional Chinese: the right legacy decoding of a
+# file hits them often, the wrong one (GBK bytes read as Big5 or back) almost never.
+_COMMON_HANZI = set("的是不了在人有我他这這个個们們中大上来來好也就都很说說会會没沒")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One text (or text pair) with its label, and where it came from for later error messages."""
+    text: str
+    text_pair: str | None
+    label: str | None
+    line: int
+    source: str
+
+
+def read_text_file(path: str, flag: str = "--train") -> str:
+    """Return the whole file at `path` as str with "\\n" line endings.
+
+    Accepts UTF-8 (a BOM is dropped) and UTF-16 with a BOM. A missing file, a directory, an empty
+    file or another encoding raises UserError; for GBK/GB18030 or Big5 the message gives the iconv
+    command that converts it. `flag` is the command-line flag the path came from.
+    """
+    where = f"{flag}: {path}"
+    if not os.path.exists(path):
+        raise UserError(f"{where} not found; check the path (relative paths start at {os.getcwd()})")
+    if os.path.isdir(path):
+        raise UserError(f"{where} is a directory; give the path of a data file inside it")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise UserError(f"{where} cannot be read: {e.strerror}") from None
+    utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    if b"\x00" in raw and not utf16:
+        line = raw.count(b"\n", 0, raw.index(b"\x00")) + 1
+        raise UserError(f"{where}:{line}: contains NUL bytes, so it is binary or UTF-16 without a "
+                        "byte-order mark; save it as UTF-8 text")
+    try:
+        text = raw.decode("utf-16" if utf16 else "utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError as e:
+        if utf16:
+            raise UserError(f"{where} starts like UTF-16 but is damaged; save it as UTF-8") from None
+        raise UserError(_encoding_message(where, path, raw, e.start)) from None
+    if not text.strip():
+        raise UserError(f"{where} is empty; it needs one record per line")
+    return text
+
+
+def _encoding_message(where: str, path: str, raw: bytes, offset: int) -> str:
+    line = raw.count(b"\n", 0, offset) + 1
+    scores = {}
+    for name, codec in (("GBK/GB18030", "GB18030"), ("Big5", "BIG5")):
+        try:
+            scores[(name, codec)] = sum(ch in _COMMON_HANZI for ch in raw.decode(codec))
+        except UnicodeDecodeError:
+            pass
+    head = f"{where}:{line}: not UTF-8 (first bad byte at offset {offset})"
+    if not scores:
+        return f"{head}, nor GBK or Big5; save it as UTF-8 (or a character on this line is damaged)"
+    name, codec = max(scores, key=scores.get)  # ties keep GBK, the common case in mainland data
+    stem, ext = os.path.splitext(path)
+    command = f"iconv -f {codec} -t UTF-8 {_quote(path)} > {_quote(stem + '.utf8' + ext)}"
+    return f"{head}; it looks like {name}. Convert it to UTF-8 with: {command}"
+
+
+def _quote(s: str) -> str:
+    """`s` in single quotes for a shell command the user can paste."""
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def read_records(path: str, flag: str = "--train", *, header_names: Iterable[str] = ()
+                 ) -> tuple[list[str], list[tuple[int, dict]]]:
+    """Return (columns, [(line_number, {column: value}), ...]) for a TSV, CSV or JSONL file.
+
+    The format comes from the extension, else from the first line ('{' -> JSONL, a tab -> TSV,
+    else CSV). A .txt file is one text per line (column "text") unless its first line holds a
+    tab, then TSV. A TSV/CSV first row is a header when it holds a KNOWN_COLUMNS name or one of
+    `header_names`; otherwise columns are named "0", "1", ... JSONL columns are the first
+    record's keys. Blank lines are skipped; line numbers are 1-based record starts.
+    """
+    columns, rows, _ = _parse(path, flag, header_names)
+    return columns, rows
+
+
+def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
+    """read_records plus the layout: "header", "positional" (no header line) or "lines" (.txt)."""
+    text = read_text_file(path, flag)
+    where = f"{flag}: {path}"
+    lines = text.split("\n")  # not splitlines(): that also splits on \x1c, \u2028 and lone \r
+    first = next(line for line in lines if line.strip())
+    fmt = _FORMATS.get(os.path.splitext(path)[1].lower())
+    if fmt == "lines" and "\t" in first:  # .txt with tabs is how LCQMC-style corpora ship
+        fmt = "tsv"
+    elif fmt is None:
+        fmt = "jsonl" if first.lstrip().startswith("{") else "tsv" if "\t" in first else "csv"
+    if fmt == "jsonl":
+        return (*_parse_jsonl(where, path, lines), "header")
+    if fmt == "lines":
+        return ["text"], [(n, {"text": s}) for n, s in enumerate(lines, 1) if s.strip()], "lines"
+    # TSV has no quoting: Chinese reviews contain stray quotes that csv would pair across lines.
+    rows = ([(n, s.split("\t")) for n, s in enumerate(lines, 1) if s.strip()] if fmt == "tsv"
+            else _csv_rows(where, text))
+    return _name_fields(where, fmt, rows, header_names)
+
+
+def _csv_rows(where: str, text: str) -> list[tuple[int, list[str]]]:
+    reader = csv.reader(io.StringIO(text))
+    rows, start = [], 1
+    try:
+        for row in reader:
+            if any(field.strip() for field in row):
+                rows.append((start, row))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise UserError(f"{where}:{start}: {e}; look for an unclosed double quote (a quote inside a "
+                        'quoted text is written twice: "she said ""hi""")') from None
+    return rows
+
+
+def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str]):
+    first_line, first = rows[0][0], [field.strip() for field in rows[0][1]]
+    known = {name.lower() for name in (*KNOWN_COLUMNS, *header_names)}
+    headerless = not any(field.lower() in known for field in first)
+    columns, body = ([str(i) for i in range(len(first))], rows) if headerless else (first, rows[1:])
+    twice = next((c for c in columns if columns.count(c) > 1), None)
+    if twice is not None:  # a dict would keep only the last of them, silently
+        raise UserError(f'{where}:{first_line}: column "{twice}" appears twice in the header; '
+                        "give each column its own name")
+    records = []
+    for n, fields in body:
+        if len(fields) != len(columns):
+            raise UserError(_field_count_message(where, fmt, n, fields, columns, headerless, first_line))
+        records.append((n, dict(zip(columns, fields))))
+    return columns, records, "positional" if headerless else "header"
+
+
+def _field_count_message(where, fmt, n, fields, columns, headerless, first_line) -> str:
+    shape = f"like line {first_line}" if headerless else f"({', '.join(columns)})"
+    if fmt == "csv" and any("\n" in field for field in fields):
+        hint = "this record runs over several lines, so a double quote is probably left open"
+    elif len(fields) > len(columns):
+        hint = ("a tab inside the text splits it, so replace tabs in the text with spaces" if fmt == "tsv"
+                else 'a comma inside the text must be quoted: "good price, fast delivery"')
+    else:
+        hint = f"separate the fields with a {'tab (spaces do not count)' if fmt == 'tsv' else 'comma'}"
+    return f"{where}:{n}: expected {len(columns)} fields {shape}, found {len(fields)}; {hint}"
+
+
+def _parse_jsonl(where: str, path: str, lines: list[str]):
+    records = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if (not records and line.lstrip().startswith("[")) or line.strip() in ("{", "}"):
+            query = "'.[]'" if line.lstrip().startswith("[") else "."
+            out = _quote(os.path.splitext(path)[0] + ".jsonl")
+            raise UserError(f"{where}:{n}: this is pretty-printed JSON or a JSON array; ernie_ft reads JSON "
+                            f"Lines, one object per line. Convert with: jq -c {query} {_quote(path)} > {out}")
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{where}:{n}:{e.colno}: invalid JSON ({e.msg}); each line must be one "
+                            'complete object such as {"text": "...", "label": "..."}') from None
+        if not isinstance(record, dict):
+            raise UserError(f'{where}:{n}: expected a JSON object {{"text": ..., "label": ...}}, '
+                            f"found {json.dumps(record, ensure_ascii=False)[:40]}")
+        records.append((n, record))
+    return list(records[0][1]), records
+
+
+def read_examples(path: str, *, text_column: str | None = None, pair_column: str | None = None,
+                  label_column: str | None = "label", require_label: bool = True,
+                  flag: str = "--train") -> list[Example]:
+    """Return the Examples in a TSV/CSV/JSONL file, or in a .txt file of one text per line.
+
+    Columns are names or 0-based position strings. Defaults: text = first of TEXT_COLUMNS present,
+    pair = text_b or sentence2 if present, label = "label" (None means the same). A headerless
+    file's label is its first or last column, whichever has fewer distinct values (tie: last),
+    and the rest are text then pair; with require_label=False it is text[, pair]. Labels come back
+    as stripped strings (JSON 1 and 1.0 -> "1", true -> "true", a list -> items joined by ","),
+    or None when not required and absent. Any problem raises UserError with the line.
+    """
+    named = [c for c in (text_column, pair_column, label_column) if c and not str(c).isdigit()]
+    columns, rows, layout = _parse(path, flag, named)
+    where = f"{flag}: {path}"
+    headerless = layout == "positional"
+    if layout == "lines" and require_label:
+        raise UserError(f"{where} is plain text (one text per line, no labels) but labels are needed "
+                        "here; use a TSV, CSV or JSONL file with a label column")
+    if not rows:
+        raise UserError(f"{where} has no records, only a header line; add one record per line")
+    label_column = label_column or "label"
+    text = _column(where, columns, text_column, "--text-column", headerless)
+    pair = _column(where, columns, pair_column, "--text-pair-column", headerless)
+    # In a headerless file the default "label" means "find it by its values"; missing labels are
+    # only an error when they are needed, so prediction can read the same files without them.
+    label = _column(where, columns, None if headerless and label_column == "label" else label_column,
+                    "--label-column", headerless, must_exist=require_label and label_column != "label")
+    if headerless:
+        text, pair, label = _headerless_roles(where, columns, rows, text, pair, label, require_label)
+    else:
+        lowered = {c.lower(): c for c in columns}
+        text = text or next((lowered[c] for c in TEXT_COLUMNS if c in lowered), None)
+        if pair_column is None:
+            pair = next((lowered[c] for c in PAIR_COLUMNS if c in lowered), None)
+        if text is None:
+            raise UserError(f"{where} has no text column; columns found: {', '.join(columns)}. "
+                            "Name the text column with --text-column")
+        if label is None and require_label:
+            raise UserError(f'{where} has no "{label_column}" column; columns found: '
+                            f"{', '.join(columns)}. Name the label column with --label-column")
+    examples = []
+    for n, record in rows:
+        values = [_text(where, n, record, column) for column in (text, pair) if column is not None]
+        label_value = _label(where, n, record, label) if label is not None else ""
+        if require_label and not label_value:
+            raise UserError(f'{where}:{n}: empty label in column "{label}"; every record needs a label')
+        pair_value = values[1] if pair is not None else None
+        examples.append(Example(values[0], pair_value, label_value or None, n, path))
+    return examples
+
+
+def _column(where, columns, given, option, headerless, must_exist=True) -> str | None:
+    """The column in `columns` that `given` (a name, any case, or a 0-based position) names."""
+    if given is None:
+        return None
+    lowered = {c.lower(): c for c in columns}
+    if str(given).lower() in lowered:
+        return lowered[str(given).lower()]
+    if str(given).isdigit() and int(given) < len(columns):
+        return columns[int(given)]
+    if not must_exist:
+        return None
+    numbered = " (no header line, so they are numbered from 0)" if headerless else ""
+    raise UserError(f'{option} "{given}" not found in {where}; columns found: '
+                    f"{', '.join(columns)}{numbered}")
+
+
+def _headerless_roles(where, columns, rows, text, pair, label, require_label):
+    free = [c for c in columns if c not in (text, pair, label)]
+    if label is None and free and (require_label or len(free) - (text is None) - (pair is None) > 0):
+        ends = [c for c in (columns[0], columns[-1]) if c in free]
+        label = min(reversed(ends), key=lambda c: len({str(r.get(c)).strip() for _, r in rows}))
+        free.remove(label)
+    if text is None and free:
+        text = free.pop(0)
+    if pair is None and free:
+        pair = free.pop(0)
+    if text is None or free or (require_label and label is None):
+        count = f"{len(columns)} column{'s' * (len(columns) != 1)}"
+        raise UserError(f"{where} has no header line and {count}, which does not fit text[, text pair] "
+                        "and a label; add a header line naming the columns, e.g. text_a, text_b, label")
+    return text, pair, label
+
+
+def _text(where: str, n: int, record: dict, column: str) -> str:
+    value = record.get(column)
+    if isinstance(value, (list, dict)):
+        raise UserError(f'{where}:{n}: column "{column}" holds a JSON {type(value).__name__}; expected text')
+    value = "" if value is None else str(value).strip()
+    if not value:
+        raise UserError(f'{where}:{n}: empty text in column "{column}"; fill it in or delete the line')
+    return value
+
+
+def _label(where: str, n: int, record: dict, column: str) -> str:
+    value = record.get(column)
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as written in the file, not Python's "True"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
+        raise UserError(f'{where}:{n}: label in column "{column}" is nested JSON; expected a string')
+    if isinstance(value, list):  # multi-label records; the comma matches one-column TSV multi-labels
+        return ",".join(_label(where, n, {column: v}, column) for v in value)
+    return "" if value is None else str(value).strip()

@@ -1,0 +1,134 @@
+"""Where and how the model runs: device, threads, seeds, mixed precision and recompute.
+
+Everything that touches devices, processes or precision lives here, so task and model code
+never import ``paddle.distributed`` or ``paddle.amp`` themselves.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import paddle
+
+from .errors import UserError
+
+
+def select_device(device: str) -> str:
+    """Set Paddle's device from ``auto``, ``cpu``, ``gpu`` or ``gpu:N``; return the one in use."""
+    has_gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    if device == "auto":
+        device = "gpu" if has_gpu else "cpu"
+    if device.startswith("gpu") and not has_gpu:
+        raise UserError(f"--device {device}: this Paddle build sees no GPU "
+                        "(install paddlepaddle-gpu, check CUDA_VISIBLE_DEVICES, or use --device cpu)")
+    if device != "cpu" and not device.startswith("gpu"):
+        raise UserError(f"--device must be cpu, gpu, gpu:N or auto, not {device!r}")
+    if device == "gpu" and "FLAGS_selected_gpus" in os.environ:
+        device = f"gpu:{os.environ['FLAGS_selected_gpus'].split(',')[0]}"
+    paddle.set_device(device)
+    return device
+
+
+def set_threads(threads: int, processes: int = 1) -> int:
+    """Give Paddle's CPU math library ``threads`` threads (default: the cores shared by the processes).
+
+    Paddle uses one math thread unless told otherwise, whatever OMP_NUM_THREADS says.
+    """
+    n = threads or max(1, (os.cpu_count() or 1) // processes)
+    paddle.base.core.set_num_threads(n)
+    return n
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    paddle.seed(seed)
+
+
+def rng_state() -> dict:
+    """Random state to store in a resumable checkpoint (dropout masks depend on it)."""
+    state = {"paddle": paddle.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0:
+        state["cuda"] = paddle.get_cuda_rng_state()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    paddle.set_rng_state(state["paddle"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and paddle.is_compiled_with_cuda():
+        paddle.set_cuda_rng_state(state["cuda"])
+
+
+@dataclass
+class Precision:
+    """Mixed precision as one autocast context plus a loss scaler that is inert unless fp16.
+
+    On Paddle's CPU build the autocast lists have no low-precision kernels for the
+    transformer's ops, so CPU runs compute in fp32 whatever ``amp`` says (the code path is
+    the same as on GPU and is tested against an fp32 run).
+    """
+
+    amp: str = "off"
+    level: str = "O1"
+
+    def __post_init__(self):
+        self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.amp)
+        self.scaler = paddle.amp.GradScaler(enable=self.amp == "fp16", init_loss_scaling=2.0 ** 15)
+
+    def prepare(self, model, optimizer):
+        """O2 keeps the weights in low precision with fp32 master weights in the optimizer."""
+        if self.amp != "off" and self.level == "O2":
+            model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2",
+                                                   dtype=self.dtype, master_weight=True)
+        return model, optimizer
+
+    def autocast(self):
+        if self.amp == "off":
+            return contextlib.nullcontext()
+        return paddle.amp.auto_cast(enable=True, level=self.level, dtype=self.dtype)
+
+    def backward(self, loss) -> None:
+        self.scaler.scale(loss).backward()
+
+    def step(self, optimizer) -> None:
+        """Unscale (fp16), clip (inside the optimizer), step and update the loss scale."""
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+    def state_dict(self) -> dict:
+        return self.scaler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            self.scaler.load_state_dict(state)
+
+
+def enable_recompute(model) -> int:
+    """Recompute every transformer encoder layer's activations in the backward pass.
+
+    The layers' ``forward`` is wrapped in place, so parameter names and checkpoints are
+    unchanged. Returns the number of layers wrapped.
+    """
+    from paddle.distributed.fleet.utils import recompute
+
+    wrapped = 0
+    for layer in model.sublayers():
+        if isinstance(layer, paddle.nn.TransformerEncoderLayer):
+            forward = layer.forward
+
+            @functools.wraps(forward)
+            def checkpointed(*args, _forward=forward, _layer=layer, **kwargs):
+                if _layer.training and not kwargs.get("cache"):
+                    kwargs.pop("cache", None)
+                    return recompute(_forward, *args, **kwargs)
+                return _forward(*args, **kwargs)
+
+            layer.forward = checkpointed
+            wrapped += 1
+    return wrapped

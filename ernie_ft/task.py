@@ -1,0 +1,89 @@
+"""What a task is: the protocol the trainer drives, and how a task is named.
+
+A task owns reading, labels, features, loss, metrics and the shape of predictions; the
+trainer owns the model, optimizer, schedule and checkpoints. A custom task is one small file
+(see ``tasks/multilabel_intent.py``) named on the command line as ``module:attr`` or
+``path/to/file.py:attr``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from typing import Any, Protocol, Sequence
+
+from .config import DataConfig
+from .errors import UserError
+
+# Built-in tasks: python -m ernie_ft.<name>. One explicit dict, no registry filled by imports.
+BUILTIN = {
+    "classify": "ernie_ft.classify:Classification",
+}
+
+
+class Task(Protocol):
+    name: str
+    """How checkpoints refer to the task: a BUILTIN key or 'module:attr' / 'file.py:attr'."""
+    head: str
+    """The model head: 'sequence' (one output row per input), 'token' or 'span'."""
+    metric: str
+    """Default dev metric for picking the best checkpoint; greater is better."""
+
+    def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
+        """Examples from a file; bad input raises UserError naming the file and line."""
+
+    def fit_labels(self, train: list) -> list[str]:
+        """The label set, from the training examples; its order is the model's output order."""
+
+    def check_labels(self, examples: list, labels: list[str], data: DataConfig, flag: str) -> None:
+        """Raise UserError for dev/test labels that train never had (unless allowed)."""
+
+    def texts(self, examples: list) -> list[str]:
+        """Every text the task needs encoded, in a fixed order that ``featurize`` relies on."""
+
+    def featurize(self, examples: list, encodings: list, pipeline, labels: list[str], data: DataConfig) -> list[dict]:
+        """Model inputs ('input_ids', 'token_type_ids'), targets and 'doc' (example index) per window."""
+
+    def loss(self, logits, batch: dict):
+        """A scalar paddle Tensor from the model's logits and a collated batch."""
+
+    def evaluate(self, logits, features: list[dict], examples: list, labels: list[str], data: DataConfig) -> dict:
+        """Metrics (floats) from all windows' logits (numpy, one row per feature)."""
+
+    def predict(self, logits, features: list[dict], examples: list, labels: list[str], data: DataConfig) -> list[dict]:
+        """One JSON-serialisable record per example."""
+
+
+def load_task(spec: str) -> Task:
+    """An instance of the task named ``spec``: a BUILTIN name, ``module:attr`` or ``file.py:attr``."""
+    target = BUILTIN.get(spec, spec)
+    module_name, _, attr = target.partition(":")
+    if module_name.endswith(".py"):
+        if not os.path.isfile(module_name):
+            raise UserError(f"--task: {module_name} not found")
+        module_spec = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3], module_name)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise UserError(f"--task {spec}: cannot import {module_name} ({e}); built-in tasks: "
+                            f"{', '.join(BUILTIN)}") from None
+    if not attr:
+        raise UserError(f"--task {spec}: name the task class as {module_name}:ClassName")
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise UserError(f"--task {spec}: {module_name} has no {attr}")
+    task = factory()
+    if getattr(task, "name", None) in (None, ""):
+        task.name = spec
+    return task
+
+
+def label_order(values: Sequence[Any]) -> list[str]:
+    """Sorted label names: numerically when every label is an integer, else by string."""
+    unique = set(values)
+    if all(v.lstrip("-").isdigit() for v in unique):
+        return sorted(unique, key=int)
+    return sorted(unique)

@@ -1,0 +1,408 @@
+"""Text pipeline: Unicode normalisation, jieba words, WordPiece ids with original-text offsets.
+
+Normalisation and segmentation happen here in Python; WordPiece is HF `tokenizers`
+(Rust) fed the jieba words as pre-tokenised input, so every token knows its word.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable
+
+import jieba
+import tokenizers
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+from ernie_ft.errors import UserError
+
+SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
+# Bump when normalisation or segmentation changes, so old encode_many caches stop matching.
+PIPELINE_VERSION = 1
+_META_FILE = "ernie_ft_text.json"
+_USER_DICT_FILE = "jieba_user_dict.txt"
+
+jieba.setLogLevel(logging.WARNING)
+
+
+@dataclass
+class Encoding:
+    """Tokens of one text, without [CLS]/[SEP]."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]  # [start, end) into the original text, one per token
+    word_ids: list[int]  # index into TextPipeline.words(text) of each token's word
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalize_char(c: str) -> str:
+    if c in "\t\n\r":
+        return " "
+    # Cs: a lone surrogate cannot cross into the Rust tokenizer at all.
+    if unicodedata.category(c) in ("Cc", "Cf", "Cs"):
+        return ""
+    return unicodedata.normalize("NFKC", c)  # also full-width ASCII -> ASCII and U+3000 -> ' '
+
+
+def normalize_text(text: str) -> tuple[str, list[int]]:
+    """Normalised text and, per normalised character, the index of its original character.
+
+    NFKC is applied per character (not to the whole string) so each output character
+    has exactly one source character; '…' becomes '...' with all three pointing at it.
+    """
+    # Most characters pass through unchanged: look each distinct one up once, then copy runs.
+    changed = {c: r for c in set(text) if (r := _normalize_char(c)) != c}
+    if not changed:
+        return text, list(range(len(text)))
+    out: list[str] = []
+    index: list[int] = []
+    last = 0
+    for i, c in enumerate(text):
+        if c in changed:
+            r = changed[c]
+            out += (text[last:i], r)
+            index += range(last, i)
+            index += [i] * len(r)
+            last = i + 1
+    out.append(text[last:])
+    index += range(last, len(text))
+    return "".join(out), index
+
+
+class TextPipeline:
+    """Text -> Encoding for one vocabulary, casing, jieba user dictionary and segmentation mode."""
+
+    def __init__(self, vocab_file: str, *, lowercase: bool = True, user_dict: str | None = None,
+                 segment: bool = True):
+        self._args = (str(vocab_file), bool(lowercase), None if user_dict is None else str(user_dict),
+                      bool(segment))
+        self.lowercase, self.segment = bool(lowercase), bool(segment)
+        self.last_cache_hit = False
+        try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
+            with open(vocab_file, encoding="utf-8") as f:
+                lines = [line.rstrip("\n") for line in f]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); "
+                            "give a vocab.txt with one token per line") from None
+        # A repeated token keeps its last id, as PaddleNLP does ('$' is on two lines of ERNIE 3.0).
+        vocab = {tok: i for i, tok in enumerate(lines)}
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise UserError(f"vocab file {vocab_file}: missing special tokens {', '.join(missing)}; "
+                            "use the checkpoint's vocab.txt or one written by build_vocab")
+        self.vocab_size = len(lines)  # ids run to len-1 even when tokens repeat
+        self.pad_id, self.cls_id, self.sep_id, self.mask_id, self.unk_id = (vocab[t] for t in SPECIAL_TOKENS)
+        self._tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+        self._tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.lowercase)
+        self._tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+        digest = hashlib.sha1(f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|"
+                              f"{jieba.__version__}|{tokenizers.__version__}|".encode())
+        digest.update(Path(vocab_file).read_bytes())
+        self._jieba = jieba.Tokenizer()  # private: the global one is shared with user code
+        if user_dict is not None:
+            if not os.path.isfile(user_dict):
+                raise UserError(f"--user-dict {user_dict}: file not found; give a jieba user dictionary "
+                                "(one 'word [frequency] [tag]' per line) or drop the flag")
+            digest.update(b"|user_dict|" + Path(user_dict).read_bytes())
+            try:
+                self._jieba.load_userdict(user_dict)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise UserError(f"--user-dict {user_dict}: {e}; each line must be "
+                                "'word [frequency] [tag]' in UTF-8") from None
+        self.fingerprint = digest.hexdigest()
+
+    def normalize(self, text: str) -> tuple[str, list[int]]:
+        """Full-width ASCII and U+3000 to half-width, NFKC per character, Cc/Cf dropped
+        (\\t \\n \\r become spaces). Returns (normalised text, original index of each of its characters)."""
+        return normalize_text(text)
+
+    def _spans(self, norm: str) -> list[tuple[int, int]]:
+        """Word spans in normalised-text offsets, whitespace-only words dropped."""
+        if not self.segment:
+            return [m.span() for m in re.finditer(r"\S+", norm)]
+        spans, pos = [], 0
+        for w in self._jieba.cut(norm, HMM=True):
+            if w.strip():
+                spans.append((pos, pos + len(w)))
+            pos += len(w)
+        return spans
+
+    def words(self, text: str) -> list[tuple[int, int]]:
+        """jieba word spans [start, end) in original-text offsets, whitespace-only words dropped."""
+        norm, index = normalize_text(text)
+        return [(index[s], index[e - 1] + 1) for s, e in self._spans(norm)]
+
+    def encode(self, text: str) -> Encoding:
+        """Ids, original-text offsets and word ids of one text (no special tokens, no truncation)."""
+        return self._encode_texts([text])[0]
+
+    def _encode_texts(self, texts: list[str]) -> list[Encoding]:
+        prepared = []
+        for text in texts:
+            norm, index = normalize_text(text)
+            spans = self._spans(norm)
+            prepared.append((index, spans, [norm[s:e] for s, e in spans]))
+        word_lists = [p[2] for p in prepared]
+        if len(word_lists) == 1:
+            encs = [self._tok.encode(word_lists[0], is_pretokenized=True, add_special_tokens=False)]
+        else:
+            encs = self._tok.encode_batch(word_lists, is_pretokenized=True, add_special_tokens=False)
+        out = []
+        for (index, spans, _), enc in zip(prepared, encs):
+            # tokenizers gives offsets relative to each pre-tokenised word; shift by the
+            # word's start, then map normalised positions back to original characters.
+            # Every WordPiece token covers >= 1 character, so b > a and s + b - 1 is inside the word.
+            offsets = [(index[s + a], index[s + b - 1] + 1)
+                       for s, (a, b) in zip([spans[w][0] for w in enc.word_ids], enc.offsets)]
+            out.append(Encoding(list(enc.ids), offsets, list(enc.word_ids)))
+        return out
+
+    def encode_many(self, texts: list[str], *, cache_dir: str | None = None,
+                    num_proc: int = 1) -> list[Encoding]:
+        """Encodings of many texts, equal to [encode(t) for t in texts].
+
+        With cache_dir, results are stored in <cache_dir>/<sha1(fingerprint, texts)>.arrow (an Arrow
+        stream that datasets.Dataset.from_file opens) and read back on the next identical call;
+        self.last_cache_hit says which happened. num_proc > 1 tokenises in that many processes.
+        """
+        texts = list(texts)
+        self.last_cache_hit = False
+        path = Path(cache_dir) / f"{self._cache_key(texts)}.arrow" if cache_dir is not None else None
+        if path is not None and path.is_file():
+            import pyarrow as pa
+
+            self.last_cache_hit = True
+            with pa.memory_map(str(path)) as source:
+                return _from_table(pa.ipc.open_stream(source).read_all())
+        num_proc = max(1, min(num_proc, len(texts)))
+        encodings = self._encode_texts(texts) if num_proc == 1 else self._encode_in_processes(texts, num_proc)
+        if path is not None:
+            _write_table(path, encodings)
+        return encodings
+
+    def _encode_in_processes(self, texts: list[str], num_proc: int) -> list[Encoding]:
+        # A stdlib pool, not datasets.map(num_proc=...): with the dill 0.3.4 that paddlenlp pins,
+        # multiprocess cannot pickle Dataset._map_single on Python 3.11 and the workers die.
+        import multiprocessing
+
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        size = -(-len(texts) // (num_proc * 4))  # a few chunks per worker evens out long texts
+        chunks = [(self._args, texts[i:i + size]) for i in range(0, len(texts), size)]
+        # Forked workers find this pipeline in the memo; spawned ones rebuild it from _args.
+        # Either way jieba is never pickled.
+        _MEMO[self._args] = self
+        saved_env = os.environ.get("TOKENIZERS_PARALLELISM")
+        # The processes are the parallelism; this also stops tokenizers warning in every
+        # worker that it was forked after its thread pool was used.
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        try:
+            with ctx.Pool(num_proc) as pool:
+                parts = pool.map(_encode_chunk, chunks)
+        finally:
+            _MEMO.pop(self._args, None)
+            if saved_env is None:
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
+            else:
+                os.environ["TOKENIZERS_PARALLELISM"] = saved_env
+        return [enc for part in parts for enc in part]
+
+    def _cache_key(self, texts: list[str]) -> str:
+        digest = hashlib.sha1(self.fingerprint.encode())
+        for t in texts:  # length prefix keeps ["ab", "c"] and ["a", "bc"] apart
+            digest.update(f"{len(t)}:".encode() + t.encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
+
+    def save(self, directory: str) -> None:
+        """Write vocab.txt and tokenizer_config.json (PaddleNLP ErnieTokenizer format) plus
+        ernie_ft_text.json and the user dictionary, so from_dir(directory) rebuilds this pipeline."""
+        from paddlenlp.transformers import ErnieTokenizer
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        vocab_file, _, user_dict, _ = self._args
+        ErnieTokenizer(vocab_file, do_lower_case=self.lowercase).save_pretrained(str(out))
+        meta = {"version": PIPELINE_VERSION, "lowercase": self.lowercase, "segment": self.segment,
+                "user_dict": None}
+        if user_dict is not None:
+            target = out / _USER_DICT_FILE
+            if not (target.exists() and os.path.samefile(user_dict, target)):
+                shutil.copyfile(user_dict, target)
+            meta["user_dict"] = _USER_DICT_FILE
+        (out / _META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_dir(cls, directory: str) -> "TextPipeline":
+        """Pipeline for a checkpoint directory: vocab.txt, do_lower_case from tokenizer_config.json,
+        and lowercase/segment/user dictionary from ernie_ft_text.json when present."""
+        d = Path(directory)
+        if not (d / "vocab.txt").is_file():
+            raise UserError(f"{d}: no vocab.txt in this directory; give a checkpoint directory "
+                            "saved by ernie_ft or by PaddleNLP's save_pretrained")
+        kwargs: dict = {}
+        config = _read_json(d / "tokenizer_config.json")
+        if "do_lower_case" in config:
+            kwargs["lowercase"] = bool(config["do_lower_case"])
+        meta = _read_json(d / _META_FILE)
+        for key in ("lowercase", "segment"):
+            if key in meta:
+                kwargs[key] = bool(meta[key])
+        if meta.get("user_dict"):
+            kwargs["user_dict"] = str(d / meta["user_dict"])
+        return cls(str(d / "vocab.txt"), **kwargs)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not valid JSON ({e}); fix or delete the file") from None
+
+
+_MEMO: dict[tuple, TextPipeline] = {}
+
+
+def _encode_chunk(job: tuple) -> list[Encoding]:
+    """Worker: encode texts with the pipeline for these constructor args, built once per process."""
+    args, texts = job
+    pipe = _MEMO.get(args)
+    if pipe is None:
+        vocab_file, lowercase, user_dict, segment = args
+        pipe = _MEMO[args] = TextPipeline(vocab_file, lowercase=lowercase, user_dict=user_dict,
+                                          segment=segment)
+    return pipe._encode_texts(texts)
+
+
+def _write_table(path: Path, encodings: list[Encoding]) -> None:
+    import pyarrow as pa
+
+    ints = pa.list_(pa.int32())
+    table = pa.table({"ids": pa.array([e.ids for e in encodings], ints),
+                      "starts": pa.array([[s for s, _ in e.offsets] for e in encodings], ints),
+                      "ends": pa.array([[t for _, t in e.offsets] for e in encodings], ints),
+                      "word_ids": pa.array([e.word_ids for e in encodings], ints)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # renamed into place: readers never see half a file
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    os.replace(tmp, path)
+
+
+def _from_table(table) -> list[Encoding]:
+    cols = [table.column(name).to_pylist() for name in ("ids", "starts", "ends", "word_ids")]
+    return [Encoding(ids, list(zip(starts, ends)), word_ids) for ids, starts, ends, word_ids in zip(*cols)]
+
+
+def _stands_alone(c: str) -> bool:
+    """True when BertPreTokenizer always splits c into its own piece (CJK ideograph or punctuation),
+    so it never needs a '##' continuation form."""
+    o = ord(c)  # the ranges are BERT's _is_chinese_char and _is_punctuation (ASCII part)
+    return (any(lo <= o <= hi for lo, hi in _ALONE_RANGES) or unicodedata.category(c).startswith("P"))
+
+
+_ALONE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B81F), (0x2B820, 0x2CEAF),
+                 (0xF900, 0xFAFF), (0x2F800, 0x2FA1F), (33, 47), (58, 64), (91, 96), (123, 126))
+
+
+def build_vocab(texts: Iterable[str], *, min_count: int = 1, lowercase: bool = True) -> list[str]:
+    """Vocabulary for a scratch model: [PAD] [CLS] [SEP] [MASK], then each character of the
+    normalised texts seen >= min_count times, by frequency then codepoint, and [UNK] last.
+    Characters that can sit inside a word (letters, digits, symbols) also get a '##' form."""
+    bert = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                      lowercase=lowercase)
+    counts: Counter = Counter()
+    for text in texts:
+        counts.update(bert.normalize_str(normalize_text(text)[0]))
+    chars = sorted((c for c, n in counts.items() if n >= min_count and not c.isspace()),
+                   key=lambda c: (-counts[c], ord(c)))
+    tokens = list(SPECIAL_TOKENS[:4])
+    for c in chars:
+        tokens.append(c)
+        if not _stands_alone(c):
+            tokens.append("##" + c)
+    tokens.append("[UNK]")
+    return tokens
+
+
+def write_vocab(tokens: list[str], path: str) -> None:
+    """Write tokens one per line (UTF-8), the vocab.txt format TextPipeline and PaddleNLP read."""
+    bad = [t for t in tokens if not t or "\n" in t or "\r" in t]
+    if bad:
+        raise ValueError(f"vocabulary tokens must be non-empty single lines, got {bad[:3]!r}")
+    Path(path).write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+
+
+@dataclass
+class Audit:
+    """What tokenisation lost or changed, over a set of texts."""
+
+    n_texts: int
+    n_chars: int
+    n_tokens: int
+    n_unk: int
+    unk_chars: Counter = field(default_factory=Counter)  # non-space characters under [UNK] tokens
+    zero_token_chars: Counter = field(default_factory=Counter)  # non-space characters no token covers
+    multi_token_chars: Counter = field(default_factory=Counter)  # one character -> 2+ tokens ('…')
+
+    @property
+    def unk_rate(self) -> float:
+        return self.n_unk / self.n_tokens if self.n_tokens else 0.0
+
+    def summary(self, top: int = 10) -> str:
+        """A few human-readable lines; each counter shows its `top` most common characters."""
+        lines = [f"{self.n_texts:,} texts, {self.n_chars:,} characters -> {self.n_tokens:,} tokens",
+                 f"[UNK] {self.unk_rate:.2%} of {self.n_tokens:,} tokens"
+                 + (f"; top: {_top(self.unk_chars, top)}" if self.unk_chars else "")]
+        if self.zero_token_chars:
+            lines.append(f"characters with no token: {_top(self.zero_token_chars, top)}")
+        if self.multi_token_chars:
+            lines.append(f"characters split into 2+ tokens: {_top(self.multi_token_chars, top)}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        """JSON-serialisable dict; counters become {character: count}, most common first."""
+        return {k: dict(v.most_common()) if isinstance(v, Counter) else v
+                for k, v in {**self.__dict__, "unk_rate": self.unk_rate}.items()}
+
+
+def _top(counter: Counter, top: int) -> str:
+    return ", ".join(f"{c if c.isprintable() else f'U+{ord(c):04X}'} ({n:,})"
+                     for c, n in counter.most_common(top))
+
+
+def audit(texts: list[str], encodings: list[Encoding], unk_id: int) -> Audit:
+    """Count [UNK]s, characters that produced no token and characters split into several tokens.
+
+    WordPiece turns a whole pre-token into [UNK] when any piece is missing, so unk_chars can
+    include innocent neighbours of the culprit (jieba isolates most symbols, which limits this).
+    """
+    if len(texts) != len(encodings):
+        raise ValueError(f"audit got {len(texts)} texts but {len(encodings)} encodings")
+    result = Audit(n_texts=len(texts), n_chars=sum(map(len, texts)), n_tokens=0, n_unk=0)
+    for text, enc in zip(texts, encodings):
+        result.n_tokens += len(enc.ids)
+        covered = bytearray(len(text))
+        single: Counter = Counter()
+        for tid, (s, e) in zip(enc.ids, enc.offsets):
+            covered[s:e] = b"\x01" * (e - s)
+            if e - s == 1:
+                single[s] += 1
+            if tid == unk_id:
+                result.n_unk += 1
+                result.unk_chars.update(c for c in text[s:e] if not c.isspace())
+        if 0 in covered:
+            result.zero_token_chars.update(c for c, hit in zip(text, covered) if not hit and not c.isspace())
+        result.multi_token_chars.update(text[i] for i, n in single.items() if n > 1)
+    return result

@@ -1,0 +1,249 @@
+"""The training loop: one explicit loop with evaluation, checkpoints and resume inline."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from . import checkpoint, modeling, runtime
+from .batching import LengthGroupedSampler, collate, padding_fraction
+from .config import RunConfig
+from .dataset import featurize, read_splits
+from .errors import UserError
+from .runlog import RunLog
+
+
+def quiet_libraries() -> None:
+    """Keep PaddleNLP's INFO chatter and Paddle's import warnings out of the user's console."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    from paddlenlp.utils.log import logger
+
+    logger.set_level("WARNING")
+
+
+def to_tensors(batch: dict) -> dict:
+    import paddle
+
+    return {k: paddle.to_tensor(v) for k, v in batch.items()}
+
+
+def forward(model, batch: dict):
+    """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
+    import paddle
+
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
+    return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
+
+
+def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, precision=None,
+                   token_labels: bool = False) -> list:
+    """Model outputs for every feature, in feature order (numpy, one entry per feature)."""
+    import paddle
+
+    was_training = model.training
+    model.eval()
+    sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], batch_size, shuffle=False)
+    outputs = [None] * len(features)
+    with paddle.no_grad():
+        for indices in sampler.batches():
+            batch = to_tensors(collate([features[i] for i in indices], pad_id, token_labels))
+            with (precision.autocast() if precision else _null()):
+                logits = forward(model, batch).astype("float32").numpy()
+            for row, i in enumerate(indices):
+                outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_labels else logits[row]
+    model.train(was_training)
+    return outputs if token_labels else np.stack(outputs)
+
+
+def _null():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def build_optimizer(model, tc, total_steps: int):
+    """AdamW with linear warm-up and decay; no weight decay on biases and LayerNorm."""
+    import paddle
+    from paddlenlp.transformers import LinearDecayWithWarmup
+
+    scheduler = LinearDecayWithWarmup(tc.lr, total_steps, tc.warmup)
+    decay = {p.name for n, p in model.named_parameters() if not any(s in n for s in ("bias", "norm"))}
+    optimizer = paddle.optimizer.AdamW(
+        learning_rate=scheduler, parameters=model.parameters(), weight_decay=tc.weight_decay,
+        apply_decay_param_fun=lambda name: name in decay,
+        grad_clip=paddle.nn.ClipGradByGlobalNorm(tc.max_grad_norm) if tc.max_grad_norm > 0 else None)
+    return optimizer, scheduler
+
+
+class StopRequest:
+    """Ctrl-C during training finishes the current step, saves a resumable checkpoint and exits."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, *_):
+        if self.requested:  # a second Ctrl-C aborts at once
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nstopping after this step (Ctrl-C again to abort without saving)", file=sys.stderr)
+
+    def restore(self):
+        signal.signal(signal.SIGINT, self.previous)
+
+
+def train(task, cfg: RunConfig) -> dict:
+    """Fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json."""
+    quiet_libraries()
+    data, tc = cfg.data, cfg.train
+    if not tc.output:
+        raise UserError("--output is required (the directory for the model, metrics and logs)")
+    examples, labels = read_splits(task, data)
+    checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)
+    out = tc.output
+    device = runtime.select_device(tc.device)
+    threads = runtime.set_threads(tc.threads)
+    runtime.seed_everything(tc.seed)
+    pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]), out)
+    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline)
+    modeling.check_max_len(data, model, cfg.model.model)
+    splits = {name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
+              for name, ex in examples.items()}
+    metric = tc.metric or task.metric
+    run = {**cfg.to_dict(), "labels": labels}
+    token_labels = task.head == "token"
+    if tc.recompute:
+        runtime.enable_recompute(model)
+
+    train_split = splits["train"]
+    lengths = train_split.lengths
+    sampler = LengthGroupedSampler(lengths, tc.batch_size, seed=tc.seed)
+    batches_per_epoch = len(sampler.batches(0))
+    steps_per_epoch = math.ceil(batches_per_epoch / tc.grad_accum)
+    total_steps = steps_per_epoch * tc.epochs
+    optimizer, scheduler = build_optimizer(model, tc, total_steps)
+    precision = runtime.Precision(tc.amp, tc.amp_level)
+    model, optimizer = precision.prepare(model, optimizer)
+    print(f"device {device}, {threads} threads; {len(labels)} labels; {total_steps} steps "
+          f"({tc.epochs} epochs x {steps_per_epoch}), batch {tc.batch_size} x accumulation {tc.grad_accum}; "
+          f"best checkpoint by dev {metric}", file=sys.stderr)
+
+    progress = {"step": 0, "epoch": 0, "batch": 0, "best": None, "best_step": None, "bad_evals": 0,
+                "dev": None}
+    if cfg.resume:
+        progress, rng = checkpoint.load_state(os.path.join(out, checkpoint.LAST), model, optimizer, scheduler,
+                                              precision)
+        runtime.set_rng_state(rng)
+        print(f"resumed at step {progress['step']} (epoch {progress['epoch'] + 1}, batch {progress['batch']})",
+              file=sys.stderr)
+
+    log = RunLog(out, total_steps, progress["step"])
+    stop = StopRequest()
+
+    def save_last():
+        checkpoint.save_state(os.path.join(out, checkpoint.LAST), model, optimizer, scheduler, precision,
+                              progress, runtime.rng_state())
+
+    def evaluate_dev():
+        logits = compute_logits(model, splits["dev"].features, pipeline.pad_id, 2 * tc.batch_size, precision,
+                                token_labels)
+        metrics = task.evaluate(logits, splits["dev"].features, splits["dev"].examples, labels, data)
+        if metric not in metrics:
+            raise UserError(f"--metric {metric}: the task reports {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
+        improved = progress["best"] is None or metrics[metric] > progress["best"]
+        if improved:
+            progress.update(best=metrics[metric], best_step=progress["step"], bad_evals=0, dev=metrics)
+            checkpoint.save_model(os.path.join(out, checkpoint.BEST), model, pipeline, labels, task.name, run)
+        else:
+            progress["bad_evals"] += 1
+        log.evaluation(progress["step"], progress["epoch"], "dev", metrics, best=improved)
+
+    model.train()
+    finished = stopped = False
+    try:
+        while progress["epoch"] < tc.epochs and not stopped:
+            epoch_batches = sampler.batches(progress["epoch"])
+            if progress["batch"] == 0:
+                log.say(f"epoch {progress['epoch'] + 1}/{tc.epochs}: {len(epoch_batches)} batches, "
+                        f"padding {padding_fraction(epoch_batches, lengths):.1%}")
+            tokens, tic, micro = 0, time.perf_counter(), 0
+            for b in range(progress["batch"], len(epoch_batches)):
+                batch = to_tensors(collate([train_split.features[i] for i in epoch_batches[b]],
+                                           pipeline.pad_id, token_labels))
+                with precision.autocast():
+                    loss = task.loss(forward(model, batch), batch)
+                precision.backward(loss / tc.grad_accum)
+                tokens += int(lengths[epoch_batches[b]].sum())
+                micro += 1
+                if micro < tc.grad_accum and b + 1 < len(epoch_batches):
+                    continue
+                precision.step(optimizer)
+                optimizer.clear_grad()
+                scheduler.step()
+                micro = 0
+                progress["step"] += 1
+                progress["batch"] = b + 1
+                elapsed = time.perf_counter() - tic
+                log.step(progress["step"], float(loss), optimizer.get_lr(), tokens / elapsed,
+                         progress["epoch"] + 1, log=progress["step"] % tc.log_steps == 0)
+                tokens, tic = 0, time.perf_counter()
+                end_of_epoch = b + 1 == len(epoch_batches)
+                if end_of_epoch:
+                    progress.update(epoch=progress["epoch"] + 1, batch=0)
+                if "dev" in splits and ((tc.eval_steps and progress["step"] % tc.eval_steps == 0)
+                                        or (end_of_epoch and not tc.eval_steps)
+                                        or progress["step"] == total_steps):
+                    evaluate_dev()
+                if tc.patience and progress["bad_evals"] >= tc.patience:
+                    log.say(f"early stop: no dev {metric} improvement in {tc.patience} evaluations")
+                    progress["epoch"] = tc.epochs
+                    stopped = True
+                if end_of_epoch or stopped or stop.requested or progress["step"] == tc.stop_after_steps:
+                    save_last()
+                if stop.requested or progress["step"] == tc.stop_after_steps:
+                    stopped = True
+                if stopped or end_of_epoch:
+                    break
+        finished = progress["epoch"] >= tc.epochs
+    finally:
+        stop.restore()
+
+    if not finished:
+        log.close(metric)
+        print(f"stopped at step {progress['step']}/{total_steps}; a resumable checkpoint is in "
+              f"{os.path.join(out, checkpoint.LAST)}: run the same command with --resume to continue",
+              file=sys.stderr)
+        if stop.requested:
+            raise KeyboardInterrupt
+        return {}
+
+    if "dev" not in splits:
+        checkpoint.save_model(os.path.join(out, checkpoint.BEST), model, pipeline, labels, task.name, run)
+    best_dir = os.path.join(out, checkpoint.BEST)
+    results = {"dev": progress["dev"]} if progress["dev"] else {}
+    if "test" in splits:
+        import paddle
+
+        model.set_state_dict(paddle.load(os.path.join(best_dir, "model_state.pdparams")))
+        logits = compute_logits(model, splits["test"].features, pipeline.pad_id, 2 * tc.batch_size, precision,
+                                token_labels)
+        results["test"] = task.evaluate(logits, splits["test"].features, splits["test"].examples, labels, data)
+        log.evaluation(progress["best_step"] or progress["step"], progress["epoch"], "test", results["test"])
+    with open(os.path.join(out, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, ensure_ascii=False, indent=1)
+    png = log.close(metric)
+    print(f"done: best model in {best_dir}; metrics in {os.path.join(out, 'metrics.json')}; curves in {png}",
+          file=sys.stderr)
+    for split, metrics in results.items():
+        shown = " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+        print(f"{split}: {shown}")
+    return results
+

@@ -1,0 +1,69 @@
+"""Sliding windows over long token sequences, and pooling window outputs back per document."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def window_spans(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
+    """Token ranges [start, end) of at most ``size`` tokens covering ``range(n_tokens)``.
+
+    Consecutive windows share ``stride`` tokens; the last window ends at ``n_tokens`` (it is
+    shifted left rather than left short, so every window is as full as the text allows).
+    """
+    if size <= stride:
+        raise ValueError(f"window size {size} must exceed the overlap {stride}")
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    spans, start, step = [], 0, size - stride
+    while True:
+        end = start + size
+        if end >= n_tokens:
+            spans.append((n_tokens - size, n_tokens))
+            return spans
+        spans.append((start, end))
+        start += step
+
+
+def pack_inputs(first: list[int], second: list[int] | None, cls_id: int, sep_id: int) -> tuple[list[int], list[int]]:
+    """[CLS] first [SEP] (second [SEP]) as (input_ids, token_type_ids)."""
+    ids = [cls_id, *first, sep_id]
+    types = [0] * len(ids)
+    if second is not None:
+        ids += [*second, sep_id]
+        types += [1] * (len(second) + 1)
+    return ids, types
+
+
+def pool_windows(logits: np.ndarray, docs: np.ndarray, n_docs: int, how: str = "mean") -> np.ndarray:
+    """Combine per-window outputs ``logits[i]`` of document ``docs[i]`` into one row per document."""
+    docs = np.asarray(docs)
+    out = np.zeros((n_docs,) + logits.shape[1:], dtype=np.float64)
+    if how == "mean":
+        np.add.at(out, docs, logits)
+        counts = np.bincount(docs, minlength=n_docs).reshape((n_docs,) + (1,) * (logits.ndim - 1))
+        return (out / np.maximum(counts, 1)).astype(logits.dtype)
+    if how == "max":
+        out[:] = -np.inf
+        np.maximum.at(out, docs, logits)
+        return out.astype(logits.dtype)
+    raise ValueError(f"unknown pooling {how!r}")
+
+
+def windowed_inputs(first: list[int], second: list[int] | None, max_len: int, stride: int,
+                    cls_id: int, sep_id: int) -> tuple[list[tuple[list[int], list[int]]], bool]:
+    """Model inputs for one text (or pair) that never exceed ``max_len`` tokens.
+
+    A long first text becomes overlapping windows; a second text is kept whole in every window
+    unless it would take more than half of ``max_len``, in which case it is cut to that half.
+    Returns ([(input_ids, token_type_ids), ...], whether the second text was cut).
+    """
+    cut = False
+    if second is None:
+        budget = max_len - 2
+    else:
+        limit = (max_len - 3) // 2
+        cut = len(second) > limit
+        second = second[:limit]
+        budget = max_len - 3 - len(second)
+    spans = window_spans(len(first), budget, min(stride, budget // 2))
+    return [pack_inputs(first[s:e], second, cls_id, sep_id) for s, e in spans], cut

@@ -1,0 +1,97 @@
+"""A custom task in one file: multi-label intent detection (an utterance may carry several intents).
+
+    python -m ernie_ft --task tasks/multilabel_intent.py:MultiLabelIntent \
+        --train data/intent_train.jsonl --dev data/intent_dev.jsonl \
+        --model scratch:tiny --epochs 20 --lr 2e-3 --output runs/intent
+
+Records are JSONL: {"text": "明天早上七点叫我起床", "labels": ["设置闹钟"]}. Everything except
+reading, the loss and the metrics comes from the library: windows, batching, the trainer,
+checkpoints, predict and evaluate.
+"""
+import os
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ernie_ft.classify import text_windows
+from ernie_ft.cli import run_cli
+from ernie_ft.errors import UserError
+from ernie_ft.readers import read_records
+from ernie_ft.windows import pool_windows
+
+
+@dataclass(frozen=True)
+class Utterance:
+    text: str
+    labels: tuple
+    line: int
+    source: str
+    text_pair: Optional[str] = None
+
+
+@dataclass
+class MultiLabelIntent:
+    name: str = f"{os.path.relpath(__file__)}:MultiLabelIntent"
+    head: str = "sequence"
+    metric: str = "micro_f1"
+    threshold: float = 0.5
+
+    def read(self, path, data, flag, labelled=True):
+        _, rows = read_records(path, flag)
+        examples = []
+        for line, row in rows:
+            text, labels = row.get("text"), row.get("labels", [] if not labelled else None)
+            if not isinstance(text, str) or not text.strip():
+                raise UserError(f"{path}:{line}: missing or empty \"text\"")
+            if not isinstance(labels, list):
+                raise UserError(f"{path}:{line}: \"labels\" must be a list of intent names")
+            examples.append(Utterance(text, tuple(str(x) for x in labels), line, path))
+        return examples
+
+    def fit_labels(self, train):
+        return sorted({label for e in train for label in e.labels})
+
+    def check_labels(self, examples, labels, data, flag):
+        for e in examples:
+            unknown = set(e.labels) - set(labels)
+            if unknown and not data.allow_new_labels:
+                raise UserError(f"{e.source}:{e.line}: intent {sorted(unknown)[0]!r} does not occur in --train")
+
+    def texts(self, examples):
+        return [e.text for e in examples]
+
+    def featurize(self, examples, encodings, pipeline, labels, data):
+        features = text_windows(examples, encodings, pipeline, data)
+        for f in features:
+            f["labels"] = [float(label in examples[f["doc"]].labels) for label in labels]
+        return features
+
+    def loss(self, logits, batch):
+        import paddle.nn.functional as F
+
+        return F.binary_cross_entropy_with_logits(logits, batch["labels"])
+
+    def probabilities(self, logits, features, examples, data):
+        docs = np.array([f["doc"] for f in features])
+        return 1 / (1 + np.exp(-pool_windows(logits, docs, len(examples), data.window_pooling)))
+
+    def evaluate(self, logits, features, examples, labels, data):
+        from sklearn.metrics import f1_score
+
+        predicted = self.probabilities(logits, features, examples, data) >= self.threshold
+        gold = np.array([[label in e.labels for label in labels] for e in examples])
+        return {"micro_f1": float(f1_score(gold, predicted, average="micro", zero_division=0)),
+                "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0)),
+                "exact_match": float((gold == predicted).all(axis=1).mean())}
+
+    def predict(self, logits, features, examples, labels, data):
+        probs = self.probabilities(logits, features, examples, data)
+        return [{"text": e.text, "labels": [label for label, q in zip(labels, p) if q >= self.threshold],
+                 "probs": {label: round(float(q), 6) for label, q in zip(labels, p)}}
+                for e, p in zip(examples, probs)]
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(MultiLabelIntent, "python tasks/multilabel_intent.py", "Multi-label intent detection."))

@@ -1,0 +1,42 @@
+"""Shared fixtures: tiny random ERNIE checkpoints in PaddleNLP's real format, and data paths."""
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def shared(*parts) -> Path:
+    """A file under ../shared/data, or skip the test when that folder is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not available: {path}")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERNIE_FT_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> str:
+    """A randomly initialised ERNIE (2 x 32) saved with save_pretrained, with a vocab built from data/."""
+    from paddlenlp.transformers import ErnieConfig, ErnieModel, ErnieTokenizer
+
+    from ernie_ft.readers import read_examples
+    from ernie_ft.text import build_vocab, write_vocab
+
+    path = tmp_path_factory.mktemp("tiny-ernie")
+    texts = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
+    vocab = path / "vocab.txt"
+    write_vocab(build_vocab(texts), str(vocab))
+    n_vocab = len(vocab.read_text(encoding="utf-8").splitlines())
+    config = ErnieConfig(vocab_size=n_vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=256, type_vocab_size=4, use_task_id=False)
+    ErnieModel(config).save_pretrained(str(path))
+    ErnieTokenizer(str(vocab)).save_pretrained(str(path))
+    return str(path)

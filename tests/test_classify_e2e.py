@@ -1,0 +1,123 @@
+"""The classification command line end to end on the project's sample data and a tiny checkpoint."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import DATA, ROOT
+from ernie_ft.classify import main
+
+TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
+TEST_CSV, TEST_JSONL = str(DATA / "sentiment_test.csv"), str(DATA / "sentiment_test.jsonl")
+
+
+def train_args(model, out, *extra):
+    return ["--train", TRAIN, "--model", model, "--output", str(out), "--epochs", "2", "--batch-size", "16",
+            "--lr", "2e-3", "--max-len", "48", "--stride", "8", "--threads", "1", "--log-steps", "5", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_checkpoint, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "out"
+    assert main(train_args(tiny_checkpoint, out, "--dev", DEV, "--test", TEST_CSV, "--eval-steps", "10")) == 0
+    return out
+
+
+def test_training_writes_a_ready_checkpoint_metrics_logs_and_curves(trained):
+    best = trained / "best"
+    for name in ("config.json", "model_state.pdparams", "vocab.txt", "tokenizer_config.json", "labels.json",
+                 "ernie_ft.yaml"):
+        assert (best / name).is_file(), name
+    assert json.loads((best / "labels.json").read_text(encoding="utf-8")) == ["正面", "负面"]
+    metrics = json.loads((trained / "metrics.json").read_text(encoding="utf-8"))
+    for split in ("dev", "test"):
+        assert 0.0 <= metrics[split]["accuracy"] <= 1.0 and "macro_f1" in metrics[split]
+    evaluations = [json.loads(line) for line in (trained / "evaluations.jsonl").read_text().splitlines()]
+    dev_evals = [e for e in evaluations if e["split"] == "dev"]
+    assert len(dev_evals) >= 3 and max(e["accuracy"] for e in dev_evals) == metrics["dev"]["accuracy"]
+    assert any((trained / "vdl").iterdir())
+    assert (trained / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_checkpoint_loads_in_plain_paddlenlp(trained):
+    from paddlenlp.transformers import ErnieForSequenceClassification, ErnieTokenizer
+
+    model = ErnieForSequenceClassification.from_pretrained(str(trained / "best"))
+    tokenizer = ErnieTokenizer.from_pretrained(str(trained / "best"))
+    assert model.config.num_labels == 2 and tokenizer.vocab_size == model.config.vocab_size
+
+
+def test_predict_writes_one_record_per_input_with_probabilities(trained, tmp_path):
+    long_text = "这家酒店的服务非常好，" * 30  # far beyond --max-len 48: several windows, one record
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join([long_text, "质量太差了，再也不买", "物流很快，推荐购买"]) + "\n", encoding="utf-8")
+    out = tmp_path / "pred.jsonl"
+    assert main(["predict", "--model", str(trained), "--input", str(source), "--output", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in records] == [long_text, "质量太差了，再也不买", "物流很快，推荐购买"]
+    for r in records:
+        assert r["label"] in ("正面", "负面") and abs(sum(r["probs"].values()) - 1) < 1e-4
+        assert r["label"] == max(r["probs"], key=r["probs"].get)
+
+
+def test_evaluate_reproduces_the_test_metrics_and_draws_the_confusion_matrix(trained, tmp_path, capsys):
+    from ernie_ft.evaluate import main as evaluate
+
+    metrics = json.loads((trained / "metrics.json").read_text(encoding="utf-8"))["test"]
+    for source in (TEST_CSV, TEST_JSONL):  # same examples in two formats
+        out_dir = tmp_path / source[-5:]
+        assert evaluate(["--model", str(trained / "best"), "--input", source, "--output-dir", str(out_dir)]) == 0
+        scored = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+        assert scored["accuracy"] == pytest.approx(metrics["accuracy"], abs=1e-9)
+        assert (out_dir / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out
+    assert "正面" in printed and "macro" in printed
+
+
+def _weights(path):
+    import paddle
+
+    return paddle.load(str(path / "best" / "model_state.pdparams"))
+
+
+def test_resume_ends_with_the_same_weights_as_an_uninterrupted_run(tiny_checkpoint, tmp_path):
+    common = ["--grad-accum", "2", "--seed", "3"]
+    assert main(train_args(tiny_checkpoint, tmp_path / "full", *common)) == 0
+    assert main(train_args(tiny_checkpoint, tmp_path / "cut", *common, "--stop-after-steps", "5")) == 0
+    assert not (tmp_path / "cut" / "best").exists() and (tmp_path / "cut" / "last").is_dir()
+    assert main(train_args(tiny_checkpoint, tmp_path / "cut", *common, "--resume")) == 0
+    full, resumed = _weights(tmp_path / "full"), _weights(tmp_path / "cut")
+    assert full.keys() == resumed.keys()
+    for name in full:
+        np.testing.assert_allclose(resumed[name].numpy(), full[name].numpy(), rtol=0, atol=1e-6, err_msg=name)
+    # and the interruption was real: a run that stopped early differs from the full one
+    assert main(train_args(tiny_checkpoint, tmp_path / "short", *common, "--epochs", "1")) == 0
+    short = _weights(tmp_path / "short")
+    assert any(not np.allclose(short[n].numpy(), full[n].numpy()) for n in full)
+
+
+def test_scratch_model_with_a_vocabulary_built_from_train_and_sentence_pairs(tmp_path):
+    out = tmp_path / "pairs"
+    args = ["--train", str(DATA / "pairs_train.tsv"), "--dev", str(DATA / "pairs_dev.tsv"), "--model",
+            "scratch:tiny", "--output", str(out), "--epochs", "1", "--batch-size", "16", "--threads", "1"]
+    assert main(args) == 0
+    vocab = (out / "best" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert vocab[:4] == ["[PAD]", "[CLS]", "[SEP]", "[MASK]"] and vocab[-1] == "[UNK]"
+    assert json.loads((out / "best" / "labels.json").read_text()) == ["0", "1"]
+
+
+def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
+    from ernie_ft.__main__ import main as ernie_ft_main
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "intent"
+    args = ["--task", "tasks/multilabel_intent.py:MultiLabelIntent", "--train", "data/intent_train.jsonl",
+            "--dev", "data/intent_dev.jsonl", "--model", "scratch:tiny", "--output", str(out), "--epochs", "2",
+            "--batch-size", "16", "--lr", "2e-3", "--threads", "1"]
+    assert ernie_ft_main(args) == 0
+    assert "micro_f1" in json.loads((out / "metrics.json").read_text())["dev"]
+    pred = tmp_path / "p.jsonl"
+    assert ernie_ft_main(["predict", "--model", str(out), "--input", "data/intent_dev.jsonl",
+                          "--output", str(pred)]) == 0
+    first = json.loads(pred.read_text(encoding="utf-8").splitlines()[0])
+    assert set(first["probs"]) == set(json.loads((out / "best" / "labels.json").read_text()))

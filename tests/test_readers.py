@@ -1,0 +1,310 @@
+"""Tests for ernie_ft.readers: every supported format, and one clear UserError per bad input."""
+import json
+
+import pytest
+
+from ernie_ft.errors import UserError
+from ernie_ft.readers import Example, read_examples, read_records, read_text_file
+
+
+def write(tmp_path, name, content, encoding="utf-8"):
+    """Write `content` (str, or bytes written as is) to tmp_path/name and return the path as str."""
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode(encoding))
+    return str(path)
+
+
+def error_of(call, *args, **kwargs) -> str:
+    with pytest.raises(UserError) as info:
+        call(*args, **kwargs)
+    return str(info.value)
+
+
+# --- formats -------------------------------------------------------------------------------
+
+
+def test_tsv_with_header_keeps_stray_quotes_and_line_numbers(tmp_path):
+    path = write(tmp_path, "a.tsv", 'label\ttext_a\n正面\t房间"很干净\n\n负面\t送餐太慢了 \n')
+    examples = read_examples(path)
+    assert examples == [Example('房间"很干净', None, "正面", 2, path),
+                        Example("送餐太慢了", None, "负面", 4, path)]
+
+
+def test_csv_with_quoted_commas_and_columns_in_other_order(tmp_path):
+    path = write(tmp_path, "a.csv", 'text,label\n"价格便宜,质量也好",1\n"一般般，""还行""吧",0\n')
+    examples = read_examples(path)
+    assert [(e.text, e.label, e.line) for e in examples] == [
+        ("价格便宜,质量也好", "1", 2), ('一般般，"还行"吧', "0", 3)]
+
+
+def test_csv_record_spanning_lines_reports_its_first_line(tmp_path):
+    path = write(tmp_path, "a.csv", 'text,label\n"第一行\n第二行",1\n好,0\n')
+    examples = read_examples(path)
+    assert [(e.text, e.line) for e in examples] == [("第一行\n第二行", 2), ("好", 4)]
+
+
+def test_jsonl_with_int_float_and_bool_labels(tmp_path):
+    rows = [{"text": "不错", "label": 1}, {"text": "很差", "label": 0.0}, {"text": "行", "label": True}]
+    path = write(tmp_path, "a.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
+    assert [e.label for e in read_examples(path)] == ["1", "0", "true"]
+    columns, records = read_records(path)
+    assert columns == ["text", "label"] and records[1] == (2, {"text": "很差", "label": 0.0})
+
+
+def test_jsonl_list_labels_are_joined_with_commas(tmp_path):
+    path = write(tmp_path, "a.jsonl", '{"text": "放首歌", "labels": ["播放音乐", "闲聊"]}\n')
+    assert read_examples(path, label_column="labels")[0].label == "播放音乐,闲聊"
+
+
+def test_headerless_tsv_text_then_label(tmp_path):
+    path = write(tmp_path, "a.tsv", "服务很周到\t1\n菜都凉了\t0\n环境不错\t1\n")
+    examples = read_examples(path)
+    assert [(e.text, e.label) for e in examples] == [("服务很周到", "1"), ("菜都凉了", "0"), ("环境不错", "1")]
+    assert read_records(path)[0] == ["0", "1"]
+
+
+def test_headerless_tsv_label_then_text(tmp_path):
+    path = write(tmp_path, "a.tsv", "1\t服务很周到\n0\t菜都凉了\n1\t环境不错\n")
+    assert [(e.text, e.label) for e in read_examples(path)] == [
+        ("服务很周到", "1"), ("菜都凉了", "0"), ("环境不错", "1")]
+
+
+def test_headerless_tie_takes_last_column_as_label(tmp_path):
+    path = write(tmp_path, "a.tsv", "甲\t乙\n丙\t丁\n")
+    assert [(e.text, e.label) for e in read_examples(path)] == [("甲", "乙"), ("丙", "丁")]
+
+
+def test_headerless_columns_by_position(tmp_path):
+    path = write(tmp_path, "a.tsv", "x\t好吃\ty\n")
+    example = read_examples(path, text_column="1", label_column="0", pair_column="2")[0]
+    assert (example.text, example.text_pair, example.label) == ("好吃", "y", "x")
+
+
+def test_headerless_sentence_pairs(tmp_path):
+    path = write(tmp_path, "a.tsv", "今天几号\t今天是几号\t1\n你叫什么\t你多大了\t0\n")
+    assert [(e.text, e.text_pair, e.label) for e in read_examples(path)] == [
+        ("今天几号", "今天是几号", "1"), ("你叫什么", "你多大了", "0")]
+
+
+def test_sentence_pairs_with_header(tmp_path):
+    path = write(tmp_path, "a.tsv", "text_a\ttext_b\tlabel\n今天几号\t今天是几号\t1\n")
+    assert read_examples(path)[0] == Example("今天几号", "今天是几号", "1", 2, path)
+
+
+def test_txt_predict_input_is_one_text_per_line_without_labels(tmp_path):
+    path = write(tmp_path, "p.txt", "快递很快\n\n{不是 JSON}\n")
+    examples = read_examples(path, require_label=False, flag="--predict")
+    assert [(e.text, e.label, e.line) for e in examples] == [("快递很快", None, 1), ("{不是 JSON}", None, 3)]
+    message = error_of(read_examples, path)
+    assert "p.txt" in message and "label" in message
+
+
+def test_unlabelled_tsv_for_prediction(tmp_path):
+    path = write(tmp_path, "a.tsv", "text_a\n很好\n")
+    assert read_examples(path, require_label=False)[0].label is None
+
+
+def test_unknown_extension_is_sniffed(tmp_path):
+    assert read_records(write(tmp_path, "a.data", '{"text": "好"}\n'))[0] == ["text"]
+    assert read_records(write(tmp_path, "b.data", "text\tlabel\n好\t1\n"))[1] == [(2, {"text": "好", "label": "1"})]
+    assert read_records(write(tmp_path, "c.data", "text,label\n好,1\n"))[1] == [(2, {"text": "好", "label": "1"})]
+
+
+def test_caller_header_names_mark_a_header(tmp_path):
+    path = write(tmp_path, "a.tsv", "review\tstars\n好\t5\n")
+    assert read_records(path)[0] == ["0", "1"]
+    assert read_records(path, header_names=["review"])[0] == ["review", "stars"]
+    # Naming a column on the command line also marks the header that holds it.
+    assert read_examples(path, text_column="review", label_column="stars")[0] == Example("好", None, "5", 2, path)
+
+
+# --- encodings and line endings ------------------------------------------------------------
+
+
+def test_utf8_bom_is_dropped(tmp_path):
+    path = write(tmp_path, "a.tsv", b"\xef\xbb\xbf" + "label\ttext_a\n1\t好\n".encode())
+    assert read_records(path)[0] == ["label", "text_a"]
+
+
+def test_utf16_with_bom_is_decoded(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好看\n", encoding="utf-16")
+    assert read_examples(path)[0].text == "好看"
+
+
+def test_windows_line_endings(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\r\n1\t好\r\n0\t差\r\n")
+    assert read_text_file(path) == "label\ttext_a\n1\t好\n0\t差\n"
+    assert [e.label for e in read_examples(path)] == ["1", "0"]
+
+
+def test_trailing_blank_lines_are_skipped(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好\n\n  \n\n")
+    assert len(read_examples(path)) == 1
+
+
+def test_gbk_file_names_the_encoding_line_and_iconv_command(tmp_path):
+    path = write(tmp_path, "gbk.tsv", "label\ttext_a\n正面\t这家店的菜很好吃，我们都很满意\n", encoding="gbk")
+    message = error_of(read_examples, path)
+    assert "GBK" in message and "iconv -f GB18030 -t UTF-8" in message
+    assert f"{path}:2:" in message  # the first non-ASCII byte is on line 2
+
+
+def test_big5_file_is_recognised(tmp_path):
+    path = write(tmp_path, "big5.tsv", "label\ttext_a\n1\t這個手機的螢幕很好，我們都說不錯\n", encoding="big5")
+    assert "Big5" in error_of(read_text_file, path)
+
+
+def test_utf16_without_bom_is_reported(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n".encode("utf-16-le"))
+    assert "UTF-16" in error_of(read_text_file, path)
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_missing_file_names_flag_and_path(tmp_path):
+    message = error_of(read_examples, str(tmp_path / "nope.tsv"), flag="--dev")
+    assert message.startswith("--dev: ") and "nope.tsv not found" in message
+
+
+def test_directory(tmp_path):
+    assert "is a directory" in error_of(read_text_file, str(tmp_path))
+
+
+@pytest.mark.parametrize("content", ["", "  \n\n\t\n"])
+def test_empty_file(tmp_path, content):
+    assert "is empty" in error_of(read_examples, write(tmp_path, "e.tsv", content))
+
+
+def test_header_only_has_no_records(tmp_path):
+    path = write(tmp_path, "h.tsv", "label\ttext_a\n")
+    assert f"{path} has no records" in error_of(read_examples, path)
+
+
+def test_too_few_fields_names_file_and_line(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好\n0 很差\n")
+    message = error_of(read_examples, path)
+    assert f"{path}:3: expected 2 fields (label, text_a), found 1" in message and "tab" in message
+
+
+def test_too_many_fields_hints_at_tab_in_text(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好\t吃\n")
+    message = error_of(read_examples, path)
+    assert f"{path}:2: expected 2 fields (label, text_a), found 3" in message
+    assert "tab inside the text" in message
+
+
+def test_too_many_csv_fields_hints_at_quoting(tmp_path):
+    path = write(tmp_path, "a.csv", "text,label\n便宜,好用,1\n")
+    message = error_of(read_examples, path)
+    assert f"{path}:2: expected 2 fields" in message and "quoted" in message
+
+
+def test_unclosed_csv_quote(tmp_path):
+    path = write(tmp_path, "a.csv", 'text,label\n"好,1\n差,0\n')
+    message = error_of(read_examples, path)
+    assert f"{path}:2:" in message and "double quote" in message
+
+
+def test_headerless_row_with_different_field_count(tmp_path):
+    path = write(tmp_path, "a.tsv", "好\t1\n差\n")
+    assert f"{path}:2: expected 2 fields like line 1, found 1" in error_of(read_examples, path)
+
+
+@pytest.mark.parametrize("content", ["label\ttext_a\n1\t  \n", "label\ttext_a\n1\t\n"])
+def test_empty_text(tmp_path, content):
+    path = write(tmp_path, "a.tsv", content)
+    assert f'{path}:2: empty text in column "text_a"' in error_of(read_examples, path)
+
+
+def test_missing_or_null_json_text_is_empty_text(tmp_path):
+    path = write(tmp_path, "a.jsonl", '{"text": "好", "label": 1}\n{"label": 0}\n{"text": null, "label": 1}\n')
+    assert f'{path}:2: empty text in column "text"' in error_of(read_examples, path)
+
+
+def test_empty_label_when_required(tmp_path):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好\n \t差\n")
+    assert f'{path}:3: empty label in column "label"' in error_of(read_examples, path)
+    assert read_examples(path, require_label=False)[1].label is None
+
+
+@pytest.mark.parametrize("option,kwargs", [
+    ("--text-column", {"text_column": "review"}),
+    ("--text-pair-column", {"pair_column": "other"}),
+    ("--label-column", {"label_column": "stars"}),
+])
+def test_missing_column_names_flag_and_lists_columns(tmp_path, option, kwargs):
+    path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好\n")
+    message = error_of(read_examples, path, **kwargs)
+    assert option in message and "columns found: label, text_a" in message and "a.tsv" in message
+
+
+def test_missing_default_label_column(tmp_path):
+    path = write(tmp_path, "a.tsv", "text_a\tscore\n好\t1\n")
+    message = error_of(read_examples, path)
+    assert "--label-column" in message and "text_a, score" in message
+
+
+def test_no_text_column_asks_for_text_column_flag(tmp_path):
+    path = write(tmp_path, "a.jsonl", '{"review": "好", "label": 1}\n')
+    message = error_of(read_examples, path)
+    assert "--text-column" in message and "review, label" in message
+    assert read_examples(path, text_column="review")[0].text == "好"
+
+
+def test_invalid_json_line_reports_line_and_column(tmp_path):
+    path = write(tmp_path, "a.jsonl", '{"text": "好", "label": 1}\n\n{"text": "差", "label": 0,}\n')
+    message = error_of(read_examples, path)
+    assert f"{path}:3:" in message and "invalid JSON" in message
+
+
+def test_json_line_that_is_not_an_object(tmp_path):
+    path = write(tmp_path, "a.jsonl", '{"text": "好", "label": 1}\n["差", 0]\n')
+    assert f"{path}:2: expected a JSON object" in error_of(read_examples, path)
+
+
+def test_pretty_printed_json_array_suggests_jq(tmp_path):
+    path = write(tmp_path, "a.json", '[\n  {"text": "好", "label": 1}\n]\n')
+    message = error_of(read_examples, path)
+    assert f"{path}:1:" in message and "jq -c" in message
+
+
+def test_header_names_match_in_any_case(tmp_path):
+    path = write(tmp_path, "a.csv", "Text,Label\n好,1\n")
+    assert read_examples(path)[0] == Example("好", None, "1", 2, path)
+
+
+def test_explicit_label_column_may_be_absent_when_labels_are_optional(tmp_path):
+    path = write(tmp_path, "a.tsv", "text_a\n好\n")
+    assert read_examples(path, label_column="stars", require_label=False)[0].label is None
+
+
+def test_headerless_prediction_file_is_text_then_pair(tmp_path):
+    path = write(tmp_path, "a.tsv", "今天几号\t今天是几号\n")
+    assert read_examples(path, require_label=False)[0] == Example("今天几号", "今天是几号", None, 1, path)
+
+
+def test_txt_with_tabs_is_read_as_tsv(tmp_path):
+    path = write(tmp_path, "lcqmc.txt", "今天几号\t今天是几号\t1\n")
+    assert read_examples(path)[0] == Example("今天几号", "今天是几号", "1", 1, path)
+
+
+def test_shipped_sample_files_read_cleanly():
+    from pathlib import Path
+    data = Path(__file__).resolve().parent.parent / "data"
+    train = read_examples(str(data / "sentiment_train.tsv"))
+    assert len(train) == 240 and {e.label for e in train} == {"正面", "负面"}
+    assert max(len(e.text) for e in train) > 200
+    csv_test, jsonl_test = read_examples(str(data / "sentiment_test.csv")), read_examples(str(data / "sentiment_test.jsonl"))
+    assert [(e.text, e.label) for e in csv_test] == [(e.text, e.label) for e in jsonl_test]
+    assert any("," in e.text for e in csv_test)
+    pairs = read_examples(str(data / "pairs_train.tsv"))
+    assert all(e.text_pair for e in pairs) and {e.label for e in pairs} == {"0", "1"}
+    assert len(read_examples(str(data / "predict.txt"), require_label=False)) == 10
+    intents = read_examples(str(data / "intent_train.jsonl"), label_column="labels")
+    assert len(intents) == 150 and any("," in e.label for e in intents)
+
+
+def test_csv_rows_of_empty_fields_count_as_blank_lines(tmp_path):
+    path = write(tmp_path, "a.csv", "text,label\n好,1\n,\n \n")
+    assert [e.line for e in read_examples(path)] == [2]
