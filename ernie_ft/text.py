@@ -26,7 +26,8 @@ from ernie_ft.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
 # Bump when normalisation or segmentation changes, so old encode_many caches stop matching.
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
+_SPECIAL_CHARS = r"[\p{S}\x{3040}-\x{30FF}\x{0370}-\x{04FF}\x{0250}-\x{02AF}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
 _META_FILE = "ernie_ft_text.json"
 _USER_DICT_FILE = "jieba_user_dict.txt"
 
@@ -52,14 +53,16 @@ def _normalize_char(c: str) -> str:
     return unicodedata.normalize("NFKC", c)  # also full-width ASCII -> ASCII and U+3000 -> ' '
 
 
-def normalize_text(text: str) -> tuple[str, list[int]]:
+def normalize_text(text: str, keep: frozenset = frozenset()) -> tuple[str, list[int]]:
     """Normalised text and, per normalised character, the index of its original character.
 
     NFKC is applied per character (not to the whole string) so each output character
     has exactly one source character; '…' becomes '...' with all three pointing at it.
+    Characters in ``keep`` (those the vocabulary has as tokens of their own) stay as they
+    are: a pretrained ERNIE saw '，' (id 4), not ','.
     """
     # Most characters pass through unchanged: look each distinct one up once, then copy runs.
-    changed = {c: r for c in set(text) if (r := _normalize_char(c)) != c}
+    changed = {c: r for c in set(text) if (r := _normalize_char(c)) != c and (c not in keep or not r.strip())}
     if not changed:
         return text, list(range(len(text)))
     out: list[str] = []
@@ -99,11 +102,18 @@ class TextPipeline:
             raise UserError(f"vocab file {vocab_file}: missing special tokens {', '.join(missing)}; "
                             "use the checkpoint's vocab.txt or one written by build_vocab")
         self.vocab_size = len(lines)  # ids run to len-1 even when tokens repeat
+        # Full-width letters and digits always become ASCII ('３０' would be one unknown word);
+        # other characters the vocabulary has (full-width punctuation such as '，') stay.
+        self._keep = frozenset(t for t in vocab if len(t) == 1 and not (t.isalnum() and "\uff01" <= t <= "\uff5e"))
         self.pad_id, self.cls_id, self.sep_id, self.mask_id, self.unk_id = (vocab[t] for t in SPECIAL_TOKENS)
         self._tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
         self._tok.normalizer = normalizers.BertNormalizer(
             clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.lowercase)
-        self._tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        # As PaddleNLP's BasicTokenizer: symbols, kana, Greek/Cyrillic and IPA stand alone ('4～6' is
+        # '4 ～ 6'), then BERT's whitespace and punctuation split.
+        self._tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(tokenizers.Regex(_SPECIAL_CHARS), behavior="isolated"),
+            pre_tokenizers.BertPreTokenizer()])
 
         digest = hashlib.sha1(f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|"
                               f"{jieba.__version__}|{tokenizers.__version__}|".encode())
@@ -122,9 +132,10 @@ class TextPipeline:
         self.fingerprint = digest.hexdigest()
 
     def normalize(self, text: str) -> tuple[str, list[int]]:
-        """Full-width ASCII and U+3000 to half-width, NFKC per character, Cc/Cf dropped
-        (\\t \\n \\r become spaces). Returns (normalised text, original index of each of its characters)."""
-        return normalize_text(text)
+        """Full-width ASCII and U+3000 to half-width and NFKC per character, except for characters the
+        vocabulary has as tokens; Cc/Cf dropped (\\t \\n \\r become spaces).
+        Returns (normalised text, original index of each of its characters)."""
+        return normalize_text(text, self._keep)
 
     def _spans(self, norm: str) -> list[tuple[int, int]]:
         """Word spans in normalised-text offsets, whitespace-only words dropped."""
@@ -139,7 +150,7 @@ class TextPipeline:
 
     def words(self, text: str) -> list[tuple[int, int]]:
         """jieba word spans [start, end) in original-text offsets, whitespace-only words dropped."""
-        norm, index = normalize_text(text)
+        norm, index = normalize_text(text, self._keep)
         return [(index[s], index[e - 1] + 1) for s, e in self._spans(norm)]
 
     def encode(self, text: str) -> Encoding:
@@ -147,24 +158,22 @@ class TextPipeline:
         return self._encode_texts([text])[0]
 
     def _encode_texts(self, texts: list[str]) -> list[Encoding]:
-        prepared = []
-        for text in texts:
-            norm, index = normalize_text(text)
-            spans = self._spans(norm)
-            prepared.append((index, spans, [norm[s:e] for s, e in spans]))
-        word_lists = [p[2] for p in prepared]
-        if len(word_lists) == 1:
-            encs = [self._tok.encode(word_lists[0], is_pretokenized=True, add_special_tokens=False)]
+        prepared = [normalize_text(text, self._keep) for text in texts]
+        norms = [norm for norm, _ in prepared]
+        if len(norms) == 1:
+            encs = [self._tok.encode(norms[0], add_special_tokens=False)]
         else:
-            encs = self._tok.encode_batch(word_lists, is_pretokenized=True, add_special_tokens=False)
+            encs = self._tok.encode_batch(norms, add_special_tokens=False)
         out = []
-        for (index, spans, _), enc in zip(prepared, encs):
-            # tokenizers gives offsets relative to each pre-tokenised word; shift by the
-            # word's start, then map normalised positions back to original characters.
-            # Every WordPiece token covers >= 1 character, so b > a and s + b - 1 is inside the word.
-            offsets = [(index[s + a], index[s + b - 1] + 1)
-                       for s, (a, b) in zip([spans[w][0] for w in enc.word_ids], enc.offsets)]
-            out.append(Encoding(list(enc.ids), offsets, list(enc.word_ids)))
+        for (norm, index), enc in zip(prepared, encs):
+            # The checkpoint's own WordPiece rules decide the tokens, so jieba changes no ids
+            # ('1.5kg' stays '1 . 5kg' as ERNIE was pretrained); jieba only says which word each
+            # token starts in. Offsets are normalised-text characters, mapped back to the original.
+            word_of = [-1] * len(norm)
+            for w, (s, e) in enumerate(self._spans(norm)):
+                word_of[s:e] = [w] * (e - s)
+            offsets = [(index[a], index[b - 1] + 1) for a, b in enc.offsets]
+            out.append(Encoding(list(enc.ids), offsets, [word_of[a] for a, _ in enc.offsets]))
         return out
 
     def encode_many(self, texts: list[str], *, cache_dir: str | None = None,
