@@ -23,18 +23,23 @@ BEST, LAST = "best", "last"
 RUN_FILE = "ernie_ft.yaml"
 
 
-def prepare_output(path: str, resume: bool, overwrite: bool) -> None:
-    """Create the output directory, refusing to mix a new run into an old one."""
+def check_output(path: str, resume: bool, overwrite: bool) -> None:
+    """Refuse to mix a new run into an old one, or to resume what cannot be resumed."""
     state = os.path.join(path, LAST, "trainer_state.json")
-    if resume:
-        if not os.path.isfile(state):
-            raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); "
-                            "start without --resume")
-        return
-    if os.path.isdir(path) and os.listdir(path):
-        if not overwrite:
-            raise UserError(f"--output {path} already holds files; pass --resume to continue that run, "
-                            "--overwrite to replace it, or choose another directory")
+    if resume and not os.path.isfile(state):
+        raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); "
+                        "start without --resume")
+    if not resume and not overwrite and os.path.isdir(path) and os.listdir(path):
+        raise UserError(f"--output {path} already holds files; pass --resume to continue that run, "
+                        "--overwrite to replace it, or choose another directory")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"--output {path} is a file, not a directory")
+
+
+def prepare_output(path: str, resume: bool, overwrite: bool) -> None:
+    """Create the output directory (emptied first with --overwrite)."""
+    check_output(path, resume, overwrite)
+    if overwrite and not resume and os.path.isdir(path):
         shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)
 

@@ -5,6 +5,7 @@ write loads in plain PaddleNLP with ``ErnieFor*.from_pretrained(dir)``. Models r
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 from .config import DataConfig, ModelConfig, suggest
@@ -57,15 +58,22 @@ def kind(spec: str) -> str:
     return "name"
 
 
-def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, workdir: str) -> TextPipeline:
-    """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train."""
+def load_pipeline(model: ModelConfig, data: DataConfig, train_texts) -> TextPipeline:
+    """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train.
+
+    A vocabulary built from the training texts is written to the cache directory under its
+    content hash (the checkpoint gets its own copy when it is saved).
+    """
     source = kind(model.model)
     if source == "scratch":
         _scratch_preset(model.model)
         vocab = model.vocab
         if vocab is None:
-            vocab = os.path.join(workdir, "vocab.txt")
-            write_vocab(build_vocab(train_texts()), vocab)
+            tokens = build_vocab(train_texts())
+            digest = hashlib.sha1("\n".join(tokens).encode("utf-8")).hexdigest()[:16]
+            os.makedirs(data.cache_dir, exist_ok=True)
+            vocab = os.path.join(data.cache_dir, f"vocab-{digest}.txt")
+            write_vocab(tokens, vocab)
         elif not os.path.isfile(vocab):
             raise UserError(f"--vocab: {vocab} not found")
         return TextPipeline(vocab, user_dict=data.user_dict)

@@ -1,6 +1,7 @@
 """The training loop: one explicit loop with evaluation, checkpoints and resume inline."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -13,7 +14,7 @@ import numpy as np
 from . import checkpoint, modeling, runtime
 from .batching import LengthGroupedSampler, collate, padding_fraction
 from .config import RunConfig
-from .dataset import featurize, read_splits
+from .dataset import default_cache_dir, featurize, read_splits
 from .errors import UserError
 from .runlog import RunLog
 
@@ -107,14 +108,16 @@ def train(task, cfg: RunConfig) -> dict:
     if not tc.output:
         raise UserError("--output is required (the directory for the model, metrics and logs)")
     examples, labels = read_splits(task, data)
-    checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)
+    checkpoint.check_output(tc.output, cfg.resume, cfg.overwrite)
     out = tc.output
     device = runtime.select_device(tc.device)
     threads = runtime.set_threads(tc.threads)
     runtime.seed_everything(tc.seed)
-    pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]), out)
+    data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
+    pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]))
     model = modeling.build_model(cfg.model, task.head, len(labels), pipeline)
     modeling.check_max_len(data, model, cfg.model.model)
+    checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)  # only now: nothing is lost on an error
     splits = {name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
               for name, ex in examples.items()}
     metric = tc.metric or task.metric
