@@ -42,7 +42,7 @@ def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) ->
     features, cut = [], 0
     for doc, (example, first) in enumerate(zip(examples, encodings[:n])):
         second = next(pairs).ids if example.text_pair is not None else None
-        windows, was_cut = windowed_inputs(first.ids, second, data.max_len, data.stride,
+        windows, was_cut = windowed_inputs(first.ids, second, data.max_len, data.overlap(),
                                            pipeline.cls_id, pipeline.sep_id)
         cut += was_cut
         features += [{"input_ids": ids, "token_type_ids": types, "doc": doc} for ids, types in windows]

@@ -34,8 +34,8 @@ class DataConfig:
     """Column with the label."""
     max_len: int = 128
     """Tokens per model input, [CLS] and [SEP] included; longer texts become windows."""
-    stride: int = 32
-    """Tokens shared by consecutive windows of a text longer than --max-len (at most half a window)."""
+    stride: Optional[int] = None
+    """Tokens shared by consecutive windows of a text longer than --max-len (at most half). Default: a quarter."""
     window_pooling: str = "mean"
     """How the windows of one text are combined at evaluation and prediction: mean or max."""
     allow_new_labels: bool = False
@@ -47,12 +47,16 @@ class DataConfig:
     cache_dir: Optional[str] = None
     """Tokenisation cache. Default: $ERNIE_FT_CACHE or ~/.cache/ernie_ft."""
 
+    def overlap(self) -> int:
+        """Tokens shared by consecutive windows."""
+        return self.max_len // 4 if self.stride is None else self.stride
+
     def __post_init__(self):
         if self.window_pooling not in ("mean", "max"):
             raise UserError(f"--window-pooling must be mean or max, not {self.window_pooling!r}")
         if self.max_len < 8:
             raise UserError(f"--max-len {self.max_len} is too small; use at least 8")
-        if not 0 <= self.stride <= self.max_len // 2:
+        if self.stride is not None and not 0 <= self.stride <= self.max_len // 2:
             raise UserError(f"--stride {self.stride} must be between 0 and half of --max-len ({self.max_len // 2})")
         if self.num_proc < 1:
             raise UserError("--num-proc must be at least 1")

@@ -6,7 +6,6 @@ never import ``paddle.distributed`` or ``paddle.amp`` themselves.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import random
 from dataclasses import dataclass
@@ -69,9 +68,9 @@ def set_rng_state(state: dict) -> None:
 class Precision:
     """Mixed precision as one autocast context plus a loss scaler that is inert unless fp16.
 
-    On Paddle's CPU build the autocast lists have no low-precision kernels for the
-    transformer's ops, so CPU runs compute in fp32 whatever ``amp`` says (the code path is
-    the same as on GPU and is tested against an fp32 run).
+    On CPU, Paddle 3.3 leaves autocast and ``decorate`` without effect and disables the
+    GradScaler, so CPU runs compute in fp32 whatever ``amp`` says; the code path is the same
+    as on GPU and is tested against an fp32 run.
     """
 
     amp: str = "off"
@@ -79,7 +78,8 @@ class Precision:
 
     def __post_init__(self):
         self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.amp)
-        self.scaler = paddle.amp.GradScaler(enable=self.amp == "fp16", init_loss_scaling=2.0 ** 15)
+        self.wants_scaler = self.amp == "fp16"  # bf16 has fp32's exponent range: nothing to scale
+        self.scaler = paddle.amp.GradScaler(enable=self.wants_scaler, init_loss_scaling=2.0 ** 15)
 
     def prepare(self, model, optimizer):
         """O2 keeps the weights in low precision with fp32 master weights in the optimizer."""
@@ -109,26 +109,25 @@ class Precision:
             self.scaler.load_state_dict(state)
 
 
+class _RecomputedEncoderLayer(paddle.nn.TransformerEncoderLayer):
+    """A TransformerEncoderLayer whose activations are recomputed in the backward pass."""
+
+    def forward(self, *args, **kwargs):
+        if self.training and kwargs.get("cache") is None:
+            from paddle.distributed.fleet.utils import recompute
+
+            kwargs.pop("cache", None)
+            return recompute(super().forward, *args, use_reentrant=False, **kwargs)
+        return super().forward(*args, **kwargs)
+
+
 def enable_recompute(model) -> int:
     """Recompute every transformer encoder layer's activations in the backward pass.
 
-    The layers' ``forward`` is wrapped in place, so parameter names and checkpoints are
-    unchanged. Returns the number of layers wrapped.
+    Each layer's class is swapped for a subclass, so parameter names and checkpoints are
+    unchanged. Returns the number of layers switched.
     """
-    from paddle.distributed.fleet.utils import recompute
-
-    wrapped = 0
-    for layer in model.sublayers():
-        if isinstance(layer, paddle.nn.TransformerEncoderLayer):
-            forward = layer.forward
-
-            @functools.wraps(forward)
-            def checkpointed(*args, _forward=forward, _layer=layer, **kwargs):
-                if _layer.training and not kwargs.get("cache"):
-                    kwargs.pop("cache", None)
-                    return recompute(_forward, *args, **kwargs)
-                return _forward(*args, **kwargs)
-
-            layer.forward = checkpointed
-            wrapped += 1
-    return wrapped
+    layers = [layer for layer in model.sublayers() if type(layer) is paddle.nn.TransformerEncoderLayer]
+    for layer in layers:
+        layer.__class__ = _RecomputedEncoderLayer
+    return len(layers)

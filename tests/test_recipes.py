@@ -1,0 +1,41 @@
+"""Every shipped recipe and example task loads; each recipe starts with the command that runs it."""
+import pytest
+
+from conftest import ROOT
+from ernie_ft.config import build_config, load_recipe
+from ernie_ft.task import BUILTIN, load_task
+
+RECIPES = sorted((ROOT / "tasks").glob("*.yaml"))
+
+
+def test_there_are_recipes():
+    assert {p.name for p in RECIPES} >= {"chnsenticorp.yaml", "sample_sentiment.yaml"}
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_recipe_is_valid_and_names_its_command(recipe):
+    first = recipe.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("# python -m ernie_ft") and f"--config tasks/{recipe.name}" in first
+    config = build_config(load_recipe(str(recipe)), {})
+    assert config.data.train
+    for path in (config.data.train, config.data.dev, config.data.test, config.model.vocab):
+        if path and not path.startswith("../shared"):
+            assert (ROOT / path).is_file(), path
+
+
+EXAMPLE_TASKS = ["tasks/multilabel_intent.py:MultiLabelIntent"]
+
+
+def test_every_example_task_file_is_covered():
+    assert {spec.split(":")[0] for spec in EXAMPLE_TASKS} == {
+        str(p.relative_to(ROOT)) for p in (ROOT / "tasks").glob("*.py")}
+
+
+@pytest.mark.parametrize("spec", [*BUILTIN, *EXAMPLE_TASKS])
+def test_task_loads_and_follows_the_protocol(spec, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    task = load_task(spec)
+    for attribute in ("name", "head", "metric", "read", "fit_labels", "check_labels", "texts", "featurize",
+                      "loss", "evaluate", "predict"):
+        assert hasattr(task, attribute), attribute
+    assert task.head in ("sequence", "token", "span")
