@@ -18,8 +18,8 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m ernie_ft.evaluate", description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
     p.add_argument("--input", required=True, help="labelled TSV, CSV or JSONL file")
-    p.add_argument("--output-dir", help="where to write metrics and pictures (default: beside the checkpoint, "
-                                        "in eval-<input name>/)")
+    p.add_argument("--output-dir", help="where to write metrics and pictures (default: eval-<input name>/ in the "
+                                        "run's directory)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--text-column"), p.add_argument("--text-pair-column"), p.add_argument("--label-column")
     p.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")
@@ -35,9 +35,10 @@ def evaluate(args) -> dict:
         "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None})
     examples, features, logits = run_inference(loaded, data, args.input, "--input", True, args.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
-    out_dir = args.output_dir or os.path.join(
-        os.path.dirname(os.path.abspath(args.model.rstrip("/"))),
-        "eval-" + os.path.splitext(os.path.basename(args.input))[0])
+    from .checkpoint import resolve_model_dir
+
+    run_dir = os.path.dirname(os.path.abspath(resolve_model_dir(args.model)))
+    out_dir = args.output_dir or os.path.join(run_dir, "eval-" + os.path.splitext(os.path.basename(args.input))[0])
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, ensure_ascii=False, indent=1)
