@@ -48,7 +48,7 @@ def read_splits(task, data: DataConfig) -> tuple[dict, list[str]]:
 def featurize(task, name: str, examples: list, pipeline, labels: list[str], data: DataConfig,
               audit_report: bool = False) -> Split:
     """Tokenise a split's texts (through the cache) and turn them into model features."""
-    from .text import audit
+    from .audit import audit
 
     texts = task.texts(examples)
     start = time.perf_counter()

@@ -10,7 +10,8 @@ import os
 
 from .config import DataConfig, ModelConfig, suggest
 from .errors import UserError
-from .text import TextPipeline, build_vocab, write_vocab
+from .text import TextPipeline
+from .vocab import build_vocab, write_vocab
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
 SCRATCH = {

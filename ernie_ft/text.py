@@ -12,11 +12,9 @@ import os
 import re
 import shutil
 import unicodedata
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 import jieba
 import tokenizers
@@ -312,106 +310,3 @@ def _write_table(path: Path, encodings: list[Encoding]) -> None:
 def _from_table(table) -> list[Encoding]:
     cols = [table.column(name).to_pylist() for name in ("ids", "starts", "ends", "word_ids")]
     return [Encoding(ids, list(zip(starts, ends)), word_ids) for ids, starts, ends, word_ids in zip(*cols)]
-
-
-def _stands_alone(c: str) -> bool:
-    """True when BertPreTokenizer always splits c into its own piece (CJK ideograph or punctuation),
-    so it never needs a '##' continuation form."""
-    o = ord(c)  # the ranges are BERT's _is_chinese_char and _is_punctuation (ASCII part)
-    return (any(lo <= o <= hi for lo, hi in _ALONE_RANGES) or unicodedata.category(c).startswith("P"))
-
-
-_ALONE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B81F), (0x2B820, 0x2CEAF),
-                 (0xF900, 0xFAFF), (0x2F800, 0x2FA1F), (33, 47), (58, 64), (91, 96), (123, 126))
-
-
-def build_vocab(texts: Iterable[str], *, min_count: int = 1, lowercase: bool = True) -> list[str]:
-    """Vocabulary for a scratch model: [PAD] [CLS] [SEP] [MASK], then each character of the
-    normalised texts seen >= min_count times, by frequency then codepoint, and [UNK] last.
-    Characters that can sit inside a word (letters, digits, symbols) also get a '##' form."""
-    bert = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                      lowercase=lowercase)
-    counts: Counter = Counter()
-    for text in texts:
-        counts.update(bert.normalize_str(normalize_text(text)[0]))
-    chars = sorted((c for c, n in counts.items() if n >= min_count and not c.isspace()),
-                   key=lambda c: (-counts[c], ord(c)))
-    tokens = list(SPECIAL_TOKENS[:4])
-    for c in chars:
-        tokens.append(c)
-        if not _stands_alone(c):
-            tokens.append("##" + c)
-    tokens.append("[UNK]")
-    return tokens
-
-
-def write_vocab(tokens: list[str], path: str) -> None:
-    """Write tokens one per line (UTF-8), the vocab.txt format TextPipeline and PaddleNLP read."""
-    bad = [t for t in tokens if not t or "\n" in t or "\r" in t]
-    if bad:
-        raise ValueError(f"vocabulary tokens must be non-empty single lines, got {bad[:3]!r}")
-    Path(path).write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-
-
-@dataclass
-class Audit:
-    """What tokenisation lost or changed, over a set of texts."""
-
-    n_texts: int
-    n_chars: int
-    n_tokens: int
-    n_unk: int
-    unk_chars: Counter = field(default_factory=Counter)  # non-space characters under [UNK] tokens
-    zero_token_chars: Counter = field(default_factory=Counter)  # non-space characters no token covers
-    multi_token_chars: Counter = field(default_factory=Counter)  # one character -> 2+ tokens ('…')
-
-    @property
-    def unk_rate(self) -> float:
-        return self.n_unk / self.n_tokens if self.n_tokens else 0.0
-
-    def summary(self, top: int = 10) -> str:
-        """A few human-readable lines; each counter shows its `top` most common characters."""
-        lines = [f"{self.n_texts:,} texts, {self.n_chars:,} characters -> {self.n_tokens:,} tokens",
-                 f"[UNK] {self.unk_rate:.2%} of {self.n_tokens:,} tokens"
-                 + (f"; top: {_top(self.unk_chars, top)}" if self.unk_chars else "")]
-        if self.zero_token_chars:
-            lines.append(f"characters with no token: {_top(self.zero_token_chars, top)}")
-        if self.multi_token_chars:
-            lines.append(f"characters split into 2+ tokens: {_top(self.multi_token_chars, top)}")
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict:
-        """JSON-serialisable dict; counters become {character: count}, most common first."""
-        return {k: dict(v.most_common()) if isinstance(v, Counter) else v
-                for k, v in {**self.__dict__, "unk_rate": self.unk_rate}.items()}
-
-
-def _top(counter: Counter, top: int) -> str:
-    return ", ".join(f"{c if c.isprintable() else f'U+{ord(c):04X}'} ({n:,})"
-                     for c, n in counter.most_common(top))
-
-
-def audit(texts: list[str], encodings: list[Encoding], unk_id: int) -> Audit:
-    """Count [UNK]s, characters that produced no token and characters split into several tokens.
-
-    WordPiece turns a whole pre-token into [UNK] when any piece is missing, so unk_chars can
-    include innocent neighbours of the culprit (jieba isolates most symbols, which limits this).
-    """
-    if len(texts) != len(encodings):
-        raise ValueError(f"audit got {len(texts)} texts but {len(encodings)} encodings")
-    result = Audit(n_texts=len(texts), n_chars=sum(map(len, texts)), n_tokens=0, n_unk=0)
-    for text, enc in zip(texts, encodings):
-        result.n_tokens += len(enc.ids)
-        covered = bytearray(len(text))
-        single: Counter = Counter()
-        for tid, (s, e) in zip(enc.ids, enc.offsets):
-            covered[s:e] = b"\x01" * (e - s)
-            if e - s == 1:
-                single[s] += 1
-            if tid == unk_id:
-                result.n_unk += 1
-                result.unk_chars.update(c for c in text[s:e] if not c.isspace())
-        if 0 in covered:
-            result.zero_token_chars.update(c for c, hit in zip(text, covered) if not hit and not c.isspace())
-        result.multi_token_chars.update(text[i] for i, n in single.items() if n > 1)
-    return result

@@ -28,7 +28,7 @@ def tiny_checkpoint(tmp_path_factory) -> str:
     from paddlenlp.transformers import ErnieConfig, ErnieModel, ErnieTokenizer
 
     from ernie_ft.readers import read_examples
-    from ernie_ft.text import build_vocab, write_vocab
+    from ernie_ft.vocab import build_vocab, write_vocab
 
     path = tmp_path_factory.mktemp("tiny-ernie")
     texts = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
