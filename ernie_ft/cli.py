@@ -76,9 +76,18 @@ def parse_train_args(argv: list[str], prog: str, description: str) -> RunConfig:
     return build_config(recipe, args, source=f"--config {recipe_path}" if recipe_path else "flags")
 
 
+def quiet_imports() -> None:
+    """Hide the warnings Paddle prints on import (ccache, distutils): noise to a user, not advice."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="No ccache found")
+    warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+
+
 def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[list[str]] = None) -> int:
     """Entry point shared by every task's ``python -m``: dispatch, run, and turn UserError into exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_imports()
     try:
         if argv and argv[0] == "predict":
             args = predict_parser(prog).parse_args(argv[1:])

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from .cli import Parser
+from .cli import Parser, quiet_imports
 from .errors import UserError
 
 
@@ -53,6 +53,7 @@ def evaluate(args) -> dict:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    quiet_imports()
     try:
         evaluate(args)
     except UserError as e:
