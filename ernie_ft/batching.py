@@ -10,11 +10,13 @@ METADATA = ("doc",)
 class LengthGroupedSampler:
     """Batches of indices for one epoch, reproducible from (seed, epoch).
 
-    Training order: shuffle, sort by length inside mega-batches of ``mega_batches`` batches
-    (so a batch holds inputs of similar length and padding is small), then shuffle the
-    batches. With several data-parallel replicas, rank r takes every r-th batch of the same
-    global order, and the tail is cut so that every rank gets the same number of batches.
-    Without ``shuffle`` (evaluation) the order is simply by length, longest first.
+    Training order: shuffle, sort by length inside mega-batches of ``mega_batches`` global
+    batches (so a batch holds inputs of similar length and padding is small), then shuffle the
+    batches. With ``num_replicas`` data-parallel replicas, the global batch of
+    ``batch_size * num_replicas`` inputs is the one a single process would take with that
+    batch size, and rank r takes its r-th slice; the tail that cannot fill a global batch
+    for every rank is dropped so that all ranks step together. Without ``shuffle``
+    (evaluation) the order is by length, longest first.
     """
 
     def __init__(self, lengths, batch_size: int, *, shuffle: bool = True, group: bool = True,
@@ -22,7 +24,8 @@ class LengthGroupedSampler:
         self.lengths = np.asarray(lengths)
         self.batch_size = batch_size
         self.shuffle, self.group, self.seed = shuffle, group, seed
-        self.mega = mega_batches * batch_size
+        self.global_batch = batch_size * num_replicas
+        self.mega = mega_batches * self.global_batch
         self.num_replicas, self.rank = num_replicas, rank
 
     def batches(self, epoch: int = 0) -> list[list[int]]:
@@ -35,13 +38,17 @@ class LengthGroupedSampler:
         if self.group:
             chunks = [order[s:s + self.mega] for s in range(0, n, self.mega)]
             order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
-        batches = [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
+        step = self.global_batch
+        batches = [order[i:i + step] for i in range(0, n, step)]
         if self.group:
             batches = [batches[i] for i in rng.permutation(len(batches))]
-        per_rank = len(batches) // self.num_replicas
-        if per_rank == 0:
-            raise ValueError(f"{n} inputs make fewer batches than the {self.num_replicas} replicas")
-        return batches[self.rank:per_rank * self.num_replicas:self.num_replicas]
+        if self.num_replicas == 1:
+            return [b.tolist() for b in batches]
+        full = [b for b in batches if len(b) == step]
+        if not full:
+            raise ValueError(f"{n} inputs cannot fill one batch of {self.batch_size} on each of "
+                             f"{self.num_replicas} replicas")
+        return [b[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist() for b in full]
 
 
 def padding_fraction(batches: list[list[int]], lengths) -> float:
