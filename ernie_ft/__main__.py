@@ -30,7 +30,7 @@ def main(argv=None) -> int:
         print(f"built-in tasks: {', '.join(BUILTIN)}", file=sys.stderr)
         return 2
     return run_cli(lambda: load_task(spec), f"python -m ernie_ft {spec}", f"Fine-tune ERNIE for the task {spec}.",
-                   argv)
+                   argv, module=["ernie_ft", spec] if spec in BUILTIN else ["ernie_ft", "--task", spec])
 
 
 if __name__ == "__main__":

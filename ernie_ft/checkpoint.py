@@ -19,7 +19,7 @@ import yaml
 
 from .errors import UserError
 
-BEST, LAST = "best", "last"
+BEST, LAST, LOGS = "best", "last", "logs"
 RUN_FILE = "ernie_ft.yaml"
 
 
@@ -29,7 +29,7 @@ def check_output(path: str, resume: bool, overwrite: bool) -> None:
     if resume and not os.path.isfile(state):
         raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); "
                         "start without --resume")
-    if not resume and not overwrite and os.path.isdir(path) and os.listdir(path):
+    if not resume and not overwrite and os.path.isdir(path) and set(os.listdir(path)) - {LOGS}:
         raise UserError(f"--output {path} already holds files; pass --resume to continue that run, "
                         "--overwrite to replace it, or choose another directory")
     if os.path.exists(path) and not os.path.isdir(path):
@@ -40,7 +40,9 @@ def prepare_output(path: str, resume: bool, overwrite: bool) -> None:
     """Create the output directory (emptied first with --overwrite)."""
     check_output(path, resume, overwrite)
     if overwrite and not resume and os.path.isdir(path):
-        shutil.rmtree(path)
+        for name in set(os.listdir(path)) - {LOGS}:  # logs/ is being written by the launcher
+            target = os.path.join(path, name)
+            shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
     os.makedirs(path, exist_ok=True)
 
 

@@ -131,7 +131,8 @@ class Classification:
 
 def main(argv=None) -> int:
     return run_cli(Classification, "python -m ernie_ft.classify",
-                   "Fine-tune ERNIE for text classification (single texts or sentence pairs).", argv)
+                   "Fine-tune ERNIE for text classification (single texts or sentence pairs).", argv,
+                   module=["ernie_ft.classify"])
 
 
 if __name__ == "__main__":

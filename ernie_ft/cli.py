@@ -84,8 +84,13 @@ def quiet_imports() -> None:
     warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
 
 
-def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[list[str]] = None) -> int:
-    """Entry point shared by every task's ``python -m``: dispatch, run, and turn UserError into exit 2."""
+def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[list[str]] = None,
+            module: Optional[list[str]] = None) -> int:
+    """Entry point shared by every task's ``python -m``: dispatch, run, and turn UserError into exit 2.
+
+    ``module`` is how a launched worker process starts the same command: ``python -m`` and
+    these words (e.g. ["ernie_ft.classify"] or ["ernie_ft", "--task", "file.py:Class"]).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_imports()
     try:
@@ -98,6 +103,14 @@ def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[
             if argv and argv[0] == "train":
                 argv = argv[1:]
             config = parse_train_args(argv, prog, description)
+            from . import runtime
+
+            if runtime.needs_launch(config.parallel):
+                if not config.train.output:
+                    raise UserError("--output is required (the directory for the model, metrics and logs)")
+                if module is None:
+                    raise UserError(f"{prog} cannot start several processes; use python -m ernie_ft --task ...")
+                return runtime.launch(module[0], [*module[1:], *argv], config.parallel, config.train.output)
             from .trainer import train
 
             train(task_factory(), config)

@@ -126,10 +126,40 @@ class TrainConfig:
 
 
 @dataclass
+class ParallelConfig:
+    nproc: int = 1
+    """Processes on this machine for CPU data parallelism (gloo); each gets an equal share of the cores."""
+    gpus: Optional[str] = None
+    """GPUs to train on, e.g. 0,1,2,3: one process per GPU (NCCL)."""
+    ips: Optional[str] = None
+    """Node IPs for multi-node training, e.g. 10.0.0.1,10.0.0.2; run the same command on every node."""
+    lr_scaling: str = "linear"
+    """How --lr (given for one device) grows with the data-parallel replicas: linear, sqrt or none."""
+    scale_lr_with_accum: bool = False
+    """Count --grad-accum steps as replicas when scaling the learning rate."""
+
+    def __post_init__(self):
+        if self.lr_scaling not in ("linear", "sqrt", "none"):
+            raise UserError(f"--lr-scaling must be linear, sqrt or none, not {self.lr_scaling!r}")
+        if self.nproc < 1:
+            raise UserError("--nproc must be at least 1")
+        if self.gpus is not None and not all(g.strip().isdigit() for g in self.gpus.split(",")):
+            raise UserError(f"--gpus {self.gpus}: give GPU numbers separated by commas, e.g. --gpus 0,1,2,3")
+        if self.gpus is not None and self.nproc > 1:
+            raise UserError("--nproc is for CPU processes; with --gpus every listed GPU gets one process")
+
+    def lr_factor(self, replicas: int, grad_accum: int) -> float:
+        """What the single-device --lr is multiplied by for this many replicas (and accumulation steps)."""
+        k = replicas * (grad_accum if self.scale_lr_with_accum else 1)
+        return {"linear": float(k), "sqrt": math.sqrt(k), "none": 1.0}[self.lr_scaling]
+
+
+@dataclass
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     resume: bool = False
     """Continue from OUTPUT/last (optimizer, schedule, random state and data position)."""
     overwrite: bool = False
@@ -139,7 +169,7 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "parallel": ParallelConfig}
 TOP_LEVEL = ("resume", "overwrite")
 
 

@@ -15,7 +15,10 @@ class RunLog:
     """Writes ``train_log.jsonl`` (losses), ``evaluations.jsonl``, VisualDL scalars under ``vdl/``
     and, at the end, ``curves.png``. A progress bar on a terminal; plain lines otherwise."""
 
-    def __init__(self, output: str, total_steps: int, start_step: int = 0):
+    def __init__(self, output: str, total_steps: int, start_step: int = 0, enabled: bool = True):
+        self.enabled = enabled
+        if not enabled:  # data-parallel ranks other than 0 write nothing
+            return
         from tqdm import tqdm
         from visualdl import LogWriter
 
@@ -30,9 +33,13 @@ class RunLog:
         self.start_step, self.started = start_step, time.perf_counter()
 
     def say(self, message: str) -> None:
+        if not self.enabled:
+            return
         self.bar.write(message, file=sys.stderr)
 
     def step(self, step: int, loss: float, lr: float, tokens_per_s: float, epoch: int, log: bool) -> None:
+        if not self.enabled:
+            return
         self.bar.update(1)
         self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}", epoch=epoch)
         if not log:
@@ -50,6 +57,8 @@ class RunLog:
                      f"tok/s {tokens_per_s:.0f} eta {eta / 60:.1f}m")
 
     def evaluation(self, step: int, epoch: int, split: str, metrics: dict, best: bool = False) -> None:
+        if not self.enabled:
+            return
         scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
         self.eval_file.write(json.dumps({"step": step, "epoch": epoch, "split": split, **scalars},
                                         ensure_ascii=False) + "\n")
@@ -60,6 +69,8 @@ class RunLog:
 
     def close(self, metric: str) -> str:
         """Finish the logs and draw the loss and dev-metric curves; returns the PNG path."""
+        if not self.enabled:
+            return None
         from .plots import plot_training_curves
 
         self.bar.close()

@@ -6,6 +6,7 @@ never import ``paddle.distributed`` or ``paddle.amp`` themselves.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 from dataclasses import dataclass
@@ -131,3 +132,88 @@ def enable_recompute(model) -> int:
     for layer in layers:
         layer.__class__ = _RecomputedEncoderLayer
     return len(layers)
+
+
+# --- processes -------------------------------------------------------------------------------
+LAUNCH_FLAGS = {"--nproc": 1, "--gpus": 1, "--ips": 1}  # flag -> number of values it takes
+
+
+def world() -> tuple[int, int]:
+    """(rank, number of processes) of this job; (0, 1) outside paddle.distributed.launch."""
+    return int(os.environ.get("PADDLE_TRAINER_ID", 0)), int(os.environ.get("PADDLE_TRAINERS_NUM", 1))
+
+
+def needs_launch(parallel) -> bool:
+    """True when the flags ask for several processes and this is not one of them yet."""
+    if "PADDLE_TRAINER_ID" in os.environ:
+        return False
+    return parallel.nproc > 1 or bool(parallel.ips) or (parallel.gpus is not None and "," in parallel.gpus)
+
+
+def launch(module: str, argv: list[str], parallel, output: str) -> int:
+    """Run ``python -m module argv`` in one process per device under paddle.distributed.launch.
+
+    The launch flags are removed from ``argv`` (the children run single-device code paths
+    with rank and world size from the launcher's environment). Each rank's log goes to
+    OUTPUT/logs/workerlog.N. Returns the launcher's exit status: non-zero when any rank fails,
+    and the launcher then stops the other ranks.
+    """
+    import subprocess
+    import sys
+
+    child_argv, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in LAUNCH_FLAGS:
+            skip = 0 if "=" in arg else LAUNCH_FLAGS[name]
+            continue
+        child_argv.append(arg)
+    command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", os.path.join(output, "logs")]
+    if parallel.gpus is not None:
+        command += ["--devices", parallel.gpus]
+    else:
+        command += ["--nproc_per_node", str(parallel.nproc)]
+    if parallel.ips:
+        command += ["--ips", parallel.ips]
+    # A non-.py "script" is run as is: every child starts as `python -m ernie_ft.worker`, which
+    # runs `python -m module child_argv` from the environment.
+    command += [sys.executable, "-m", "ernie_ft.worker"]
+    env = {**os.environ, "ERNIE_FT_WORKER_ARGV": json.dumps([module, *child_argv])}
+    print(f"launching {parallel.nproc if parallel.gpus is None else len(parallel.gpus.split(','))} processes; "
+          f"logs in {os.path.join(output, 'logs')}", file=sys.stderr)
+    return subprocess.call(command, env=env)
+
+
+class Replicas:
+    """Data parallelism over the processes of this job (a no-op for one process)."""
+
+    def __init__(self):
+        self.rank, self.size = world()
+        self.is_main = self.rank == 0
+        if self.size > 1:
+            import paddle.distributed as dist
+
+            dist.init_parallel_env()
+
+    def wrap(self, model):
+        """Average gradients across replicas after each backward pass."""
+        return paddle.DataParallel(model) if self.size > 1 else model
+
+    def gather(self, value) -> list:
+        """Every rank's ``value``, in rank order, on every rank."""
+        if self.size == 1:
+            return [value]
+        import paddle.distributed as dist
+
+        values: list = []
+        dist.all_gather_object(values, value)
+        return values
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            import paddle.distributed as dist
+
+            dist.barrier()

@@ -70,12 +70,12 @@ def _null():
     return contextlib.nullcontext()
 
 
-def build_optimizer(model, tc, total_steps: int):
-    """AdamW with linear warm-up and decay; no weight decay on biases and LayerNorm."""
+def build_optimizer(model, tc, total_steps: int, lr: float):
+    """AdamW with linear warm-up to ``lr`` and linear decay; no weight decay on biases and LayerNorm."""
     import paddle
     from paddlenlp.transformers import LinearDecayWithWarmup
 
-    scheduler = LinearDecayWithWarmup(tc.lr, total_steps, tc.warmup)
+    scheduler = LinearDecayWithWarmup(lr, total_steps, tc.warmup)
     decay = {p.name for n, p in model.named_parameters() if not any(s in n for s in ("bias", "norm"))}
     optimizer = paddle.optimizer.AdamW(
         learning_rate=scheduler, parameters=model.parameters(), weight_decay=tc.weight_decay,
@@ -110,14 +110,22 @@ def train(task, cfg: RunConfig) -> dict:
     examples, labels = read_splits(task, data)
     checkpoint.check_output(tc.output, cfg.resume, cfg.overwrite)
     out = tc.output
-    device = runtime.select_device(tc.device)
-    threads = runtime.set_threads(tc.threads)
+    replicas = runtime.Replicas()
+    main = replicas.is_main
+    requested = tc.device
+    if cfg.parallel.gpus is not None:  # under the launcher each rank is given its GPU
+        requested = "gpu" if replicas.size > 1 else f"gpu:{cfg.parallel.gpus}"
+    device = runtime.select_device(requested)
+    threads = runtime.set_threads(tc.threads, replicas.size)
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
     pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]))
     model = modeling.build_model(cfg.model, task.head, len(labels), pipeline)
     modeling.check_max_len(data, model, cfg.model.model)
-    checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)  # only now: nothing is lost on an error
+    if main:
+        checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)  # only now: nothing is lost on an error
+    replicas.barrier()
+    runtime.seed_everything(tc.seed + replicas.rank)  # same initial weights, different dropout per replica
     splits = {name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
               for name, ex in examples.items()}
     metric = tc.metric or task.metric
@@ -128,43 +136,62 @@ def train(task, cfg: RunConfig) -> dict:
 
     train_split = splits["train"]
     lengths = train_split.lengths
-    sampler = LengthGroupedSampler(lengths, tc.batch_size, seed=tc.seed)
+    sampler = LengthGroupedSampler(lengths, tc.batch_size, seed=tc.seed, num_replicas=replicas.size,
+                                   rank=replicas.rank)
     batches_per_epoch = len(sampler.batches(0))
     steps_per_epoch = math.ceil(batches_per_epoch / tc.grad_accum)
     total_steps = steps_per_epoch * tc.epochs
-    optimizer, scheduler = build_optimizer(model, tc, total_steps)
+    lr = tc.lr * cfg.parallel.lr_factor(replicas.size, tc.grad_accum)
+    optimizer, scheduler = build_optimizer(model, tc, total_steps, lr)
     precision = runtime.Precision(tc.amp, tc.amp_level)
     model, optimizer = precision.prepare(model, optimizer)
-    print(f"device {device}, {threads} threads; {len(labels)} labels; {total_steps} steps "
-          f"({tc.epochs} epochs x {steps_per_epoch}), batch {tc.batch_size} x accumulation {tc.grad_accum}; "
-          f"best checkpoint by dev {metric}", file=sys.stderr)
+    net = model  # the bare model, for saving and evaluation; `model` may be a DataParallel wrapper
+    model = replicas.wrap(model)
+    if main:
+        print(f"device {device} x {replicas.size} processes, {threads} threads each; {len(labels)} labels; "
+              f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
+              f"{tc.batch_size * replicas.size * tc.grad_accum} = {tc.batch_size} per device x {replicas.size} x "
+              f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "
+              f"best checkpoint by dev {metric}", file=sys.stderr)
 
     progress = {"step": 0, "epoch": 0, "batch": 0, "best": None, "best_step": None, "bad_evals": 0,
                 "dev": None}
     if cfg.resume:
-        progress, rng = checkpoint.load_state(os.path.join(out, checkpoint.LAST), model, optimizer, scheduler,
+        progress, rng = checkpoint.load_state(os.path.join(out, checkpoint.LAST), net, optimizer, scheduler,
                                               precision)
         runtime.set_rng_state(rng)
         print(f"resumed at step {progress['step']} (epoch {progress['epoch'] + 1}, batch {progress['batch']})",
               file=sys.stderr)
 
-    log = RunLog(out, total_steps, progress["step"])
+    log = RunLog(out, total_steps, progress["step"], enabled=main)
     stop = StopRequest()
 
     def save_last():
-        checkpoint.save_state(os.path.join(out, checkpoint.LAST), model, optimizer, scheduler, precision,
-                              progress, runtime.rng_state())
+        if main:
+            checkpoint.save_state(os.path.join(out, checkpoint.LAST), net, optimizer, scheduler, precision,
+                                  progress, runtime.rng_state())
+
+    def all_logits(features):
+        """Every rank scores its share of the features once; all ranks get all the outputs."""
+        mine = list(range(replicas.rank, len(features), replicas.size))
+        outputs = compute_logits(net, [features[i] for i in mine], pipeline.pad_id, 2 * tc.batch_size, precision,
+                                 token_labels)
+        merged = [None] * len(features)
+        for indices, values in replicas.gather((mine, list(outputs))):
+            for i, value in zip(indices, values):
+                merged[i] = value
+        return merged if token_labels else np.stack(merged)
 
     def evaluate_dev():
-        logits = compute_logits(model, splits["dev"].features, pipeline.pad_id, 2 * tc.batch_size, precision,
-                                token_labels)
+        logits = all_logits(splits["dev"].features)
         metrics = task.evaluate(logits, splits["dev"].features, splits["dev"].examples, labels, data)
         if metric not in metrics:
             raise UserError(f"--metric {metric}: the task reports {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         improved = progress["best"] is None or metrics[metric] > progress["best"]
         if improved:
             progress.update(best=metrics[metric], best_step=progress["step"], bad_evals=0, dev=metrics)
-            checkpoint.save_model(os.path.join(out, checkpoint.BEST), model, pipeline, labels, task.name, run)
+            if main:
+                checkpoint.save_model(os.path.join(out, checkpoint.BEST), net, pipeline, labels, task.name, run)
         else:
             progress["bad_evals"] += 1
         log.evaluation(progress["step"], progress["epoch"], "dev", metrics, best=improved)
@@ -195,7 +222,7 @@ def train(task, cfg: RunConfig) -> dict:
                 progress["step"] += 1
                 progress["batch"] = b + 1
                 elapsed = time.perf_counter() - tic
-                log.step(progress["step"], float(loss), optimizer.get_lr(), tokens / elapsed,
+                log.step(progress["step"], float(loss), optimizer.get_lr(), tokens * replicas.size / elapsed,
                          progress["epoch"] + 1, log=progress["step"] % tc.log_steps == 0)
                 tokens, tic = 0, time.perf_counter()
                 end_of_epoch = b + 1 == len(epoch_batches)
@@ -228,18 +255,20 @@ def train(task, cfg: RunConfig) -> dict:
             raise KeyboardInterrupt
         return {}
 
-    if "dev" not in splits:
-        checkpoint.save_model(os.path.join(out, checkpoint.BEST), model, pipeline, labels, task.name, run)
+    if "dev" not in splits and main:
+        checkpoint.save_model(os.path.join(out, checkpoint.BEST), net, pipeline, labels, task.name, run)
+    replicas.barrier()
     best_dir = os.path.join(out, checkpoint.BEST)
     results = {"dev": progress["dev"]} if progress["dev"] else {}
     if "test" in splits:
         import paddle
 
-        model.set_state_dict(paddle.load(os.path.join(best_dir, "model_state.pdparams")))
-        logits = compute_logits(model, splits["test"].features, pipeline.pad_id, 2 * tc.batch_size, precision,
-                                token_labels)
+        net.set_state_dict(paddle.load(os.path.join(best_dir, "model_state.pdparams")))
+        logits = all_logits(splits["test"].features)
         results["test"] = task.evaluate(logits, splits["test"].features, splits["test"].examples, labels, data)
         log.evaluation(progress["best_step"] or progress["step"], progress["epoch"], "test", results["test"])
+    if not main:
+        return results
     with open(os.path.join(out, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, ensure_ascii=False, indent=1)
     png = log.close(metric)

@@ -94,4 +94,5 @@ class MultiLabelIntent:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(MultiLabelIntent, "python tasks/multilabel_intent.py", "Multi-label intent detection."))
+    sys.exit(run_cli(MultiLabelIntent, "python tasks/multilabel_intent.py", "Multi-label intent detection.",
+                     module=["ernie_ft", "--task", MultiLabelIntent.name]))
