@@ -1,6 +1,7 @@
 """The training loop: one explicit loop with evaluation, checkpoints and resume inline."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -56,18 +57,12 @@ def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, pr
     with paddle.no_grad():
         for indices in sampler.batches():
             batch = to_tensors(collate([features[i] for i in indices], pad_id, token_labels))
-            with (precision.autocast() if precision else _null()):
+            with precision.autocast() if precision else contextlib.nullcontext():
                 logits = forward(model, batch).astype("float32").numpy()
             for row, i in enumerate(indices):
                 outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_labels else logits[row]
     model.train(was_training)
     return outputs if token_labels else np.stack(outputs)
-
-
-def _null():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def build_optimizer(model, tc, total_steps: int, lr: float):
