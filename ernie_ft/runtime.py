@@ -155,8 +155,7 @@ def launch(module: str, argv: list[str], parallel, output: str) -> int:
 
     The launch flags are removed from ``argv`` (the children run single-device code paths
     with rank and world size from the launcher's environment). Each rank's log goes to
-    OUTPUT/logs/workerlog.N. Returns the launcher's exit status: non-zero when any rank fails,
-    and the launcher then stops the other ranks.
+    OUTPUT/logs/workerlog.N. Returns the launcher's exit status.
     """
     import subprocess
     import sys
