@@ -68,8 +68,8 @@ def collate(features: list[dict], pad_id: int, token_labels: bool = False, label
         "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
     }
     for key in features[0]:
-        if key in MODEL_INPUTS or key in METADATA:
-            continue
+        if key in MODEL_INPUTS or key in METADATA or key.startswith("_"):
+            continue  # "doc" and "_"-prefixed keys are bookkeeping for post-processing, not tensors
         values = [f[key] for f in features]
         if token_labels and key == "labels":
             batch[key] = Pad(pad_val=label_pad, dtype="int64")(values)

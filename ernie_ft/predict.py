@@ -29,7 +29,7 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
         loaded.task.check_labels(examples, loaded.labels, data, flag)
     split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data)
     logits = compute_logits(loaded.model, split.features, loaded.pipeline.pad_id, batch_size,
-                            token_labels=loaded.task.head == "token")
+                            head=loaded.task.head)
     return examples, split.features, logits
 
 

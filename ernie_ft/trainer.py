@@ -46,8 +46,13 @@ def forward(model, batch: dict):
 
 
 def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, precision=None,
-                   token_labels: bool = False) -> list:
-    """Model outputs for every feature, in feature order (numpy, one entry per feature)."""
+                   head: str = "sequence"):
+    """Model outputs for every feature, in feature order (numpy).
+
+    A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
+    with one [tokens, outputs] array per feature, cut to the feature's own length.
+    """
+    per_token = head != "sequence"
     import paddle
 
     was_training = model.training
@@ -56,13 +61,13 @@ def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, pr
     outputs = [None] * len(features)
     with paddle.no_grad():
         for indices in sampler.batches():
-            batch = to_tensors(collate([features[i] for i in indices], pad_id, token_labels))
+            batch = to_tensors(collate([features[i] for i in indices], pad_id, head == "token"))
             with precision.autocast() if precision else contextlib.nullcontext():
                 logits = forward(model, batch).astype("float32").numpy()
             for row, i in enumerate(indices):
-                outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_labels else logits[row]
+                outputs[i] = logits[row, :len(features[i]["input_ids"])] if per_token else logits[row]
     model.train(was_training)
-    return outputs if token_labels else np.stack(outputs)
+    return outputs if per_token else np.stack(outputs)
 
 
 def build_optimizer(model, tc, total_steps: int, lr: float):
@@ -125,7 +130,7 @@ def train(task, cfg: RunConfig) -> dict:
               for name, ex in examples.items()}
     metric = tc.metric or task.metric
     run = {**cfg.to_dict(), "labels": labels}
-    token_labels = task.head == "token"
+    token_labels = task.head == "token"  # per-token targets, padded with -100
     if tc.recompute:
         runtime.enable_recompute(model)
 
@@ -170,12 +175,12 @@ def train(task, cfg: RunConfig) -> dict:
         """Every rank scores its share of the features once; all ranks get all the outputs."""
         mine = list(range(replicas.rank, len(features), replicas.size))
         outputs = compute_logits(net, [features[i] for i in mine], pipeline.pad_id, 2 * tc.batch_size, precision,
-                                 token_labels)
+                                 task.head)
         merged = [None] * len(features)
         for indices, values in replicas.gather((mine, list(outputs))):
             for i, value in zip(indices, values):
                 merged[i] = value
-        return merged if token_labels else np.stack(merged)
+        return merged if task.head != "sequence" else np.stack(merged)
 
     def evaluate_dev():
         logits = all_logits(splits["dev"].features)
