@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 
 from .cli import run_cli
-from .task import BUILTIN, load_task
+from .errors import UserError
+from .task import BUILTIN, resolve_task
 
 
 def main(argv=None) -> int:
@@ -29,8 +30,13 @@ def main(argv=None) -> int:
         print(__doc__, file=sys.stderr)
         print(f"built-in tasks: {', '.join(BUILTIN)}", file=sys.stderr)
         return 2
-    return run_cli(lambda: load_task(spec), f"python -m ernie_ft {spec}", f"Fine-tune ERNIE for the task {spec}.",
-                   argv, module=["ernie_ft", spec] if spec in BUILTIN else ["ernie_ft", "--task", spec])
+    try:
+        task_cls = resolve_task(spec)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return run_cli(task_cls, f"python -m ernie_ft {spec}", f"Fine-tune ERNIE for the task {spec}.", argv,
+                   module=["ernie_ft", spec] if spec in BUILTIN else ["ernie_ft", "--task", spec], task_name=spec)
 
 
 if __name__ == "__main__":

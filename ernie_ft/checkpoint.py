@@ -97,9 +97,7 @@ def resolve_model_dir(path: str) -> str:
 
 def load_model(path: str) -> Loaded:
     """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict."""
-    import paddlenlp.transformers as pt
-
-    from .modeling import HEADS
+    from .modeling import model_class
     from .task import load_task
     from .text import TextPipeline
 
@@ -108,9 +106,11 @@ def load_model(path: str) -> Loaded:
         meta = yaml.safe_load(f)
     with open(os.path.join(path, "labels.json"), encoding="utf-8") as f:
         labels = json.load(f)
-    task = load_task(meta["task"])
-    model = getattr(pt, HEADS[task.head]).from_pretrained(path)
+    task = load_task(meta["task"], meta["run"].get("task"))
+    model = model_class(task.head, getattr(task, "model_class", None)).from_pretrained(path)
     model.eval()
+    if hasattr(task, "bind"):
+        task.bind(model)
     return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"])
 
 

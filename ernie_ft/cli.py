@@ -10,8 +10,9 @@ import dataclasses
 import sys
 from typing import Callable, Optional
 
-from .config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe, suggest
+from .config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe, suggest, type_name
 from .errors import UserError
+from .task import create_task, task_options
 
 
 class Parser(argparse.ArgumentParser):
@@ -31,8 +32,17 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def train_parser(prog: str, description: str) -> Parser:
-    """The training command line: every config field as a flag, all defaulting to 'not given'."""
+def _add_field(group, f: dataclasses.Field, doc: str) -> None:
+    default = f.default if f.default is not dataclasses.MISSING else None
+    help_text = doc + (f" (default: {default})" if default not in (None, "") else "")
+    if type_name(f) == "bool":
+        group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
+    else:
+        group.add_argument(_flag(f.name), metavar=f.name.upper(), help=help_text)
+
+
+def train_parser(prog: str, description: str, task_cls=None) -> Parser:
+    """The training command line: every config field (and task option) as a flag, all defaulting to 'not given'."""
     parser = Parser(prog=prog, description=description, allow_abbrev=False, argument_default=argparse.SUPPRESS,
                     usage=f"{prog} [train] --train FILE [--dev FILE] [--test FILE] --model MODEL --output DIR "
                           f"[options]\n       {prog} predict --model DIR --input FILE [--output FILE]")
@@ -41,14 +51,13 @@ def train_parser(prog: str, description: str) -> Parser:
         group = parser.add_argument_group(f"{section} settings")
         docs = field_docs(cls)
         for f in dataclasses.fields(cls):
-            default = f.default if f.default is not dataclasses.MISSING else None
-            help_text = docs.get(f.name, "")
-            if default not in (None, ""):
-                help_text += f" (default: {default})"
-            if str(f.type) == "bool":
-                group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
-            else:
-                group.add_argument(_flag(f.name), metavar=f.name.upper(), help=help_text)
+            _add_field(group, f, docs.get(f.name, ""))
+    options = task_options(task_cls)
+    if options:
+        group = parser.add_argument_group("task settings (recipe section task:)")
+        docs = field_docs(task_cls)
+        for f in options:
+            _add_field(group, f, docs.get(f.name, ""))
     docs = field_docs(RunConfig)
     for name in TOP_LEVEL:
         parser.add_argument(_flag(name), action="store_true", help=docs.get(name, ""))
@@ -68,12 +77,13 @@ def predict_parser(prog: str) -> Parser:
     return parser
 
 
-def parse_train_args(argv: list[str], prog: str, description: str) -> RunConfig:
+def parse_train_args(argv: list[str], prog: str, description: str, task_cls=None) -> RunConfig:
     """Parse training flags (and the recipe they name) into a validated RunConfig."""
-    args = vars(train_parser(prog, description).parse_args(argv))
+    args = vars(train_parser(prog, description, task_cls).parse_args(argv))
     recipe_path = args.pop("config", None)
     recipe = load_recipe(recipe_path) if recipe_path else {}
-    return build_config(recipe, args, source=f"--config {recipe_path}" if recipe_path else "flags")
+    return build_config(recipe, args, source=f"--config {recipe_path}" if recipe_path else "flags",
+                        task_fields=task_options(task_cls))
 
 
 def quiet_imports() -> None:
@@ -84,9 +94,12 @@ def quiet_imports() -> None:
     warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
 
 
-def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[list[str]] = None,
-            module: Optional[list[str]] = None) -> int:
+def run_cli(task_cls: Optional[Callable], prog: str, description: str, argv: Optional[list[str]] = None,
+            module: Optional[list[str]] = None, task_name: Optional[str] = None) -> int:
     """Entry point shared by every task's ``python -m``: dispatch, run, and turn UserError into exit 2.
+
+    ``task_cls`` is the task's class (its dataclass fields become flags); ``task_name`` names
+    the task in checkpoints when the class does not.
 
     ``module`` is how a launched worker process starts the same command: ``python -m`` and
     these words (e.g. ["ernie_ft.classify"] or ["ernie_ft", "--task", "file.py:Class"]).
@@ -102,7 +115,7 @@ def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[
         else:
             if argv and argv[0] == "train":
                 argv = argv[1:]
-            config = parse_train_args(argv, prog, description)
+            config = parse_train_args(argv, prog, description, task_cls)
             from . import runtime
 
             if runtime.needs_launch(config.parallel):
@@ -113,7 +126,7 @@ def run_cli(task_factory: Callable, prog: str, description: str, argv: Optional[
                 return runtime.launch(module[0], [*module[1:], *argv], config.parallel, config.train.output)
             from .trainer import train
 
-            train(task_factory(), config)
+            train(create_task(task_cls, config.task, task_name), config)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

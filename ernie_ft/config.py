@@ -160,6 +160,8 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    task: dict = field(default_factory=dict)
+    """The task's own settings (its dataclass fields, e.g. --crf for NER)."""
     resume: bool = False
     """Continue from OUTPUT/last (optimizer, schedule, random state and data position)."""
     overwrite: bool = False
@@ -190,6 +192,11 @@ def suggest(name: str, choices) -> str:
     """' Did you mean X?' for the closest valid name, or ''."""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f" Did you mean {close[0]}?" if close else ""
+
+
+def type_name(f: dataclasses.Field) -> str:
+    """A field's annotation as written ('Optional[int]'), whether or not annotations are postponed."""
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
 
 
 def _coerce(value: Any, annotation: str, key: str) -> Any:
@@ -224,27 +231,29 @@ def _coerce(value: Any, annotation: str, key: str) -> Any:
         raise UserError(f"{key}: expected {base}, got {value!r}") from None
 
 
-def build_config(recipe: dict, overrides: dict, source: str = "--config") -> RunConfig:
+def build_config(recipe: dict, overrides: dict, source: str = "--config", task_fields=()) -> RunConfig:
     """A validated RunConfig from a recipe ({section: {key: value}}) and flat flag overrides.
 
-    Flat keys in ``overrides`` (``max_len``, ``lr``...) are routed to the section that owns them.
+    Flat keys in ``overrides`` (``max_len``, ``lr``...) are routed to the section that owns them;
+    ``task_fields`` (the task's option fields, see ``task.task_options``) form the ``task`` section.
     """
-    values = {name: {} for name in SECTIONS}
+    fields = {name: {f.name: f for f in dataclasses.fields(cls)} for name, cls in SECTIONS.items()}
+    fields["task"] = {f.name: f for f in task_fields}
+    values = {name: {} for name in fields}
     top = {}
-    owner = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    owner = {key: section for section, known in fields.items() for key in known}
     for key, value in (recipe or {}).items():
-        if key in SECTIONS:
+        if key in fields:
             if not isinstance(value, dict):
                 raise UserError(f"{source}: section '{key}' must be a mapping of settings")
             for sub, sub_value in value.items():
-                valid = {f.name for f in dataclasses.fields(SECTIONS[key])}
-                if sub not in valid:
-                    raise UserError(f"{source}: unknown setting '{key}.{sub}'.{suggest(sub, valid)}")
+                if sub not in fields[key]:
+                    raise UserError(f"{source}: unknown setting '{key}.{sub}'.{suggest(sub, fields[key])}")
                 values[key][sub] = sub_value
         elif key in TOP_LEVEL:
             top[key] = value
         else:
-            hint = f" It belongs under '{owner[key]}:'." if key in owner else suggest(key, list(SECTIONS) + list(TOP_LEVEL))
+            hint = f" It belongs under '{owner[key]}:'." if key in owner else suggest(key, list(fields) + list(TOP_LEVEL))
             raise UserError(f"{source}: unknown setting '{key}'.{hint}")
     for key, value in overrides.items():
         if key in TOP_LEVEL:
@@ -253,13 +262,12 @@ def build_config(recipe: dict, overrides: dict, source: str = "--config") -> Run
             values[owner[key]][key] = value
 
     sections = {}
-    for name, cls in SECTIONS.items():
-        kwargs = {}
-        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-        for key, value in values[name].items():
-            kwargs[key] = _coerce(value, types[key], f"--{key.replace('_', '-')}")
-        sections[name] = cls(**kwargs)
-    return RunConfig(**sections, **{k: _coerce(v, "bool", f"--{k}") for k, v in top.items()})
+    for name, known in fields.items():
+        sections[name] = {key: _coerce(value, type_name(known[key]), f"--{key.replace('_', '-')}")
+                          for key, value in values[name].items()}
+    task = sections.pop("task")
+    return RunConfig(**{name: SECTIONS[name](**kwargs) for name, kwargs in sections.items()}, task=task,
+                     **{k: _coerce(v, "bool", f"--{k}") for k, v in top.items()})
 
 
 def load_recipe(path: str) -> dict:

@@ -99,11 +99,24 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts) -> TextPipe
     return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), user_dict=data.user_dict)
 
 
-def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline):
+def model_class(head: str, custom: str | None = None):
+    """The PaddleNLP class for a head, or a task's own ``module:Class`` (e.g. a tagger with a CRF)."""
+    import importlib
+
+    import paddlenlp.transformers as pt
+
+    if custom:
+        module, _, name = custom.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return getattr(pt, HEADS[head])
+
+
+def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline,
+                custom_class: str | None = None):
     """An ERNIE model with the head ``head`` and ``num_labels`` outputs (2 for spans)."""
     import paddlenlp.transformers as pt
 
-    cls = getattr(pt, HEADS[head])
+    cls = model_class(head, custom_class)
     overrides = {} if model.dropout is None else {
         "hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
     if head != "span":

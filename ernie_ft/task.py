@@ -7,9 +7,11 @@ trainer owns the model, optimizer, schedule and checkpoints. A custom task is on
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
+import sys
 from typing import Any, Protocol, Sequence
 
 from .config import DataConfig
@@ -28,6 +30,8 @@ class Task(Protocol):
     """The model head: 'sequence' (one output row per input), 'token' or 'span'."""
     metric: str
     """Default dev metric for picking the best checkpoint; greater is better."""
+    # Optional: `model_class: str` ('module:Class') replaces the head's PaddleNLP class, and
+    # `bind(model)` hands the task the built model (for losses or decoders with parameters, e.g. a CRF).
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
         """Examples from a file; bad input raises UserError naming the file and line."""
@@ -42,7 +46,12 @@ class Task(Protocol):
         """Every text the task needs encoded, in a fixed order that ``featurize`` relies on."""
 
     def featurize(self, examples: list, encodings: list, pipeline, labels: list[str], data: DataConfig) -> list[dict]:
-        """Model inputs ('input_ids', 'token_type_ids'), targets and 'doc' (example index) per window."""
+        """Model inputs ('input_ids', 'token_type_ids'), targets and 'doc' (example index) per window.
+
+        Every other key is a target the collator stacks (or pads, for a 'token' head's 'labels'),
+        except keys starting with '_': bookkeeping (offsets, window positions) that stays on the
+        feature for ``evaluate`` and ``predict``.
+        """
 
     def loss(self, logits, batch: dict):
         """A scalar paddle Tensor from the model's logits and a collated batch."""
@@ -54,8 +63,8 @@ class Task(Protocol):
         """One JSON-serialisable record per example."""
 
 
-def load_task(spec: str) -> Task:
-    """An instance of the task named ``spec``: a BUILTIN name, ``module:attr`` or ``file.py:attr``."""
+def resolve_task(spec: str) -> type:
+    """The task class (or factory) named ``spec``: a BUILTIN name, ``module:attr`` or ``file.py:attr``."""
     target = BUILTIN.get(spec, spec)
     module_name, _, attr = target.partition(":")
     if module_name.endswith(".py"):
@@ -63,6 +72,7 @@ def load_task(spec: str) -> Task:
             raise UserError(f"--task: {module_name} not found")
         module_spec = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3], module_name)
         module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module  # so inspect (option docs) and pickle find it
         module_spec.loader.exec_module(module)
     else:
         try:
@@ -75,10 +85,34 @@ def load_task(spec: str) -> Task:
     factory = getattr(module, attr, None)
     if factory is None:
         raise UserError(f"--task {spec}: {module_name} has no {attr}")
-    task = factory()
+    return factory
+
+
+PROTOCOL_FIELDS = ("name", "head", "metric", "model_class")
+
+
+def task_options(cls) -> list[dataclasses.Field]:
+    """A dataclass task's own settings: its init fields other than the protocol's attributes.
+
+    Each becomes a command-line flag and a key of the recipe's ``task:`` section, documented
+    by the docstring under the field, like the config dataclasses.
+    """
+    if not dataclasses.is_dataclass(cls):
+        return []
+    return [f for f in dataclasses.fields(cls) if f.init and f.name not in PROTOCOL_FIELDS]
+
+
+def create_task(cls, options: dict | None = None, name: str | None = None) -> Task:
+    """An instance of the task class with its options; ``name`` if the class does not set one."""
+    task = cls(**(options or {}))
     if getattr(task, "name", None) in (None, ""):
-        task.name = spec
+        task.name = name
     return task
+
+
+def load_task(spec: str, options: dict | None = None) -> Task:
+    """An instance of the task named ``spec`` (see ``resolve_task``) with its options."""
+    return create_task(resolve_task(spec), options, spec)
 
 
 def label_order(values: Sequence[Any]) -> list[str]:

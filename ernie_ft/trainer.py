@@ -120,7 +120,9 @@ def train(task, cfg: RunConfig) -> dict:
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
     pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]))
-    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline)
+    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, getattr(task, "model_class", None))
+    if hasattr(task, "bind"):
+        task.bind(model)
     modeling.check_max_len(data, model, cfg.model.model)
     if main:
         checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)  # only now: nothing is lost on an error

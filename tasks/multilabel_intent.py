@@ -37,6 +37,7 @@ class MultiLabelIntent:
     head: str = "sequence"
     metric: str = "micro_f1"
     threshold: float = 0.5
+    """Probability above which an intent is predicted."""
 
     def read(self, path, data, flag, labelled=True):
         _, rows = read_records(path, flag)

@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 
 from conftest import DATA, ROOT
 from ernie_ft.classify import main
@@ -113,11 +114,14 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
     out = tmp_path / "intent"
     args = ["--task", "tasks/multilabel_intent.py:MultiLabelIntent", "--train", "data/intent_train.jsonl",
             "--dev", "data/intent_dev.jsonl", "--model", "scratch:tiny", "--output", str(out), "--epochs", "2",
-            "--batch-size", "16", "--lr", "2e-3", "--threads", "1"]
+            "--batch-size", "16", "--lr", "2e-3", "--threads", "1", "--threshold", "0.9"]  # a task option
     assert ernie_ft_main(args) == 0
+    assert yaml.safe_load((out / "best" / "ernie_ft.yaml").read_text())["run"]["task"] == {"threshold": 0.9}
     assert "micro_f1" in json.loads((out / "metrics.json").read_text())["dev"]
     pred = tmp_path / "p.jsonl"
     assert ernie_ft_main(["predict", "--model", str(out), "--input", "data/intent_dev.jsonl",
                           "--output", str(pred)]) == 0
-    first = json.loads(pred.read_text(encoding="utf-8").splitlines()[0])
-    assert set(first["probs"]) == set(json.loads((out / "best" / "labels.json").read_text()))
+    records = [json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()]
+    assert set(records[0]["probs"]) == set(json.loads((out / "best" / "labels.json").read_text()))
+    for record in records:  # the checkpoint brought the task's threshold back
+        assert record["labels"] == [label for label, p in record["probs"].items() if p >= 0.9]
