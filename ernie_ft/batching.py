@@ -15,12 +15,13 @@ class LengthGroupedSampler:
     batches. With ``num_replicas`` data-parallel replicas, the global batch of
     ``batch_size * num_replicas`` inputs is the one a single process would take with that
     batch size, and rank r takes its r-th slice; the tail that cannot fill a global batch
-    for every rank is dropped so that all ranks step together. Without ``shuffle``
+    for every rank is dropped so that all ranks step together; ``rank=None`` gives the whole
+    global batches (every replica's slice in rank order). Without ``shuffle``
     (evaluation) the order is by length, longest first.
     """
 
     def __init__(self, lengths, batch_size: int, *, shuffle: bool = True, group: bool = True,
-                 seed: int = 0, mega_batches: int = 50, num_replicas: int = 1, rank: int = 0):
+                 seed: int = 0, mega_batches: int = 50, num_replicas: int = 1, rank: int | None = 0):
         self.lengths = np.asarray(lengths)
         self.batch_size = batch_size
         self.shuffle, self.group, self.seed = shuffle, group, seed
@@ -48,6 +49,8 @@ class LengthGroupedSampler:
         if not full:
             raise ValueError(f"{n} inputs cannot fill one batch of {self.batch_size} on each of "
                              f"{self.num_replicas} replicas")
+        if self.rank is None:  # whole global batches, for a mesh that splits them itself
+            return [b.tolist() for b in full]
         return [b[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist() for b in full]
 
 

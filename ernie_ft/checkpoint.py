@@ -62,10 +62,20 @@ def _fresh(path: str) -> str:
     return tmp
 
 
-def save_model(path: str, model, pipeline, labels: list[str], task_name: str, run: dict) -> None:
-    """A self-contained model directory that ``load_model`` and PaddleNLP both read."""
+def save_model(path: str, model, pipeline, labels: list[str], task_name: str, run: dict,
+               state: dict | None = None) -> None:
+    """A self-contained model directory that ``load_model`` and PaddleNLP both read.
+
+    ``state`` replaces the model's own weights (a tensor-parallel model's, gathered).
+    """
     tmp = _fresh(path)
-    model.save_pretrained(tmp)
+    if state is None:
+        model.save_pretrained(tmp)
+    else:
+        import paddle
+
+        model.config.save_pretrained(tmp)
+        paddle.save(state, os.path.join(tmp, "model_state.pdparams"))
     pipeline.save(tmp)
     with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
         json.dump(labels, f, ensure_ascii=False, indent=1)
@@ -133,14 +143,18 @@ def _rename_optimizer_state(state: dict, names: dict) -> dict:
     return renamed
 
 
-def save_state(path: str, model, optimizer, scheduler, precision, progress: dict, rng: dict) -> None:
-    """Everything ``load_state`` needs to continue training exactly where it stopped."""
+def save_state(path: str, model, model_state: dict, optimizer_state: dict, scheduler, precision, progress: dict,
+               rng: dict) -> None:
+    """Everything ``load_state`` needs to continue training exactly where it stopped.
+
+    The states are full (gathered) tensors, so any number of processes can resume from them.
+    """
     import paddle
 
     tmp = _fresh(path)
-    paddle.save(model.state_dict(), os.path.join(tmp, "model.pdparams"))
+    paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
     to_structured = {p.name: n for n, p in model.named_parameters()}
-    paddle.save(_rename_optimizer_state(optimizer.state_dict(), to_structured), os.path.join(tmp, "optimizer.pdopt"))
+    paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
     with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
         pickle.dump({"scheduler": scheduler.state_dict(), "scaler": precision.state_dict(), "rng": rng}, f)
     with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
@@ -148,13 +162,19 @@ def save_state(path: str, model, optimizer, scheduler, precision, progress: dict
     _swap_in(tmp, path)
 
 
-def load_state(path: str, model, optimizer, scheduler, precision) -> tuple[dict, dict]:
-    """Restore weights, optimizer, schedule and scaler in place; return (progress, rng state)."""
+def load_state(path: str, model, optimizer, scheduler, precision, place=None) -> tuple[dict, dict]:
+    """Restore weights, optimizer, schedule and scaler in place; return (progress, rng state).
+
+    ``place(state, model)`` lays the full weights out like the model's (sharded) parameters; the
+    optimizer takes full tensors (a sharded optimizer splits its state as it creates it).
+    """
     import paddle
 
-    model.set_state_dict(paddle.load(os.path.join(path, "model.pdparams")))
+    place = place or (lambda state, _: state)
+    model.set_state_dict(place(paddle.load(os.path.join(path, "model.pdparams")), model))
     to_runtime = {n: p.name for n, p in model.named_parameters()}
-    optimizer.set_state_dict(_rename_optimizer_state(paddle.load(os.path.join(path, "optimizer.pdopt")), to_runtime))
+    optimizer_state = _rename_optimizer_state(paddle.load(os.path.join(path, "optimizer.pdopt")), to_runtime)
+    optimizer.set_state_dict(optimizer_state)
     with open(os.path.join(path, "extra.pkl"), "rb") as f:
         extra = pickle.load(f)
     scheduler.set_state_dict(extra["scheduler"])

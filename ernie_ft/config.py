@@ -133,6 +133,8 @@ class ParallelConfig:
     """GPUs to train on, e.g. 0,1,2,3: one process per GPU (NCCL)."""
     ips: Optional[str] = None
     """Node IPs for multi-node training, e.g. 10.0.0.1,10.0.0.2; run the same command on every node."""
+    tensor_parallel: int = 1
+    """Split every attention and feed-forward matrix across this many processes; the rest replicate data."""
     lr_scaling: str = "linear"
     """How --lr (given for one device) grows with the data-parallel replicas: linear, sqrt or none."""
     scale_lr_with_accum: bool = False
@@ -143,6 +145,8 @@ class ParallelConfig:
             raise UserError(f"--lr-scaling must be linear, sqrt or none, not {self.lr_scaling!r}")
         if self.nproc < 1:
             raise UserError("--nproc must be at least 1")
+        if self.tensor_parallel < 1:
+            raise UserError("--tensor-parallel must be at least 1")
         if self.gpus is not None and not all(g.strip().isdigit() for g in self.gpus.split(",")):
             raise UserError(f"--gpus {self.gpus}: give GPU numbers separated by commas, e.g. --gpus 0,1,2,3")
         if self.gpus is not None and self.nproc > 1:

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import random
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,23 +184,168 @@ def launch(module: str, argv: list[str], parallel, output: str) -> int:
     env = {**os.environ, "ERNIE_FT_WORKER_ARGV": json.dumps([module, *child_argv])}
     print(f"launching {parallel.nproc if parallel.gpus is None else len(parallel.gpus.split(','))} processes; "
           f"logs in {os.path.join(output, 'logs')}", file=sys.stderr)
-    return subprocess.call(command, env=env)
+    status = subprocess.call(command, env=env)
+    if status:
+        print(f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
+              f"shown above, every rank's log is in {os.path.join(output, 'logs')}", file=sys.stderr)
+    return status
 
 
-class Replicas:
-    """Data parallelism over the processes of this job (a no-op for one process)."""
+# Tensor-parallel plan: layer-name patterns -> how the layer's Linear is split across the "mp" axis.
+# Column: the output features are split (q/k/v and the first feed-forward matrix, so attention heads
+# and FFN units are local); row: the input features are split and the outputs summed (out_proj and
+# the second feed-forward matrix). Everything else (embeddings, LayerNorm, heads) is replicated.
+TENSOR_PARALLEL_PLAN = {
+    r"\.self_attn\.(q_proj|k_proj|v_proj)$": "column",
+    r"\.linear1$": "column",
+    r"\.self_attn\.out_proj$": "row",
+    r"\.linear2$": "row",
+}
 
-    def __init__(self):
+
+class Parallel:
+    """The processes of this job as a ``dp x mp`` mesh: data-parallel replicas of tensor-parallel groups.
+
+    With ``tensor_parallel`` 1 this is plain data parallelism (``paddle.DataParallel``, each rank
+    feeds its own slice of the global batch). With K > 1 Paddle's auto-parallel API shards the
+    model over a ``ProcessMesh`` of (world / K) x K processes by ``TENSOR_PARALLEL_PLAN``; every
+    rank then builds the same global batch and Paddle splits it over the "dp" axis.
+    """
+
+    def __init__(self, tensor_parallel: int = 1):
         self.rank, self.size = world()
         self.is_main = self.rank == 0
+        self.mp = tensor_parallel
+        if self.size % self.mp:
+            raise UserError(f"--tensor-parallel {self.mp} must divide the number of processes ({self.size}); "
+                            f"start them with --nproc N (CPU) or --gpus 0,1,... (a multiple of {self.mp})")
+        self.dp = self.size // self.mp
+        self.dp_rank = self.rank // self.mp  # the mesh is row-major: rank r sits at (r // mp, r % mp)
+        self.mesh = None
         if self.size > 1:
             import paddle.distributed as dist
 
             dist.init_parallel_env()
+            if self.mp > 1:
+                ranks = np.arange(self.size).reshape(self.dp, self.mp).tolist()
+                self.mesh = dist.ProcessMesh(ranks, dim_names=["dp", "mp"])
+
+    @property
+    def sharded(self) -> bool:
+        return self.mesh is not None
+
+    def describe(self) -> str:
+        if self.sharded:
+            return f"mesh {self.dp} data-parallel x {self.mp} tensor-parallel"
+        return f"{self.size} data-parallel processes" if self.size > 1 else "1 process"
+
+    def check_model(self, model) -> None:
+        """UserError when the model's heads or feed-forward width do not split into ``mp`` parts."""
+        if self.mp == 1:
+            return
+        config = model.config
+        for name in ("num_attention_heads", "intermediate_size"):
+            if getattr(config, name) % self.mp:
+                raise UserError(f"--tensor-parallel {self.mp}: the model has {name} = {getattr(config, name)}, "
+                                f"which does not split into {self.mp} equal parts; choose a divisor")
+
+    def shard(self, model):
+        """The model with its matrices split over the mesh by the plan (in place); as is without a mesh."""
+        if not self.sharded:
+            return model
+        import paddle.distributed as dist
+
+        return dist.shard_layer(model, self.mesh, self._shard)
 
     def wrap(self, model):
-        """Average gradients across replicas after each backward pass."""
-        return paddle.DataParallel(model) if self.size > 1 else model
+        """Gradients averaged across data-parallel replicas (on a mesh, Paddle does that itself)."""
+        return paddle.DataParallel(model) if self.size > 1 and not self.sharded else model
+
+    def _shard(self, name: str, layer, mesh) -> None:
+        import paddle.distributed as dist
+
+        split = next((how for pattern, how in TENSOR_PARALLEL_PLAN.items() if re.search(pattern, name)), None)
+        for key, param in list(layer.named_parameters(include_sublayers=False)):
+            on_mp = dist.Replicate()
+            if split == "column":
+                on_mp = dist.Shard(1 if key == "weight" else 0)  # paddle Linear weights are [in, out]
+            elif split == "row" and key == "weight":
+                on_mp = dist.Shard(0)
+            setattr(layer, key, dist.shard_tensor(param, mesh, [dist.Replicate(), on_mp]))
+
+    def wrap_optimizer(self, optimizer):
+        """Optimizer state laid out like the parameters it updates."""
+        if self.sharded:
+            import paddle.distributed as dist
+
+            return dist.shard_optimizer(optimizer)
+        return optimizer
+
+    def distribute(self, batch: dict, split: bool = True) -> dict:
+        """Tensors for the model: dist tensors split over "dp" (or replicated) on a mesh, else as is.
+
+        Positions are passed explicitly on a mesh: PaddleNLP's ERNIE derives them with ops that
+        do not propagate the batch's placements.
+        """
+        if not self.sharded:
+            return batch
+        import paddle.distributed as dist
+
+        ids = batch["input_ids"]
+        batch = {**batch, "position_ids": paddle.arange(ids.shape[1], dtype="int64").expand_as(ids)}
+        placements = [dist.Shard(0) if split and self.dp > 1 else dist.Replicate(), dist.Replicate()]
+        return {k: dist.shard_tensor(v, self.mesh, placements) for k, v in batch.items()}
+
+    def dense(self, tensor):
+        """A full (gathered) tensor from a parameter, optimizer state or output; a collective on a mesh."""
+        import paddle.distributed as dist
+
+        if self.sharded and getattr(tensor, "is_dist", lambda: False)():
+            return dist.unshard_dtensor(tensor)
+        return tensor
+
+    def full_state(self, state: dict) -> dict:
+        """A state dict (nested) with every sharded tensor gathered; call on every rank."""
+        if not self.sharded:
+            return state
+        return {k: self.full_state(v) if isinstance(v, dict) else self.dense(v) for k, v in state.items()}
+
+    def shard_like(self, state: dict, model) -> dict:
+        """Full tensors (a checkpoint's weights or optimizer state) laid out like ``model``'s parameters.
+
+        A tensor whose key starts with a parameter's name and has its shape takes that parameter's
+        placements (Adam moments); anything else is replicated (step counters, beta powers).
+        """
+        if not self.sharded:
+            return state
+        import paddle.distributed as dist
+
+        params = {**{p.name: p for p in model.parameters()}, **dict(model.named_parameters())}
+        names = sorted(params, key=len, reverse=True)
+        replicated = [dist.Replicate(), dist.Replicate()]
+
+        def place(key, value):
+            if isinstance(value, dict):
+                return {k: place(k, v) for k, v in value.items()}
+            if not isinstance(value, (paddle.Tensor, np.ndarray)):
+                return value
+            value = paddle.to_tensor(value) if isinstance(value, np.ndarray) else value
+            owner = next((params[n] for n in names if key == n or key.startswith(n + "_")), None)
+            if owner is not None and list(owner.shape) == list(value.shape):
+                return dist.shard_tensor(value, owner.process_mesh, owner.placements)
+            return dist.shard_tensor(value, self.mesh, replicated)
+
+        return {k: place(k, v) for k, v in state.items()}
+
+    def mean(self, value) -> float:
+        """The mean over data-parallel replicas of a scalar tensor (a loss), as a float."""
+        if self.size == 1 or self.sharded:  # on a mesh the loss is already the global batch's
+            return float(value)
+        import paddle.distributed as dist
+
+        total = value.detach().clone()
+        dist.all_reduce(total)
+        return float(total) / self.size
 
     def gather(self, value) -> list:
         """Every rank's ``value``, in rank order, on every rank."""

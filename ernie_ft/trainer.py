@@ -41,20 +41,22 @@ def forward(model, batch: dict):
     """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
     import paddle
 
-    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                position_ids=batch.get("position_ids"))
     return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
 
 
 def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, precision=None,
-                   head: str = "sequence"):
+                   head: str = "sequence", parallel=None):
     """Model outputs for every feature, in feature order (numpy).
 
     A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
-    with one [tokens, outputs] array per feature, cut to the feature's own length.
+    with one [tokens, outputs] array per feature, cut to the feature's own length. With a
+    tensor-parallel ``parallel``, every rank runs every batch.
     """
-    per_token = head != "sequence"
     import paddle
 
+    per_token = head != "sequence"
     was_training = model.training
     model.eval()
     sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], batch_size, shuffle=False)
@@ -62,8 +64,11 @@ def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, pr
     with paddle.no_grad():
         for indices in sampler.batches():
             batch = to_tensors(collate([features[i] for i in indices], pad_id, head == "token"))
+            if parallel is not None:
+                batch = parallel.distribute(batch, split=False)
             with precision.autocast() if precision else contextlib.nullcontext():
-                logits = forward(model, batch).astype("float32").numpy()
+                logits = forward(model, batch)
+            logits = (parallel.dense(logits) if parallel is not None else logits).astype("float32").numpy()
             for row, i in enumerate(indices):
                 outputs[i] = logits[row, :len(features[i]["input_ids"])] if per_token else logits[row]
     model.train(was_training)
@@ -110,13 +115,13 @@ def train(task, cfg: RunConfig) -> dict:
     examples, labels = read_splits(task, data)
     checkpoint.check_output(tc.output, cfg.resume, cfg.overwrite)
     out = tc.output
-    replicas = runtime.Replicas()
-    main = replicas.is_main
+    parallel = runtime.Parallel(cfg.parallel.tensor_parallel)
+    main = parallel.is_main
     requested = tc.device
     if cfg.parallel.gpus is not None:  # under the launcher each rank is given its GPU
-        requested = "gpu" if replicas.size > 1 else f"gpu:{cfg.parallel.gpus}"
+        requested = "gpu" if parallel.size > 1 else f"gpu:{cfg.parallel.gpus}"
     device = runtime.select_device(requested)
-    threads = runtime.set_threads(tc.threads, replicas.size)
+    threads = runtime.set_threads(tc.threads, parallel.size)
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
     pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]))
@@ -124,10 +129,11 @@ def train(task, cfg: RunConfig) -> dict:
     if hasattr(task, "bind"):
         task.bind(model)
     modeling.check_max_len(data, model, cfg.model.model)
+    parallel.check_model(model)
     if main:
         checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)  # only now: nothing is lost on an error
-    replicas.barrier()
-    runtime.seed_everything(tc.seed + replicas.rank)  # same initial weights, different dropout per replica
+    parallel.barrier()
+    runtime.seed_everything(tc.seed + parallel.dp_rank)  # same initial weights, different dropout per replica
     splits = {name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
               for name, ex in examples.items()}
     metric = tc.metric or task.metric
@@ -138,29 +144,37 @@ def train(task, cfg: RunConfig) -> dict:
 
     train_split = splits["train"]
     lengths = train_split.lengths
-    sampler = LengthGroupedSampler(lengths, tc.batch_size, seed=tc.seed, num_replicas=replicas.size,
-                                   rank=replicas.rank)
+    sampler = LengthGroupedSampler(lengths, tc.batch_size, seed=tc.seed, num_replicas=parallel.dp,
+                                   rank=None if parallel.sharded else parallel.dp_rank)
     batches_per_epoch = len(sampler.batches(0))
     steps_per_epoch = math.ceil(batches_per_epoch / tc.grad_accum)
     total_steps = steps_per_epoch * tc.epochs
-    lr = tc.lr * cfg.parallel.lr_factor(replicas.size, tc.grad_accum)
-    optimizer, scheduler = build_optimizer(model, tc, total_steps, lr)
+    lr = tc.lr * cfg.parallel.lr_factor(parallel.dp, tc.grad_accum)
+    net = parallel.shard(model)  # the bare model, for saving and evaluation (split over a mesh, if any)
+    optimizer, scheduler = build_optimizer(net, tc, total_steps, lr)
+    optimizer = parallel.wrap_optimizer(optimizer)
     precision = runtime.Precision(tc.amp, tc.amp_level)
-    model, optimizer = precision.prepare(model, optimizer)
-    net = model  # the bare model, for saving and evaluation; `model` may be a DataParallel wrapper
-    model = replicas.wrap(model)
+    net, optimizer = precision.prepare(net, optimizer)
+    model = parallel.wrap(net)  # a DataParallel wrapper under plain data parallelism
     if main:
-        print(f"device {device} x {replicas.size} processes, {threads} threads each; {len(labels)} labels; "
+        print(f"device {device}, {parallel.describe()}, {threads} threads each; {len(labels)} labels; "
               f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
-              f"{tc.batch_size * replicas.size * tc.grad_accum} = {tc.batch_size} per device x {replicas.size} x "
+              f"{tc.batch_size * parallel.dp * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
               f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "
               f"best checkpoint by dev {metric}", file=sys.stderr)
 
+    global_batch = tc.batch_size * parallel.dp
     progress = {"step": 0, "epoch": 0, "batch": 0, "best": None, "best_step": None, "bad_evals": 0,
-                "dev": None}
+                "dev": None, "global_batch": global_batch}
     if cfg.resume:
         progress, rng = checkpoint.load_state(os.path.join(out, checkpoint.LAST), net, optimizer, scheduler,
-                                              precision)
+                                              precision, parallel.shard_like)
+        if progress.setdefault("global_batch", global_batch) != global_batch:  # the data position would not match
+            was = progress["global_batch"]
+            hint = (f"pass --batch-size {was // parallel.dp}" if was % parallel.dp == 0 else
+                    f"use a number of data-parallel replicas that divides {was}")
+            raise UserError(f"--resume: the run used a global batch of {was}, this one has {global_batch} "
+                            f"(--batch-size {tc.batch_size} x {parallel.dp} replicas); {hint}")
         runtime.set_rng_state(rng)
         print(f"resumed at step {progress['step']} (epoch {progress['epoch'] + 1}, batch {progress['batch']})",
               file=sys.stderr)
@@ -169,17 +183,26 @@ def train(task, cfg: RunConfig) -> dict:
     stop = StopRequest()
 
     def save_last():
+        model_state = parallel.full_state(net.state_dict())  # collectives on a mesh: every rank takes part
+        optimizer_state = parallel.full_state(optimizer.state_dict())
         if main:
-            checkpoint.save_state(os.path.join(out, checkpoint.LAST), net, optimizer, scheduler, precision,
-                                  progress, runtime.rng_state())
+            checkpoint.save_state(os.path.join(out, checkpoint.LAST), net, model_state, optimizer_state, scheduler,
+                                  precision, progress, runtime.rng_state())
+
+    def save_best():
+        state = parallel.full_state(net.state_dict()) if parallel.sharded else None
+        if main:
+            checkpoint.save_model(os.path.join(out, checkpoint.BEST), net, pipeline, labels, task.name, run, state)
 
     def all_logits(features):
         """Every rank scores its share of the features once; all ranks get all the outputs."""
-        mine = list(range(replicas.rank, len(features), replicas.size))
+        if parallel.sharded:  # every rank runs every batch; the mesh splits the matrices
+            return compute_logits(net, features, pipeline.pad_id, 2 * tc.batch_size, precision, task.head, parallel)
+        mine = list(range(parallel.rank, len(features), parallel.size))
         outputs = compute_logits(net, [features[i] for i in mine], pipeline.pad_id, 2 * tc.batch_size, precision,
                                  task.head)
         merged = [None] * len(features)
-        for indices, values in replicas.gather((mine, list(outputs))):
+        for indices, values in parallel.gather((mine, list(outputs))):
             for i, value in zip(indices, values):
                 merged[i] = value
         return merged if task.head != "sequence" else np.stack(merged)
@@ -192,8 +215,7 @@ def train(task, cfg: RunConfig) -> dict:
         improved = progress["best"] is None or metrics[metric] > progress["best"]
         if improved:
             progress.update(best=metrics[metric], best_step=progress["step"], bad_evals=0, dev=metrics)
-            if main:
-                checkpoint.save_model(os.path.join(out, checkpoint.BEST), net, pipeline, labels, task.name, run)
+            save_best()
         else:
             progress["bad_evals"] += 1
         log.evaluation(progress["step"], progress["epoch"], "dev", metrics, best=improved)
@@ -208,8 +230,8 @@ def train(task, cfg: RunConfig) -> dict:
                         f"padding {padding_fraction(epoch_batches, lengths):.1%}")
             tokens, tic, micro = 0, time.perf_counter(), 0
             for b in range(progress["batch"], len(epoch_batches)):
-                batch = to_tensors(collate([train_split.features[i] for i in epoch_batches[b]],
-                                           pipeline.pad_id, token_labels))
+                batch = parallel.distribute(to_tensors(collate([train_split.features[i] for i in epoch_batches[b]],
+                                                               pipeline.pad_id, token_labels)))
                 with precision.autocast():
                     loss = task.loss(forward(model, batch), batch)
                 precision.backward(loss / tc.grad_accum)
@@ -224,7 +246,8 @@ def train(task, cfg: RunConfig) -> dict:
                 progress["step"] += 1
                 progress["batch"] = b + 1
                 elapsed = time.perf_counter() - tic
-                log.step(progress["step"], float(loss), optimizer.get_lr(), tokens * replicas.size / elapsed,
+                tokens *= 1 if parallel.sharded else parallel.size  # a mesh rank sees the whole global batch
+                log.step(progress["step"], parallel.mean(loss), optimizer.get_lr(), tokens / elapsed,
                          progress["epoch"] + 1, log=progress["step"] % tc.log_steps == 0)
                 tokens, tic = 0, time.perf_counter()
                 end_of_epoch = b + 1 == len(epoch_batches)
@@ -257,15 +280,15 @@ def train(task, cfg: RunConfig) -> dict:
             raise KeyboardInterrupt
         return {}
 
-    if "dev" not in splits and main:
-        checkpoint.save_model(os.path.join(out, checkpoint.BEST), net, pipeline, labels, task.name, run)
-    replicas.barrier()
+    if "dev" not in splits:
+        save_best()
+    parallel.barrier()
     best_dir = os.path.join(out, checkpoint.BEST)
     results = {"dev": progress["dev"]} if progress["dev"] else {}
     if "test" in splits:
         import paddle
 
-        net.set_state_dict(paddle.load(os.path.join(best_dir, "model_state.pdparams")))
+        net.set_state_dict(parallel.shard_like(paddle.load(os.path.join(best_dir, "model_state.pdparams")), net))
         logits = all_logits(splits["test"].features)
         results["test"] = task.evaluate(logits, splits["test"].features, splits["test"].examples, labels, data)
         log.evaluation(progress["best_step"] or progress["step"], progress["epoch"], "test", results["test"])

@@ -1,37 +1,179 @@
-"""Data parallelism on CPU processes (gloo) against a single-process reference run."""
+"""Data and tensor parallelism on CPU processes (gloo) against single-process reference runs."""
+import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import paddle
 import pytest
 
-from conftest import DATA
+from conftest import DATA, ROOT
 from ernie_ft.config import ParallelConfig
 
+TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
+COMMON = ["--train", TRAIN, "--dev", DEV, "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48",
+          "--dropout", "0", "--threads", "1", "--seed", "7", "--warmup", "0", "--eval-steps", "3"]
 
-def train(out, *extra):
-    args = [sys.executable, "-m", "ernie_ft.classify", "--train", str(DATA / "sentiment_train.tsv"),
-            "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48", "--dropout", "0", "--threads", "1",
-            "--seed", "7", "--warmup", "0", "--stop-after-steps", "6", "--output", str(out), *extra]
+
+def run(out, *extra, check=True):
+    args = [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--output", str(out), *extra]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return paddle.load(str(out / "last" / "model.pdparams"))
+    if check:
+        logs = "".join(p.read_text()[-2000:] for p in sorted((out / "logs").glob("workerlog.*"))) \
+            if (out / "logs").is_dir() else ""
+        assert proc.returncode == 0, proc.stderr[-3000:] + logs
+    return proc
 
 
-def test_two_processes_equal_one_process_with_the_same_global_batch(tmp_path):
-    single = train(tmp_path / "single", "--batch-size", "8", "--lr", "2e-3")
-    data_parallel = train(tmp_path / "dp", "--batch-size", "4", "--lr", "1e-3", "--nproc", "2")  # linear scaling
-    assert single.keys() == data_parallel.keys()
-    for name in single:
-        np.testing.assert_allclose(data_parallel[name].numpy(), single[name].numpy(), rtol=0, atol=2e-5,
-                                   err_msg=name)
-    assert any(not np.allclose(single[n].numpy(), train(tmp_path / "other", "--batch-size", "8", "--lr", "1e-3")[n]
-                               .numpy()) for n in single)  # the comparison can fail: lr 1e-3 unscaled differs
+def weights(out, which="last/model.pdparams"):
+    return {k: v.numpy() for k, v in paddle.load(str(out / which)).items()}
+
+
+def assert_same_weights(a, b, atol):
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=0, atol=atol, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One process, global batch 8 at lr 2e-3: 6 steps, evaluated every 3."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    run(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6")
+    return out
+
+
+@pytest.fixture(scope="module")
+def halfway(tmp_path_factory):
+    """The reference run stopped after 3 steps, to resume with other numbers of processes."""
+    out = tmp_path_factory.mktemp("halfway") / "run"
+    run(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "3")
+    return out
+
+
+def test_two_processes_equal_one_process_with_the_same_global_batch(reference, tmp_path):
+    run(tmp_path / "dp", "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6")  # linear
+    assert_same_weights(weights(reference), weights(tmp_path / "dp"), atol=2e-5)
+    run(tmp_path / "unscaled", "--batch-size", "8", "--lr", "1e-3", "--stop-after-steps", "6")
+    unscaled = weights(tmp_path / "unscaled")  # the comparison can fail: lr 1e-3 unscaled differs
+    assert any(not np.allclose(unscaled[n], v, atol=2e-5) for n, v in weights(reference).items())
     logs = tmp_path / "dp" / "logs"
     assert (logs / "workerlog.0").is_file() and (logs / "workerlog.1").is_file()
     assert "lr 0.002 (--lr 0.001 scaled linear)" in (logs / "workerlog.0").read_text()
-    assert not (logs / "workerlog.1").read_text().count("lr 0.002")  # only rank 0 reports and writes
+    assert "lr 0.002" not in (logs / "workerlog.1").read_text()  # only rank 0 reports and writes
+    dev = [json.loads(line) for line in (tmp_path / "dp" / "evaluations.jsonl").read_text().splitlines()]
+    ref = [json.loads(line) for line in (reference / "evaluations.jsonl").read_text().splitlines()]
+    assert [d["accuracy"] for d in dev] == [r["accuracy"] for r in ref]  # every dev example scored once
+
+
+def test_logged_loss_is_the_mean_over_replicas(reference, tmp_path):
+    run(tmp_path / "dp", "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6",
+        "--log-steps", "1")
+    run(tmp_path / "one", "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6", "--log-steps", "1")
+    losses = [[json.loads(line)["loss"] for line in (tmp_path / d / "train_log.jsonl").read_text().splitlines()]
+              for d in ("one", "dp")]
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
+
+
+def test_tensor_parallel_step_equals_the_unsharded_model(tmp_path):
+    script = str(ROOT / "tests" / "helpers" / "tp_step.py")
+    subprocess.run([sys.executable, script, str(tmp_path / "one.npz")], check=True, capture_output=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(tmp_path / "logs"),
+                           "--nproc_per_node", "2", script, str(tmp_path / "tp.npz"), "2"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, (tmp_path / "logs" / "workerlog.0").read_text()[-3000:]
+    one, tp = np.load(tmp_path / "one.npz"), np.load(tmp_path / "tp.npz")
+    # q/k/v/linear1 weights and biases, out_proj/linear2 weights: 10 per layer, 2 layers
+    assert len(tp["sharded"]) == 20
+    for key in one.files:
+        if key != "sharded":
+            np.testing.assert_allclose(tp[key], one[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+def test_tensor_parallel_training_saves_a_checkpoint_that_predicts_single_process(reference, tmp_path):
+    out = tmp_path / "tp"
+    run(out, "--batch-size", "8", "--lr", "2e-3", "--nproc", "2", "--tensor-parallel", "2", "--stop-after-steps", "6")
+    assert "mesh 1 data-parallel x 2 tensor-parallel" in (out / "logs" / "workerlog.0").read_text()
+    assert_same_weights(weights(reference), weights(out), atol=1e-4)
+    assert_same_weights(weights(reference, "best/model_state.pdparams"), weights(out, "best/model_state.pdparams"),
+                        atol=1e-4)
+    predictions = []
+    for model in (reference, out):  # both best checkpoints, loaded in one plain process
+        pred = tmp_path / f"{model.parent.name}.jsonl"
+        subprocess.run([sys.executable, "-m", "ernie_ft.classify", "predict", "--model", str(model), "--input", DEV,
+                        "--output", str(pred), "--device", "cpu"], check=True, capture_output=True, timeout=120)
+        predictions.append([json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()])
+    assert [r["label"] for r in predictions[0]] == [r["label"] for r in predictions[1]]
+    for a, b in zip(*predictions):
+        assert b["probs"] == pytest.approx(a["probs"], abs=1e-4)
+
+
+def test_resume_with_two_data_parallel_processes(reference, halfway, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(halfway, out)
+    run(out, "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6", "--resume")
+    assert "resumed at step 3" in (out / "logs" / "workerlog.0").read_text()
+    assert_same_weights(weights(reference), weights(out), atol=2e-5)
+
+
+def test_a_two_by_two_mesh_resumes_and_saves(reference, halfway, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(halfway, out)
+    run(out, "--batch-size", "4", "--lr", "1e-3", "--nproc", "4", "--tensor-parallel", "2",
+        "--stop-after-steps", "6", "--resume")
+    log = (out / "logs" / "workerlog.0").read_text()
+    assert "mesh 2 data-parallel x 2 tensor-parallel" in log and "resumed at step 3" in log
+    assert_same_weights(weights(reference), weights(out), atol=1e-4)
+
+
+def test_resume_refuses_a_different_global_batch(halfway, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(halfway, out)
+    proc = run(out, "--batch-size", "8", "--nproc", "2", "--stop-after-steps", "6", "--resume", check=False)
+    assert proc.returncode != 0
+    log = (out / "logs" / "workerlog.0").read_text()
+    assert "global batch of 8, this one has 16" in log and "pass --batch-size 4" in log
+    assert "Traceback" not in log
+
+
+def _rank_pid(rank: int, output) -> int | None:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"PADDLE_TRAINER_ID={rank}".encode() in env and any(
+                e.startswith(b"ERNIE_FT_WORKER_ARGV=") and str(output).encode() in e for e in env):
+            return int(pid)
+    return None
+
+
+def test_a_killed_rank_stops_the_whole_job_quickly(tmp_path):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--epochs", "500", "--eval-steps", "0",
+            "--log-steps", "1", "--output", str(out), "--nproc", "2"]
+    job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log, deadline = out / "logs" / "workerlog.0", time.monotonic() + 120
+        while not (log.is_file() and "step 5/" in log.read_text()):  # wait until both ranks are training
+            assert job.poll() is None and time.monotonic() < deadline, "training did not start"
+            time.sleep(0.2)
+        pid = _rank_pid(1, out)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        output, _ = job.communicate(timeout=60)  # a hang fails here
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
+    assert time.monotonic() - killed < 30
+    # the launcher shows the log of a failed rank (the killed one, or its peer that lost the connection)
+    assert "Container rank" in output and "the distributed job failed" in output, output[-3000:]
 
 
 @pytest.mark.parametrize("rule,replicas,accum,with_accum,factor", [
@@ -41,3 +183,9 @@ def test_two_processes_equal_one_process_with_the_same_global_batch(tmp_path):
 def test_learning_rate_scaling_rules(rule, replicas, accum, with_accum, factor):
     config = ParallelConfig(lr_scaling=rule, scale_lr_with_accum=with_accum)
     assert config.lr_factor(replicas, accum) == pytest.approx(factor)
+
+
+def test_tensor_parallel_without_enough_processes_is_a_clear_error(tmp_path):
+    proc = run(tmp_path / "run", "--tensor-parallel", "2", check=False)
+    assert proc.returncode == 2 and "--tensor-parallel 2 must divide the number of processes (1)" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,37 @@
+"""One forward/backward of a small ERNIE classifier, split by ernie_ft's tensor-parallel plan or not.
+
+    python tests/helpers/tp_step.py OUT.npz                 # single process
+    python -m paddle.distributed.launch --nproc_per_node 2 tests/helpers/tp_step.py OUT.npz 2
+
+Rank 0 writes the logits, the loss and every parameter's gradient, gathered to full tensors.
+"""
+import sys
+
+import numpy as np
+import paddle
+from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
+
+from ernie_ft.runtime import Parallel
+from ernie_ft.trainer import forward
+
+out, tensor_parallel = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
+parallel = Parallel(tensor_parallel)
+paddle.seed(3)
+config = ErnieConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                     max_position_embeddings=64, type_vocab_size=4, use_task_id=False, num_labels=3,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+model = parallel.shard(ErnieForSequenceClassification(config))
+rng = np.random.default_rng(0)
+ids = rng.integers(5, 120, (4, 10))
+ids[:, 7:] = 0  # padding
+batch = {"input_ids": paddle.to_tensor(ids), "token_type_ids": paddle.to_tensor(np.zeros_like(ids)),
+         "labels": paddle.to_tensor(rng.integers(0, 3, (4,)))}
+batch = parallel.distribute(batch)
+logits = forward(model, batch)
+loss = paddle.nn.functional.cross_entropy(logits, batch["labels"])
+loss.backward()
+result = {"logits": parallel.dense(logits).numpy(), "loss": parallel.dense(loss).numpy()}
+result.update({"grad/" + n: parallel.dense(p.grad).numpy() for n, p in model.named_parameters()})
+sharded = [n for n, p in model.named_parameters() if p.is_dist() and "Shard" in str(p.placements)]
+if parallel.is_main:
+    np.savez(out, sharded=np.array(sharded), **result)
