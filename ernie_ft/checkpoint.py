@@ -105,8 +105,11 @@ def resolve_model_dir(path: str) -> str:
     return path
 
 
-def load_model(path: str) -> Loaded:
-    """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict."""
+def load_model(path: str, weights: bool = True) -> Loaded:
+    """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict.
+
+    ``weights=False`` skips the dygraph model (for an exported one), unless the task needs it bound.
+    """
     from .modeling import model_class
     from .task import load_task
     from .text import TextPipeline
@@ -117,8 +120,10 @@ def load_model(path: str) -> Loaded:
     with open(os.path.join(path, "labels.json"), encoding="utf-8") as f:
         labels = json.load(f)
     task = load_task(meta["task"], meta["run"].get("task"))
-    model = model_class(task.head, getattr(task, "model_class", None)).from_pretrained(path)
-    model.eval()
+    model = None
+    if weights or hasattr(task, "bind"):
+        model = model_class(task.head, getattr(task, "model_class", None)).from_pretrained(path)
+        model.eval()
     if hasattr(task, "bind"):
         task.bind(model)
     return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"])

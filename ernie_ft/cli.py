@@ -74,6 +74,8 @@ def predict_parser(prog: str) -> Parser:
     parser.add_argument("--text-column", help="column or key with the text (default as in training)")
     parser.add_argument("--text-pair-column", help="column or key with the second text")
     parser.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
+    parser.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
+                        help="inference: run the model exported by python -m ernie_ft.export with Paddle Inference")
     return parser
 
 

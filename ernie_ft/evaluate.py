@@ -24,6 +24,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--text-column"), p.add_argument("--text-pair-column"), p.add_argument("--label-column")
     p.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")
     p.add_argument("--device", default="auto")
+    p.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
+                   help="inference: score the model exported by python -m ernie_ft.export with Paddle Inference")
     return p
 
 
@@ -32,7 +34,7 @@ def evaluate(args) -> dict:
 
     loaded, data = load_for_inference(args.model, args.device, {
         "text_column": args.text_column, "text_pair_column": args.text_pair_column,
-        "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None})
+        "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None}, args.engine)
     examples, features, logits = run_inference(loaded, data, args.input, "--input", True, args.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
     from .checkpoint import resolve_model_dir

@@ -7,15 +7,25 @@ import sys
 from . import checkpoint, runtime
 from .config import DataConfig
 from .dataset import featurize
+from .errors import UserError
 from .trainer import compute_logits, quiet_libraries
 
 
-def load_for_inference(model_dir: str, device: str, overrides: dict):
-    """(Loaded checkpoint, DataConfig) with the training-time data settings and ``overrides`` on top."""
+def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph"):
+    """(Loaded checkpoint, DataConfig) with the training-time data settings and ``overrides`` on top.
+
+    ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference.
+    """
     quiet_libraries()
-    runtime.select_device(device)
+    device = runtime.select_device(device)
     runtime.set_threads(0)
-    loaded = checkpoint.load_model(model_dir)
+    loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph")
+    if engine == "inference":
+        from .export import InferenceModel
+
+        loaded.model = InferenceModel(checkpoint.resolve_model_dir(model_dir), device)
+    elif engine != "dygraph":
+        raise UserError(f"--engine must be dygraph or inference, not {engine!r}")
     settings = dict(loaded.run["data"])
     settings.update({k: v for k, v in overrides.items() if v is not None})
     settings.update(train=None, dev=None, test=None)
@@ -36,7 +46,7 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
 def predict(args) -> None:
     """``python -m ernie_ft.<task> predict``: one JSON line per input record."""
     loaded, data = load_for_inference(args.model, args.device, {
-        "text_column": args.text_column, "text_pair_column": args.text_pair_column})
+        "text_column": args.text_column, "text_pair_column": args.text_pair_column}, args.engine)
     examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout

@@ -125,3 +125,25 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
     assert set(records[0]["probs"]) == set(json.loads((out / "best" / "labels.json").read_text()))
     for record in records:  # the checkpoint brought the task's threshold back
         assert record["labels"] == [label for label, p in record["probs"].items() if p >= 0.9]
+
+
+def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp_path):
+    from ernie_ft.export import main as export_main
+
+    exported = tmp_path / "exported"
+    assert export_main(["--model", str(trained), "--output", str(exported)]) == 0
+    assert (exported / "inference.pdiparams").is_file() and (exported / "labels.json").is_file()
+    assert export_main(["--model", str(trained), "--output", str(exported)]) == 2  # refuses to overwrite
+    long_text = "服务员态度很好，房间也干净，" * 20  # several windows
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join([long_text, "质量太差了，再也不买", "还行吧"]) + "\n", encoding="utf-8")
+    runs = {}
+    for engine, model in (("dygraph", trained), ("inference", exported)):
+        out = tmp_path / f"{engine}.jsonl"
+        assert main(["predict", "--model", str(model), "--input", str(source), "--output", str(out),
+                     "--engine", engine]) == 0
+        runs[engine] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["label"] for r in runs["inference"]] == [r["label"] for r in runs["dygraph"]]
+    for a, b in zip(runs["dygraph"], runs["inference"]):
+        assert b["probs"] == pytest.approx(a["probs"], abs=1e-5)
+    assert main(["predict", "--model", str(trained), "--input", str(source), "--engine", "inference"]) == 2
