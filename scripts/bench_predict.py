@@ -1,0 +1,155 @@
+"""Prediction throughput, side by side: ernie_ft dygraph, the exported model on Paddle Inference, HF/PyTorch.
+
+    python scripts/bench_predict.py [--shape nano] [--docs 1200] [--threads 2] \
+        [--torch-python /work/venv-torch/bin/python]
+
+The same texts (ChnSentiCorp dev from ../shared/data when present, else data/sentiment_dev.tsv),
+tokenised once by ernie_ft's pipeline with the ERNIE 3.0 vocabulary, windows of at most
+--max-len tokens, length-sorted batches of --batch-size. A randomly initialised model of the
+shape is saved as a checkpoint, exported with ``python -m ernie_ft.export``'s code, and timed:
+
+- dygraph: ``trainer.compute_logits`` on the checkpoint's model (what ``predict`` runs)
+- inference: the same function on the exported model through Paddle Inference (oneDNN)
+- hf-torch: ``transformers.BertForSequenceClassification`` of the same shape under
+  ``torch.no_grad()`` on exactly the same padded batches, in the interpreter given by
+  --torch-python (a venv with torch and transformers; see ../shared/bench/README.md)
+
+Each engine runs once to warm up, then --repeats timed passes; the median is reported as
+documents per second (model time only, tokenisation excluded: it is the same for all).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
+
+HF_SCRIPT = r'''
+import json, statistics, sys, time
+import numpy as np, torch
+from transformers import BertConfig, BertForSequenceClassification
+spec = json.loads(sys.argv[1])
+torch.set_num_threads(spec["threads"])
+torch.manual_seed(0)
+model = BertForSequenceClassification(BertConfig(
+    vocab_size=spec["vocab"], hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
+    num_attention_heads=spec["heads"], intermediate_size=spec["ffn"], max_position_embeddings=2048,
+    type_vocab_size=4, num_labels=2)).eval()
+data = np.load(spec["batches"])
+batches = [(torch.from_numpy(data[f"ids{i}"]), torch.from_numpy(data[f"types{i}"]))
+           for i in range(len(data.files) // 2)]
+times = []
+with torch.no_grad():
+    for run in range(spec["repeats"] + 1):
+        tic = time.perf_counter()
+        for ids, types in batches:
+            model(input_ids=ids, token_type_ids=types, attention_mask=(ids != spec["pad"]).long()).logits.numpy()
+        if run:
+            times.append(time.perf_counter() - tic)
+print(json.dumps({"seconds": statistics.median(times)}))
+'''
+
+
+def texts_and_vocab(docs: int) -> tuple[list[str], str | None]:
+    from ernie_ft.readers import read_examples
+
+    shared_dev = os.path.join(SHARED, "chnsenticorp", "dev.tsv")
+    source = shared_dev if os.path.isfile(shared_dev) else os.path.join(ROOT, "data", "sentiment_dev.tsv")
+    texts = [e.text for e in read_examples(source)]
+    texts = (texts * (docs // len(texts) + 1))[:docs]
+    vocab = os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt")
+    return texts, vocab if os.path.isfile(vocab) else None
+
+
+def timed(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - tic)
+    return statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", default="nano", choices=("tiny", "nano"))
+    p.add_argument("--docs", type=int, default=1200)
+    p.add_argument("--max-len", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
+                   help="python of a venv with torch and transformers (skipped when absent)")
+    args = p.parse_args()
+
+    import numpy as np
+    import paddle
+
+    from ernie_ft import checkpoint, modeling, runtime
+    from ernie_ft.batching import LengthGroupedSampler, collate
+    from ernie_ft.classify import Classification
+    from ernie_ft.config import DataConfig, ModelConfig, RunConfig
+    from ernie_ft.export import InferenceModel, export
+    from ernie_ft.readers import Example
+    from ernie_ft.trainer import compute_logits, quiet_libraries
+
+    quiet_libraries()
+    runtime.set_threads(args.threads)
+    texts, vocab = texts_and_vocab(args.docs)
+    data = DataConfig(max_len=args.max_len, cache_dir=tempfile.mkdtemp())
+    model_cfg = ModelConfig(model=f"scratch:{args.shape}", vocab=vocab)
+    pipeline = modeling.load_pipeline(model_cfg, data, lambda: texts)
+    task = Classification()
+    examples = [Example(text=t, text_pair=None, label="0", line=i + 1, source="bench") for i, t in enumerate(texts)]
+    features = task.featurize(examples, pipeline.encode_many(texts), pipeline, ["0", "1"], data)
+    paddle.seed(0)
+    net = modeling.build_model(model_cfg, "sequence", 2, pipeline)
+    net.eval()
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        run = RunConfig(data=data, model=model_cfg).to_dict()
+        checkpoint.save_model(os.path.join(tmp, "ckpt"), net, pipeline, ["0", "1"], "classify", run)
+        export(os.path.join(tmp, "ckpt"), os.path.join(tmp, "exported"))
+        engine = InferenceModel(os.path.join(tmp, "exported"), "cpu", args.threads)
+        results["ernie_ft dygraph"] = timed(
+            lambda: compute_logits(net, features, pipeline.pad_id, args.batch_size), args.repeats)
+        results["ernie_ft exported, Paddle Inference"] = timed(
+            lambda: compute_logits(engine, features, pipeline.pad_id, args.batch_size), args.repeats)
+        if args.torch_python:
+            sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], args.batch_size, shuffle=False)
+            arrays = {}
+            for i, indices in enumerate(sampler.batches()):
+                batch = collate([features[j] for j in indices], pipeline.pad_id)
+                arrays[f"ids{i}"], arrays[f"types{i}"] = batch["input_ids"], batch["token_type_ids"]
+            np.savez(os.path.join(tmp, "batches.npz"), **arrays)
+            shape = modeling.SCRATCH[args.shape]
+            spec = {"threads": args.threads, "vocab": pipeline.vocab_size, "hidden": shape["hidden_size"],
+                    "layers": shape["num_hidden_layers"], "heads": shape["num_attention_heads"],
+                    "ffn": shape["intermediate_size"], "batches": os.path.join(tmp, "batches.npz"),
+                    "repeats": args.repeats, "pad": pipeline.pad_id}
+            out = subprocess.run([args.torch_python, "-c", HF_SCRIPT, json.dumps(spec)], capture_output=True,
+                                 text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)}, check=True)
+            results["HF transformers / PyTorch eval"] = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+
+    tokens = sum(len(f["input_ids"]) for f in features)
+    print(f"shape {args.shape}, {args.docs} documents ({len(features)} windows, {tokens} real tokens), max length "
+          f"{args.max_len}, batch {args.batch_size}, {args.threads} threads, fp32; median of {args.repeats} passes\n")
+    print("| engine | documents/s | vs dygraph | vs HF/PyTorch |")
+    print("|---|---|---|---|")
+    dygraph, hf = results["ernie_ft dygraph"], results.get("HF transformers / PyTorch eval")
+    for name, seconds in results.items():
+        versus_hf = f"{hf / seconds:.2f}x" if hf else "n/a"
+        print(f"| {name} | {args.docs / seconds:.0f} | {dygraph / seconds:.2f}x | {versus_hf} |")
+
+
+if __name__ == "__main__":
+    main()
