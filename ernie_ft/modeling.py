@@ -19,6 +19,8 @@ SCRATCH = {
                  max_position_embeddings=512),
     "nano": dict(num_hidden_layers=4, hidden_size=312, num_attention_heads=12, intermediate_size=1248,
                  max_position_embeddings=2048),  # ernie-3.0-nano-zh's shape
+    "medium": dict(num_hidden_layers=6, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                   max_position_embeddings=2048),  # ernie-3.0-medium-zh's shape
 }
 HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
          "span": "ErnieForQuestionAnswering"}

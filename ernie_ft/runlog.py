@@ -37,14 +37,16 @@ class RunLog:
             return
         self.bar.write(message, file=sys.stderr)
 
-    def step(self, step: int, loss: float, lr: float, tokens_per_s: float, epoch: int, log: bool) -> None:
+    def step(self, step: int, loss: float, lr: float, tokens_per_s: float, epoch: int, log: bool,
+             seconds: float = 0.0) -> None:
         if not self.enabled:
             return
         self.bar.update(1)
         self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}", epoch=epoch)
         if not log:
             return
-        record = {"step": step, "epoch": epoch, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}
+        record = {"step": step, "epoch": epoch, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s,
+                  "step_seconds": seconds}
         self.train_file.write(json.dumps(record) + "\n")
         self.train_file.flush()
         self.writer.add_scalar("train/loss", loss, step)

@@ -228,8 +228,10 @@ def train(task, cfg: RunConfig) -> dict:
             if progress["batch"] == 0:
                 log.say(f"epoch {progress['epoch'] + 1}/{tc.epochs}: {len(epoch_batches)} batches, "
                         f"padding {padding_fraction(epoch_batches, lengths):.1%}")
-            tokens, tic, micro = 0, time.perf_counter(), 0
+            tokens, micro = 0, 0
             for b in range(progress["batch"], len(epoch_batches)):
+                if micro == 0:
+                    tic = time.perf_counter()  # step time: data, forward, backward, update (not evaluation)
                 batch = parallel.distribute(to_tensors(collate([train_split.features[i] for i in epoch_batches[b]],
                                                                pipeline.pad_id, token_labels)))
                 with precision.autocast():
@@ -248,8 +250,8 @@ def train(task, cfg: RunConfig) -> dict:
                 elapsed = time.perf_counter() - tic
                 tokens *= 1 if parallel.sharded else parallel.size  # a mesh rank sees the whole global batch
                 log.step(progress["step"], parallel.mean(loss), optimizer.get_lr(), tokens / elapsed,
-                         progress["epoch"] + 1, log=progress["step"] % tc.log_steps == 0)
-                tokens, tic = 0, time.perf_counter()
+                         progress["epoch"] + 1, log=progress["step"] % tc.log_steps == 0, seconds=elapsed)
+                tokens = 0
                 end_of_epoch = b + 1 == len(epoch_batches)
                 if end_of_epoch:
                     progress.update(epoch=progress["epoch"] + 1, batch=0)

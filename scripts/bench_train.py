@@ -1,0 +1,143 @@
+"""Training throughput of ernie_ft against HF transformers/PyTorch and plain PaddleNLP, side by side.
+
+    python scripts/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
+        [--torch-python /work/venv-torch/bin/python]
+
+The sequences are ``../shared/bench/common.make_batches``'s (the review-corpus length
+distribution, batch 32, max length 128, vocab 40000, labels learnable from a bag of ids).
+ernie_ft trains them through its command line (``python -m ernie_ft --task`` with the small
+task below that reads the token ids instead of text: model, sampler, batching, trainer and
+logging as a user gets them), fp32, dropout 0.1, AdamW at lr 1e-4 without clipping or warm-up,
+--threads math threads; its real tokens/s per step come from ``train_log.jsonl``. In the same
+invocation the two baselines run with their best settings (``--pad dynamic --group-by-length``,
+``MKL_DEBUG_CPU_TYPE=5`` for Paddle). The table gives real tokens/s, median step time, peak
+resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared", "bench"))
+
+
+@dataclass
+class TokenIds:
+    """A classification task whose records are token ids: {"ids": [...], "label": "0"}."""
+
+    name: str = "scripts/bench_train.py:TokenIds"
+    head: str = "sequence"
+    metric: str = "accuracy"
+
+    def read(self, path, data, flag, labelled=True):
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+
+    def fit_labels(self, train):
+        return ["0", "1"]
+
+    def check_labels(self, examples, labels, data, flag):
+        pass
+
+    def texts(self, examples):
+        return ["x"] * len(examples)  # nothing to tokenise: the ids are given
+
+    def featurize(self, examples, encodings, pipeline, labels, data):
+        return [{"input_ids": e["ids"], "token_type_ids": [0] * len(e["ids"]), "labels": int(e["label"]), "doc": i}
+                for i, e in enumerate(examples)]
+
+    def loss(self, logits, batch):
+        import paddle.nn.functional as F
+
+        return F.cross_entropy(logits, batch["labels"])
+
+    def evaluate(self, logits, features, examples, labels, data):
+        return {"accuracy": float((logits.argmax(1) == [f["labels"] for f in features]).mean())}
+
+    def predict(self, logits, features, examples, labels, data):
+        return [{"label": str(int(row.argmax()))} for row in logits]
+
+
+def run(command: list[str], env: dict) -> tuple[str, float]:
+    """(stdout, peak RSS of the process in MiB)."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, err = proc.communicate()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(command[:4])} failed:\n{err[-3000:]}")
+    return out, usage.ru_maxrss / 1024
+
+
+def ernie_ft(args, tmp: str) -> dict:
+    sys.path.insert(0, BENCH)
+    import common
+
+    sys.argv = ["bench", "--shape", args.shape, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                "--pad", "dynamic"]
+    bench = common.parse_args("ernie_ft")
+    train = os.path.join(tmp, "train.jsonl")
+    with open(train, "w") as f:
+        for batch in common.make_batches(bench):
+            for ids, mask, label in zip(batch["input_ids"], batch["attention_mask"], batch["labels"]):
+                f.write(json.dumps({"ids": ids[mask == 1].tolist(), "label": str(label)}) + "\n")
+    vocab = os.path.join(tmp, "vocab.txt")
+    with open(vocab, "w") as f:  # ids only matter: [PAD] 0, [CLS] 1, [SEP] 2 as in the bench
+        f.write("\n".join(["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + [f"t{i}" for i in range(4, bench.vocab - 1)]
+                          + ["[UNK]"]) + "\n")
+    out = os.path.join(tmp, "run")
+    command = [sys.executable, "-m", "ernie_ft", "--task", f"{os.path.abspath(__file__)}:TokenIds",
+               "--train", train, "--model", f"scratch:{args.shape}",
+               "--vocab", vocab, "--epochs", "1", "--batch-size", "32", "--lr", "1e-4", "--warmup", "0",
+               "--max-grad-norm", "0", "--dropout", "0.1", "--threads", str(args.threads), "--log-steps", "1",
+               "--max-len", "128", "--output", out]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    _, rss = run(command, env)
+    with open(os.path.join(out, "train_log.jsonl")) as f:
+        records = [json.loads(line) for line in f][args.warmup:]
+    tokens_per_s = statistics.median(r["tokens_per_s"] for r in records)
+    return {"real_tokens_per_s": tokens_per_s, "peak_rss_mib": rss,
+            "step_time_ms": 1000 * statistics.median(r["step_seconds"] for r in records)}
+
+
+def baseline(script: str, python: str, args) -> dict:
+    command = [python, os.path.join(BENCH, script), "--shape", args.shape, "--threads", str(args.threads),
+               "--steps", str(args.steps), "--warmup", str(args.warmup), "--pad", "dynamic", "--group-by-length"]
+    out, _ = run(command, {**os.environ, "MKL_DEBUG_CPU_TYPE": "5"})
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", default="nano", choices=("nano", "medium"))
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
+                   help="python of a venv with torch and transformers (see ../shared/bench/README.md)")
+    args = p.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        results["ernie_ft"] = ernie_ft(args, tmp)
+    if args.torch_python:
+        results["HF transformers / PyTorch"] = baseline("baseline_hf_torch.py", args.torch_python, args)
+    results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
+    ours = results["ernie_ft"]["real_tokens_per_s"]
+    print(f"shape {args.shape}, batch 32, max length 128, fp32, dropout 0.1, {args.threads} threads; "
+          f"median over {args.steps} steps after {args.warmup}\n")
+    print("| stack | real tokens/s | step time (ms) | peak RSS (MiB) | ernie_ft / this |")
+    print("|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['real_tokens_per_s']:.0f} | {r['step_time_ms']:.0f} | {r['peak_rss_mib']:.0f} | "
+              f"{ours / r['real_tokens_per_s']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
