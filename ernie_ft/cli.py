@@ -68,7 +68,7 @@ def predict_parser(prog: str) -> Parser:
     parser = Parser(prog=f"{prog} predict", allow_abbrev=False,
                     description="Predict with a trained checkpoint; writes one JSON object per input.")
     parser.add_argument("--model", required=True, help="checkpoint directory (OUTPUT or OUTPUT/best)")
-    parser.add_argument("--input", required=True, help="TSV, CSV, JSONL, or a .txt file with one text per line")
+    parser.add_argument("--input", required=True, help="TSV, CSV, JSONL, a .txt file with one text per line, or SQuAD JSON (qa)")
     parser.add_argument("--output", help="JSONL file to write (default: standard output)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--text-column", help="column or key with the text (default as in training)")

@@ -17,7 +17,7 @@ from .errors import UserError
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m ernie_ft.evaluate", description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
-    p.add_argument("--input", required=True, help="labelled TSV, CSV or JSONL file")
+    p.add_argument("--input", required=True, help="labelled TSV, CSV or JSONL file (qa: SQuAD-style JSON or JSONL)")
     p.add_argument("--output-dir", help="where to write metrics and pictures (default: eval-<input name>/ in the "
                                         "run's directory)")
     p.add_argument("--batch-size", type=int, default=64)

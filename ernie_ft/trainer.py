@@ -157,7 +157,8 @@ def train(task, cfg: RunConfig) -> dict:
     net, optimizer = precision.prepare(net, optimizer)
     model = parallel.wrap(net)  # a DataParallel wrapper under plain data parallelism
     if main:
-        print(f"device {device}, {parallel.describe()}, {threads} threads each; {len(labels)} labels; "
+        print(f"device {device}, {parallel.describe()}, {threads} threads each; "
+              f"{'' if task.head == 'span' else f'{len(labels)} labels; '}"
               f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
               f"{tc.batch_size * parallel.dp * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
               f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "

@@ -3,7 +3,7 @@ import pytest
 
 from conftest import ROOT
 from ernie_ft.config import build_config, load_recipe
-from ernie_ft.task import BUILTIN, load_task
+from ernie_ft.task import BUILTIN, load_task, resolve_task, task_options
 
 RECIPES = sorted((ROOT / "tasks").glob("*.yaml"))
 
@@ -16,7 +16,9 @@ def test_there_are_recipes():
 def test_recipe_is_valid_and_names_its_command(recipe):
     first = recipe.read_text(encoding="utf-8").splitlines()[0]
     assert first.startswith("# python -m ernie_ft") and f"--config tasks/{recipe.name}" in first
-    config = build_config(load_recipe(str(recipe)), {})
+    words = first.split()  # "# python -m ernie_ft.qa ..." or "# python -m ernie_ft --task X ..."
+    spec = words[3].split(".", 1)[1] if "." in words[3] else words[words.index("--task") + 1]
+    config = build_config(load_recipe(str(recipe)), {}, task_fields=task_options(resolve_task(spec)))
     assert config.data.train
     for path in (config.data.train, config.data.dev, config.data.test, config.model.vocab):
         if path and not path.startswith("../shared"):
