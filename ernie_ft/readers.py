@@ -117,7 +117,7 @@ def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
     elif fmt is None:
         fmt = "jsonl" if first.lstrip().startswith("{") else "tsv" if "\t" in first else "csv"
     if fmt == "jsonl":
-        return (*_parse_jsonl(where, path, lines), "header")
+        return (*parse_jsonl(where, path, lines), "header")
     if fmt == "lines":
         return ["text"], [(n, {"text": s}) for n, s in enumerate(lines, 1) if s.strip()], "lines"
     # TSV has no quoting: Chinese reviews contain stray quotes that csv would pair across lines.
@@ -169,7 +169,7 @@ def _field_count_message(where, fmt, n, fields, columns, headerless, first_line)
     return f"{where}:{n}: expected {len(columns)} fields {shape}, found {len(fields)}; {hint}"
 
 
-def _parse_jsonl(where: str, path: str, lines: list[str]):
+def parse_jsonl(where: str, path: str, lines: list[str]):
     records = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -20,6 +20,7 @@ from .errors import UserError
 # Built-in tasks: python -m ernie_ft.<name>. One explicit dict, no registry filled by imports.
 BUILTIN = {
     "classify": "ernie_ft.classify:Classification",
+    "ner": "ernie_ft.ner:NER",
     "qa": "ernie_ft.qa:QA",
 }
 

@@ -1,0 +1,115 @@
+"""A linear-chain CRF on ERNIE's token logits: the model class, its loss and a decode that only
+yields valid BIO sequences. Paddle's ``viterbi_decode`` finds the best path.
+
+The likelihood is written here rather than taken from PaddleNLP 2.8.1's ``LinearChainCrf``: its
+normaliser reads the transition matrix as [to, from] while its gold-path score reads [from, to],
+so the loss is not a likelihood unless the matrix is symmetric (it can go negative, which
+``LinearChainCrfLoss`` hides with a relu; PaddleNLP issue #1401). The test compares this loss
+with a brute-force sum over every tag path.
+"""
+from __future__ import annotations
+
+import numpy as np
+import paddle
+from paddlenlp.transformers import ErnieForTokenClassification
+
+FORBIDDEN = -1e6  # added to forbidden moves: no sum of emissions outweighs one of them
+
+
+class ErnieCrfForTokenClassification(ErnieForTokenClassification):
+    """ERNIE's token classifier plus tag-transition scores ``crf_transitions[from, to]``.
+
+    The transitions live in the model so that the checkpoint, the optimizer and data-parallel
+    gradient averaging treat them like any other weight; the forward pass still returns the
+    per-token emission logits, so PaddleNLP's ``ErnieForTokenClassification`` loads the
+    checkpoint too (it ignores the transitions).
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.crf_transitions = self.create_parameter(
+            [config.num_labels, config.num_labels], default_initializer=paddle.nn.initializer.Constant(0.0))
+
+    def forward(self, *args, **kwargs):
+        logits = super().forward(*args, **kwargs)
+        if not isinstance(logits, paddle.Tensor):
+            return logits
+        # The loss reads the transitions after forward; tying them into the forward graph (adding
+        # zero) is what lets paddle.DataParallel see them as used and average their gradients.
+        return logits + 0.0 * self.crf_transitions.sum()
+
+
+def labelled_positions(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For a padded [batch, tokens] label array with -100 on ignored tokens: (index [batch, K],
+    gold tags [batch, K], lengths [batch]) of the labelled tokens, left-aligned and zero-padded."""
+    mask = labels != -100
+    lengths = mask.sum(axis=1)
+    index = np.zeros((len(labels), max(int(lengths.max(initial=0)), 1)), dtype="int64")
+    gold = np.zeros_like(index)
+    for row, m in enumerate(mask):
+        positions = np.flatnonzero(m)
+        index[row, :len(positions)] = positions
+        gold[row, :len(positions)] = labels[row, positions]
+    return index, gold, lengths
+
+
+def sequence_nll(emissions, gold: np.ndarray, lengths: np.ndarray, transitions):
+    """Negative log-likelihood of each row's gold path: emissions [B, K, T], gold [B, K], lengths [B] >= 1."""
+    batch, steps, tags = emissions.shape
+    mask = paddle.to_tensor((np.arange(steps)[None, :] < lengths[:, None]).astype("float32"))
+    score = (paddle.take_along_axis(emissions, paddle.to_tensor(gold)[:, :, None], axis=2)[:, :, 0] * mask).sum(1)
+    if steps > 1:
+        moves = paddle.to_tensor((gold[:, :-1] * tags + gold[:, 1:]).reshape(-1))
+        score += (paddle.gather(transitions.flatten(), moves).reshape([batch, steps - 1]) * mask[:, 1:]).sum(1)
+    alpha = emissions[:, 0]  # log-sum of every path's score up to step k, per last tag
+    for k in range(1, steps):
+        step = paddle.logsumexp(alpha[:, :, None] + transitions[None], axis=1) + emissions[:, k]
+        alpha = mask[:, k:k + 1] * step + (1 - mask[:, k:k + 1]) * alpha
+    return paddle.logsumexp(alpha, axis=1) - score
+
+
+def crf_loss(transitions, logits, labels):
+    """Mean negative log-likelihood of the gold tags on the labelled tokens of each row.
+
+    Continuation pieces, [CLS]/[SEP] and padding (label -100) are taken out first, so the
+    transitions link consecutive characters/words, as in decoding.
+    """
+    index, gold, lengths = labelled_positions(labels.numpy())
+    rows = np.broadcast_to(np.arange(len(index))[:, None], index.shape)
+    emissions = paddle.gather_nd(logits.astype("float32"), paddle.to_tensor(np.stack([rows, index], axis=-1)))
+    nll = sequence_nll(emissions, gold, np.maximum(lengths, 1), transitions)
+    used = (lengths > 0).astype("float32")
+    return (nll * paddle.to_tensor(used)).sum() / max(float(used.sum()), 1.0)
+
+
+def bio_constraints(labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(allowed[i, j]: may tag j follow tag i, allowed_first[j]: may a sequence start with tag j).
+
+    I-X must follow B-X or I-X; everything else is allowed.
+    """
+    inside = [label[2:] if label.startswith("I-") else None for label in labels]
+    allowed = np.ones((len(labels), len(labels)), dtype=bool)
+    for j, kind in enumerate(inside):
+        if kind is not None:
+            allowed[:, j] = [label in (f"B-{kind}", f"I-{kind}") for label in labels]
+    return allowed, np.array([kind is None for kind in inside])
+
+
+def viterbi(emissions: list[np.ndarray], transitions: np.ndarray, labels: list[str]) -> list[np.ndarray]:
+    """The best valid BIO tag path (ids) for each [length, tags] emission array."""
+    allowed, first = bio_constraints(labels)
+    trans = np.where(allowed, transitions, FORBIDDEN).astype("float32")
+    paths = [np.zeros(0, dtype="int64")] * len(emissions)
+    todo = [i for i, e in enumerate(emissions) if len(e)]
+    for chunk in (todo[k:k + 512] for k in range(0, len(todo), 512)):
+        lengths = np.array([len(emissions[i]) for i in chunk])
+        batch = np.zeros((len(chunk), lengths.max(), len(labels)), dtype="float32")
+        for row, i in enumerate(chunk):
+            batch[row, :lengths[row]] = emissions[i]
+        batch[:, 0, ~first] += FORBIDDEN
+        _, best = paddle.text.viterbi_decode(paddle.to_tensor(batch), paddle.to_tensor(trans),
+                                             paddle.to_tensor(lengths.astype("int64")), include_bos_eos_tag=False)
+        best = best.numpy()
+        for row, i in enumerate(chunk):
+            paths[i] = best[row, :lengths[row]]
+    return paths
