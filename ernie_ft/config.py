@@ -70,6 +70,8 @@ class ModelConfig:
     """Vocabulary file for a scratch model (one token per line). Default: built from the training data."""
     dropout: Optional[float] = None
     """Override the hidden and attention dropout of the model."""
+    vocab_extension: Optional[str] = None
+    """Word pieces learned by python -m ernie_ft.vocab learn (a directory); the embedding grows to fit them."""
 
 
 @dataclass

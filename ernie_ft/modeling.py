@@ -10,7 +10,8 @@ import os
 
 from .config import DataConfig, ModelConfig, suggest
 from .errors import UserError
-from .text import TextPipeline
+from .extension import same_pieces
+from .text import TextPipeline, saved_extension
 from .vocab import build_vocab, write_vocab
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
@@ -61,13 +62,22 @@ def kind(spec: str) -> str:
     return "name"
 
 
-def load_pipeline(model: ModelConfig, data: DataConfig, train_texts) -> TextPipeline:
-    """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train.
+def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans: bool = False) -> TextPipeline:
+    """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train,
+    with --vocab-extension (or the extension saved with the checkpoint).
 
     A vocabulary built from the training texts is written to the cache directory under its
-    content hash (the checkpoint gets its own copy when it is saved).
+    content hash (the checkpoint gets its own copy when it is saved). ``exact_spans`` (see
+    ``extension.needs_exact_spans(task)``) makes the extension encode characters, not pieces.
     """
     source = kind(model.model)
+    extension = model.vocab_extension
+    if extension is not None and not os.path.isdir(extension):
+        raise UserError(f"--vocab-extension {extension}: directory not found; create it with "
+                        "python -m ernie_ft.vocab learn")
+    options = dict(vocab_extension=extension, exact_spans=exact_spans)
+    if data.user_dict:  # else a checkpoint keeps its own
+        options["user_dict"] = data.user_dict
     if source == "scratch":
         _scratch_preset(model.model)
         vocab = model.vocab
@@ -79,15 +89,18 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts) -> TextPipe
             write_vocab(tokens, vocab)
         elif not os.path.isfile(vocab):
             raise UserError(f"--vocab: {vocab} not found")
-        return TextPipeline(vocab, user_dict=data.user_dict)
+        return TextPipeline(vocab, **options)
     if model.vocab:
         raise UserError("--vocab only applies to scratch models; a checkpoint brings its own vocabulary")
     if source == "directory":
         _check_directory(model.model)
         pipeline = TextPipeline.from_dir(model.model)
-        if data.user_dict:
-            pipeline = TextPipeline(pipeline.vocab_file, lowercase=pipeline.lowercase, user_dict=data.user_dict)
-        return pipeline
+        if pipeline.extension is not None:  # the checkpoint's weights were trained with it
+            if extension is not None and not same_pieces(extension, pipeline.extension.directory):
+                raise UserError(f"--vocab-extension {extension}: --model {model.model} already has a different "
+                                "vocabulary extension; drop the flag to keep the checkpoint's")
+            options["vocab_extension"] = pipeline.extension.directory
+        return pipeline.replace(**options)
     from paddlenlp.transformers import AutoTokenizer
 
     try:
@@ -98,7 +111,7 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts) -> TextPipe
     if not vocab_file or not os.path.isfile(vocab_file):
         raise UserError(f"--model {model.model}: its tokenizer has no WordPiece vocab.txt; ernie_ft supports "
                         "ERNIE-family (BERT-style vocabulary) models")
-    return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), user_dict=data.user_dict)
+    return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), **options)
 
 
 def model_class(head: str, custom: str | None = None):
@@ -137,10 +150,25 @@ def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPi
         if source == "directory":
             raise UserError(f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})") from None
         raise _offline_hint(model.model, str(e)) from None
+    if pipeline.extension is not None and not (source == "directory" and saved_extension(model.model)):
+        grow_embeddings(net, pipeline)
     if net.config.vocab_size < pipeline.vocab_size:
         raise UserError(f"--model {model.model}: vocab.txt has {pipeline.vocab_size} tokens but the model's "
                         f"embedding only {net.config.vocab_size}; the tokenizer and weights do not match")
     return net
+
+
+def grow_embeddings(net, pipeline: TextPipeline) -> None:
+    """Give each vocabulary-extension piece a word-embedding row: the mean of the base rows of its
+    characters. The matrix grows when the pieces' ids run past it (config.vocab_size follows)."""
+    base = net.get_input_embeddings().weight.numpy()
+    if pipeline.vocab_size > base.shape[0]:
+        net.resize_token_embeddings(pipeline.vocab_size)
+    embedding = net.get_input_embeddings()
+    weight = embedding.weight.numpy().copy()
+    for piece_id, char_ids in pipeline.extension.char_ids(pipeline.vocab, pipeline.unk_id).items():
+        weight[piece_id] = base[char_ids].mean(axis=0)
+    embedding.weight.set_value(weight.astype(base.dtype))
 
 
 def position_limit(net) -> int:

@@ -28,6 +28,7 @@ PIPELINE_VERSION = 2
 _SPECIAL_CHARS = r"[\p{S}\x{3040}-\x{30FF}\x{0370}-\x{04FF}\x{0250}-\x{02AF}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
 _META_FILE = "ernie_ft_text.json"
 _USER_DICT_FILE = "jieba_user_dict.txt"
+_EXTENSION_DIR = "vocab_extension"
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -82,10 +83,18 @@ class TextPipeline:
     """Text -> Encoding for one vocabulary, casing, jieba user dictionary and segmentation mode."""
 
     def __init__(self, vocab_file: str, *, lowercase: bool = True, user_dict: str | None = None,
-                 segment: bool = True):
-        self._args = (str(vocab_file), bool(lowercase), None if user_dict is None else str(user_dict),
-                      bool(segment))
-        self.lowercase, self.segment = bool(lowercase), bool(segment)
+                 segment: bool = True, vocab_extension: str | None = None, exact_spans: bool = False):
+        """``vocab_extension``: a directory written by ``python -m ernie_ft.vocab learn``; its pieces
+        get ids after the vocabulary's. ``exact_spans``: keep the extension's ids (the model's size)
+        but encode characters as the base vocabulary does, so span boundaries inside a piece stay
+        reachable (token and span heads)."""
+        self._kwargs = dict(vocab_file=str(vocab_file), lowercase=bool(lowercase),
+                            user_dict=None if user_dict is None else str(user_dict), segment=bool(segment),
+                            vocab_extension=None if vocab_extension is None else str(vocab_extension),
+                            exact_spans=bool(exact_spans))
+        self._args = tuple(self._kwargs.items())
+        self.vocab_file = str(vocab_file)
+        self.lowercase, self.segment, self.exact_spans = bool(lowercase), bool(segment), bool(exact_spans)
         self.last_cache_hit = False
         try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
             with open(vocab_file, encoding="utf-8") as f:
@@ -94,7 +103,7 @@ class TextPipeline:
             raise UserError(f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); "
                             "give a vocab.txt with one token per line") from None
         # A repeated token keeps its last id, as PaddleNLP does ('$' is on two lines of ERNIE 3.0).
-        vocab = {tok: i for i, tok in enumerate(lines)}
+        self.vocab = vocab = {tok: i for i, tok in enumerate(lines)}
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
             raise UserError(f"vocab file {vocab_file}: missing special tokens {', '.join(missing)}; "
@@ -127,7 +136,21 @@ class TextPipeline:
             except (ValueError, UnicodeDecodeError) as e:
                 raise UserError(f"--user-dict {user_dict}: {e}; each line must be "
                                 "'word [frequency] [tag]' in UTF-8") from None
+        self.extension = None
+        if vocab_extension is not None:
+            from .extension import VocabExtension
+
+            if not self.segment:
+                raise UserError(f"--vocab-extension {vocab_extension}: pieces live inside jieba words; "
+                                "it needs segment=True")
+            self.extension = VocabExtension(vocab_extension, vocab, vocab_file, self.vocab_size)
+            self.vocab_size += len(self.extension.pieces)
+            digest.update(f"|extension|{self.extension.digest}|{self.exact_spans}".encode())
         self.fingerprint = digest.hexdigest()
+
+    def replace(self, **changes) -> "TextPipeline":
+        """A pipeline with the same settings except ``changes`` (constructor keywords)."""
+        return TextPipeline(**{**self._kwargs, **changes})
 
     def normalize(self, text: str) -> tuple[str, list[int]]:
         """Full-width ASCII and U+3000 to half-width and NFKC per character, except for characters the
@@ -145,6 +168,11 @@ class TextPipeline:
                 spans.append((pos, pos + len(w)))
             pos += len(w)
         return spans
+
+    def normalized_words(self, text: str) -> list[str]:
+        """The jieba words of the normalised text (whitespace-only words dropped)."""
+        norm = normalize_text(text, self._keep)[0]
+        return [norm[s:e] for s, e in self._spans(norm)]
 
     def words(self, text: str) -> list[tuple[int, int]]:
         """jieba word spans [start, end) in original-text offsets, whitespace-only words dropped."""
@@ -167,11 +195,15 @@ class TextPipeline:
             # The checkpoint's own WordPiece rules decide the tokens, so jieba changes no ids
             # ('1.5kg' stays '1 . 5kg' as ERNIE was pretrained); jieba only says which word each
             # token starts in. Offsets are normalised-text characters, mapped back to the original.
+            spans = self._spans(norm)
             word_of = [-1] * len(norm)
-            for w, (s, e) in enumerate(self._spans(norm)):
+            for w, (s, e) in enumerate(spans):
                 word_of[s:e] = [w] * (e - s)
-            offsets = [(index[a], index[b - 1] + 1) for a, b in enc.offsets]
-            out.append(Encoding(list(enc.ids), offsets, [word_of[a] for a, _ in enc.offsets]))
+            ids, norm_offsets = enc.ids, enc.offsets
+            if self.extension is not None and not self.exact_spans:
+                ids, norm_offsets = self.extension.apply(norm, spans, ids, norm_offsets)
+            offsets = [(index[a], index[b - 1] + 1) for a, b in norm_offsets]
+            out.append(Encoding(list(ids), offsets, [word_of[a] for a, _ in norm_offsets]))
         return out
 
     def encode_many(self, texts: list[str], *, cache_dir: str | None = None,
@@ -232,15 +264,19 @@ class TextPipeline:
 
     def save(self, directory: str) -> None:
         """Write vocab.txt and tokenizer_config.json (PaddleNLP ErnieTokenizer format) plus
-        ernie_ft_text.json and the user dictionary, so from_dir(directory) rebuilds this pipeline."""
+        ernie_ft_text.json, the user dictionary and the vocabulary extension (vocab_extension/), so
+        from_dir(directory) rebuilds this pipeline."""
         from paddlenlp.transformers import ErnieTokenizer
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        vocab_file, _, user_dict, _ = self._args
-        ErnieTokenizer(vocab_file, do_lower_case=self.lowercase).save_pretrained(str(out))
+        user_dict = self._kwargs["user_dict"]
+        ErnieTokenizer(self.vocab_file, do_lower_case=self.lowercase).save_pretrained(str(out))
         meta = {"version": PIPELINE_VERSION, "lowercase": self.lowercase, "segment": self.segment,
-                "user_dict": None}
+                "user_dict": None, "vocab_extension": None, "exact_spans": self.exact_spans}
+        if self.extension is not None:
+            self.extension.save(str(out / _EXTENSION_DIR))
+            meta["vocab_extension"] = _EXTENSION_DIR
         if user_dict is not None:
             target = out / _USER_DICT_FILE
             if not (target.exists() and os.path.samefile(user_dict, target)):
@@ -251,7 +287,7 @@ class TextPipeline:
     @classmethod
     def from_dir(cls, directory: str) -> "TextPipeline":
         """Pipeline for a checkpoint directory: vocab.txt, do_lower_case from tokenizer_config.json,
-        and lowercase/segment/user dictionary from ernie_ft_text.json when present."""
+        and lowercase/segment/user dictionary/extension/exact_spans from ernie_ft_text.json when present."""
         d = Path(directory)
         if not (d / "vocab.txt").is_file():
             raise UserError(f"{d}: no vocab.txt in this directory; give a checkpoint directory "
@@ -261,12 +297,19 @@ class TextPipeline:
         if "do_lower_case" in config:
             kwargs["lowercase"] = bool(config["do_lower_case"])
         meta = _read_json(d / _META_FILE)
-        for key in ("lowercase", "segment"):
+        for key in ("lowercase", "segment", "exact_spans"):
             if key in meta:
                 kwargs[key] = bool(meta[key])
-        if meta.get("user_dict"):
-            kwargs["user_dict"] = str(d / meta["user_dict"])
+        for key in ("user_dict", "vocab_extension"):
+            if meta.get(key):
+                kwargs[key] = str(d / meta[key])
         return cls(str(d / "vocab.txt"), **kwargs)
+
+
+def saved_extension(directory: str) -> str | None:
+    """The vocabulary extension saved in a checkpoint directory (its weights already have the rows)."""
+    name = _read_json(Path(directory) / _META_FILE).get("vocab_extension")
+    return str(Path(directory) / name) if name else None
 
 
 def _read_json(path: Path) -> dict:
@@ -286,9 +329,7 @@ def _encode_chunk(job: tuple) -> list[Encoding]:
     args, texts = job
     pipe = _MEMO.get(args)
     if pipe is None:
-        vocab_file, lowercase, user_dict, segment = args
-        pipe = _MEMO[args] = TextPipeline(vocab_file, lowercase=lowercase, user_dict=user_dict,
-                                          segment=segment)
+        pipe = _MEMO[args] = TextPipeline(**dict(args))
     return pipe._encode_texts(texts)
 
 

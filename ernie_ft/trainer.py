@@ -17,6 +17,7 @@ from .batching import LengthGroupedSampler, collate, padding_fraction
 from .config import RunConfig
 from .dataset import default_cache_dir, featurize, read_splits
 from .errors import UserError
+from .extension import needs_exact_spans
 from .runlog import RunLog
 
 
@@ -124,7 +125,8 @@ def train(task, cfg: RunConfig) -> dict:
     threads = runtime.set_threads(tc.threads, parallel.size)
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
-    pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]))
+    pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]),
+                                      exact_spans=needs_exact_spans(task))
     model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, getattr(task, "model_class", None))
     if hasattr(task, "bind"):
         task.bind(model)
