@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -67,16 +66,18 @@ class TokenIds:
 
 
 def run(command: list[str], env: dict) -> tuple[str, float]:
-    """(stdout, peak RSS of the process in MiB)."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    out, err = proc.communicate()
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(command[:4])} failed:\n{err[-3000:]}")
-    return out, usage.ru_maxrss / 1024
+    """(stdout, peak RSS of that process in MiB)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the largest so far
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(command[:4])} failed:\n{err.read()[-3000:]}")
+        return out.read(), usage.ru_maxrss / 1024
 
 
-def ernie_ft(args, tmp: str) -> dict:
+def ernie_ft(args, tmp: str, extra: tuple = ()) -> dict:
     sys.path.insert(0, BENCH)
     import common
 
@@ -97,7 +98,7 @@ def ernie_ft(args, tmp: str) -> dict:
                "--train", train, "--model", f"scratch:{args.shape}",
                "--vocab", vocab, "--epochs", "1", "--batch-size", "32", "--lr", "1e-4", "--warmup", "0",
                "--max-grad-norm", "0", "--dropout", "0.1", "--threads", str(args.threads), "--log-steps", "1",
-               "--max-len", "128", "--output", out]
+               "--max-len", "128", "--output", out, "--overwrite", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     _, rss = run(command, env)
     with open(os.path.join(out, "train_log.jsonl")) as f:
@@ -122,7 +123,11 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
                    help="python of a venv with torch and transformers (see ../shared/bench/README.md)")
+    p.add_argument("--memory", action="store_true",
+                   help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16")
     args = p.parse_args()
+    if args.memory:
+        return memory(args)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         results["ernie_ft"] = ernie_ft(args, tmp)
@@ -137,6 +142,19 @@ def main() -> None:
     for name, r in results.items():
         print(f"| {name} | {r['real_tokens_per_s']:.0f} | {r['step_time_ms']:.0f} | {r['peak_rss_mib']:.0f} | "
               f"{ours / r['real_tokens_per_s']:.2f}x |")
+
+
+def memory(args) -> None:
+    """Peak resident memory of ernie_ft training runs, per configuration (a process each)."""
+    configs = {"fp32": (), "fp32 + recompute": ("--recompute",), "bf16": ("--amp", "bf16"),
+               "bf16 + recompute": ("--amp", "bf16", "--recompute")}
+    print(f"shape {args.shape}, batch 32, max length 128, {args.threads} threads, {args.steps} steps\n")
+    print("| configuration | peak RSS (MiB) | real tokens/s |")
+    print("|---|---|---|")
+    for name, extra in configs.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            r = ernie_ft(args, tmp, extra)
+        print(f"| {name} | {r['peak_rss_mib']:.0f} | {r['real_tokens_per_s']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
