@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from . import checkpoint, modeling, runtime
+from . import checkpoint, kernels, modeling, runtime
 from .batching import LengthGroupedSampler, collate, padding_fraction
 from .config import RunConfig
 from .dataset import default_cache_dir, featurize, read_splits
@@ -141,6 +141,8 @@ def train(task, cfg: RunConfig) -> dict:
     metric = tc.metric or task.metric
     run = {**cfg.to_dict(), "labels": labels}
     token_labels = task.head == "token"  # per-token targets, padded with -100
+    if device == "cpu" and not parallel.sharded:
+        kernels.enable_fast_dropout(model)
     if tc.recompute:
         runtime.enable_recompute(model)
 
