@@ -108,31 +108,40 @@ def run_cli(task_cls: Optional[Callable], prog: str, description: str, argv: Opt
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_imports()
-    try:
+
+    def run() -> int:
         if argv and argv[0] == "predict":
-            args = predict_parser(prog).parse_args(argv[1:])
             from .predict import predict
 
-            predict(args)
-        else:
-            if argv and argv[0] == "train":
-                argv = argv[1:]
-            config = parse_train_args(argv, prog, description, task_cls)
-            from . import runtime
+            predict(predict_parser(prog).parse_args(argv[1:]))
+            return 0
+        train_argv = argv[1:] if argv and argv[0] == "train" else argv
+        config = parse_train_args(train_argv, prog, description, task_cls)
+        from . import runtime
 
-            if runtime.needs_launch(config.parallel):
-                if not config.train.output:
-                    raise UserError("--output is required (the directory for the model, metrics and logs)")
-                if module is None:
-                    raise UserError(f"{prog} cannot start several processes; use python -m ernie_ft --task ...")
-                return runtime.launch(module[0], [*module[1:], *argv], config.parallel, config.train.output)
-            from .trainer import train
+        if runtime.needs_launch(config.parallel):
+            if not config.train.output:
+                raise UserError("--output is required (the directory for the model, metrics and logs)")
+            if module is None:
+                raise UserError(f"{prog} cannot start several processes; use python -m ernie_ft --task ...")
+            return runtime.launch(module[0], [*module[1:], *train_argv], config.parallel, config.train.output)
+        from .trainer import train
 
-            train(create_task(task_cls, config.task, task_name), config)
+        train(create_task(task_cls, config.task, task_name), config)
+        return 0
+
+    return run_guarded(run)
+
+
+def run_guarded(action: Callable) -> int:
+    """The exit status of a command: ``action``'s if it returns an int (else 0), 2 after a UserError
+    (one 'error:' line), 130 on Ctrl-C."""
+    try:
+        status = action()
+        return status if isinstance(status, int) else 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0

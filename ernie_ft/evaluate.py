@@ -10,8 +10,7 @@ import json
 import os
 import sys
 
-from .cli import Parser, quiet_imports
-from .errors import UserError
+from .cli import Parser, quiet_imports, run_guarded
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,12 +55,7 @@ def evaluate(args) -> dict:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     quiet_imports()
-    try:
-        evaluate(args)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_guarded(lambda: evaluate(args))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 
-from .cli import Parser, quiet_imports
+from .cli import Parser, quiet_imports, run_guarded
 from .errors import UserError
 
 PREFIX = "inference"
@@ -104,16 +104,15 @@ def main(argv=None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     args = p.parse_args(argv)
     quiet_imports()
-    try:
+
+    def run() -> None:
         from .trainer import quiet_libraries
 
         quiet_libraries()
         out = export(args.model, args.output, args.overwrite)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"exported to {out}: python -m ernie_ft predict --engine inference --model {out} --input FILE")
-    return 0
+        print(f"exported to {out}: python -m ernie_ft predict --engine inference --model {out} --input FILE")
+
+    return run_guarded(run)
 
 
 if __name__ == "__main__":

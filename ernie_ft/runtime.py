@@ -311,31 +311,15 @@ class Parallel:
         return {k: self.full_state(v) if isinstance(v, dict) else self.dense(v) for k, v in state.items()}
 
     def shard_like(self, state: dict, model) -> dict:
-        """Full tensors (a checkpoint's weights or optimizer state) laid out like ``model``'s parameters.
-
-        A tensor whose key starts with a parameter's name and has its shape takes that parameter's
-        placements (Adam moments); anything else is replicated (step counters, beta powers).
-        """
+        """Full weights (a checkpoint's state dict) laid out like ``model``'s parameters; other entries replicated."""
         if not self.sharded:
             return state
         import paddle.distributed as dist
 
-        params = {**{p.name: p for p in model.parameters()}, **dict(model.named_parameters())}
-        names = sorted(params, key=len, reverse=True)
+        params = dict(model.named_parameters())
         replicated = [dist.Replicate(), dist.Replicate()]
-
-        def place(key, value):
-            if isinstance(value, dict):
-                return {k: place(k, v) for k, v in value.items()}
-            if not isinstance(value, (paddle.Tensor, np.ndarray)):
-                return value
-            value = paddle.to_tensor(value) if isinstance(value, np.ndarray) else value
-            owner = next((params[n] for n in names if key == n or key.startswith(n + "_")), None)
-            if owner is not None and list(owner.shape) == list(value.shape):
-                return dist.shard_tensor(value, owner.process_mesh, owner.placements)
-            return dist.shard_tensor(value, self.mesh, replicated)
-
-        return {k: place(k, v) for k, v in state.items()}
+        return {k: dist.shard_tensor(v, params[k].process_mesh, params[k].placements) if k in params
+                else dist.shard_tensor(v, self.mesh, replicated) for k, v in state.items()}
 
     def mean(self, value) -> float:
         """The mean over data-parallel replicas of a scalar tensor (a loss), as a float."""

@@ -158,13 +158,10 @@ def parser():
 
 
 def main(argv=None) -> int:
+    from .cli import run_guarded
+
     args = parser().parse_args(argv)
-    try:
-        learn_command(args)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_guarded(lambda: learn_command(args))
 
 
 if __name__ == "__main__":
