@@ -53,7 +53,9 @@ def write_vocab(tokens: list[str], path: str) -> None:
     bad = [t for t in tokens if not t or "\n" in t or "\r" in t]
     if bad:
         raise ValueError(f"vocabulary tokens must be non-empty single lines, got {bad[:3]!r}")
-    Path(path).write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    tmp = Path(f"{path}.{os.getpid()}.tmp")  # renamed into place: data-parallel ranks write the same file at once
+    tmp.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def read_corpus(paths: list[str], text_column: str | None = None) -> list[str]:
