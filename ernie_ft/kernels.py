@@ -1,18 +1,32 @@
 """Cheaper CPU kernels swapped into a model by class, keeping its parameters and their names.
 
-Paddle 3.3 draws CPU dropout masks element by element: about 15 % of an ERNIE-nano training
-step, most of it in the dropout of the attention probabilities ([batch, heads, length, length]).
-``enable_fast_dropout`` makes every dropout of the model draw its mask from numpy's generator
-(16-bit integers against a threshold, so the keep probability is exact to 1/65536) and multiply,
-which is what Paddle's ``upscale_in_train`` dropout computes. Each mask's seed is drawn from
-Paddle's generator, so ``paddle.seed``, resumable checkpoints and recompute (which replays Paddle's
-random state) see the same masks. On GPU Paddle's own dropout runs.
+Where a Paddle 3.3 CPU training step of ERNIE spends its time besides the matmuls (profile of
+the nano shape, batch 32, ``scripts/bench_train.py``), and what replaces it here:
+
+* dropout draws its mask element by element (about 15 % of the step): masks come from numpy's
+  generator instead (16-bit integers against a threshold, so the keep probability is exact to
+  1/65536), seeded from Paddle's generator, so ``paddle.seed``, resumable checkpoints and
+  recompute (which replays Paddle's random state) see the same masks;
+* the attention mask is added by a broadcasting kernel that costs more than the query-key
+  matmul: the mask goes inside that matmul (each query gets a component 1, each key its mask
+  value), and the gradient is two plain matmuls;
+* LayerNorm's gradient kernel takes about 40 times its forward: the gradient is written with
+  matmuls for the row means and column sums;
+* Linear's bias gradient is a column reduction that costs a third of the weight gradient: it
+  is a matmul with a row of ones.
+
+Each replacement computes the same function (``tests/test_kernels.py`` compares losses and
+gradients with the unswapped model). In evaluation mode, or for inputs that need no gradient,
+Paddle's own kernels run. Used on CPU only: on GPU Paddle's kernels are the fast ones.
 """
 from __future__ import annotations
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
+from paddle import _C_ops
+from paddle.autograd import PyLayer
+from paddle.utils.dlpack import from_dlpack
 from paddle.nn.layer.transformer import _convert_attention_mask
 
 _LEVELS = 1 << 16
@@ -28,8 +42,94 @@ def dropout(x, p: float, training: bool = True):
     shape = list(x.shape)
     seed = int(paddle.randint(0, 2 ** 31 - 1, [1]).item())  # from Paddle's generator: recompute replays it
     bits = np.random.Generator(np.random.PCG64(seed)).integers(0, _LEVELS, shape, dtype=np.uint16)
-    mask = (bits >= threshold).astype(np.float32) * np.float32(_LEVELS / (_LEVELS - threshold))
-    return x * paddle.to_tensor(mask, dtype=x.dtype)
+    mask = (bits >= threshold).astype(np.float32)
+    mask *= np.float32(_LEVELS / (_LEVELS - threshold))
+    mask = from_dlpack(mask)  # shares numpy's buffer: paddle.to_tensor's copy took half the time
+    return x * (mask if x.dtype == mask.dtype else mask.astype(x.dtype))
+
+
+def _column_sums(x2d):
+    """Sum over the rows of a [rows, columns] tensor, as a matmul (Paddle's reduction is slower)."""
+    return paddle.matmul(paddle.ones([1, x2d.shape[0]], x2d.dtype), x2d).reshape([x2d.shape[1]])
+
+
+def _row_means(x2d):
+    """Mean over the columns of a [rows, columns] tensor, as a [rows, 1] matmul."""
+    return paddle.matmul(x2d, paddle.full([x2d.shape[1], 1], 1.0 / x2d.shape[1], x2d.dtype))
+
+
+def _needs_grad(*tensors) -> bool:
+    return paddle.is_grad_enabled() and any(t is not None and not t.stop_gradient for t in tensors)
+
+
+class _Linear(PyLayer):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        return paddle.matmul(x, weight) + bias
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensor()
+        dy2d = dy.reshape([-1, weight.shape[1]])
+        dx = paddle.matmul(dy, weight, transpose_y=True)
+        dweight = paddle.matmul(x.reshape([-1, weight.shape[0]]), dy2d, transpose_x=True)
+        return dx, dweight, _column_sums(dy2d)
+
+
+class FastLinear(paddle.nn.Linear):
+    def forward(self, x):
+        if self.bias is None or not _needs_grad(x, self.weight, self.bias):
+            return super().forward(x)
+        return _Linear.apply(x, self.weight, self.bias)
+
+
+class _LayerNorm(PyLayer):
+    """Layer norm over the last axis; the statistics are recomputed in backward (cheap as matmuls)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, epsilon):
+        ctx.save_for_backward(x, weight)
+        ctx.epsilon = epsilon
+        return _C_ops.layer_norm(x, weight, bias, epsilon, x.ndim - 1)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensor()
+        x2d = x.reshape([-1, x.shape[-1]])
+        dy2d = dy.reshape(x2d.shape)
+        centred = x2d - _row_means(x2d)
+        inv_std = paddle.rsqrt(_row_means(centred * centred) + ctx.epsilon)
+        normed = centred * inv_std
+        dnormed = dy2d * weight
+        dx = (dnormed - _row_means(dnormed) - normed * _row_means(dnormed * normed)) * inv_std
+        return dx.reshape(x.shape), _column_sums(dy2d * normed), _column_sums(dy2d)
+
+
+class FastLayerNorm(paddle.nn.LayerNorm):
+    def forward(self, x):
+        if len(self._normalized_shape) != 1 or self.weight is None or self.bias is None \
+                or not _needs_grad(x, self.weight, self.bias):
+            return super().forward(x)
+        return _LayerNorm.apply(x, self.weight, self.bias, self._epsilon)
+
+
+class _MaskedScores(PyLayer):
+    """q k^T + mask for q, k [batch, heads, length, dim] and a key mask [batch, 1, 1, length]."""
+
+    @staticmethod
+    def forward(ctx, q, k, mask):
+        batch, heads, length, _ = q.shape
+        column = [batch, heads, length, 1]
+        q1 = paddle.concat([q, paddle.ones(column, q.dtype)], axis=-1)
+        k1 = paddle.concat([k, mask.reshape([batch, 1, length, 1]).expand(column)], axis=-1)
+        ctx.save_for_backward(q, k)
+        return paddle.matmul(q1, k1, transpose_y=True)
+
+    @staticmethod
+    def backward(ctx, dscores):
+        q, k = ctx.saved_tensor()
+        return paddle.matmul(dscores, k), paddle.matmul(dscores, q, transpose_x=True), None
 
 
 class FastDropout(paddle.nn.Dropout):
@@ -40,28 +140,41 @@ class FastDropout(paddle.nn.Dropout):
 
 
 class FastAttention(paddle.nn.MultiHeadAttention):
-    """Paddle's MultiHeadAttention (self-attention, no cache) with the fast dropout on its weights."""
+    """Paddle's MultiHeadAttention (self-attention, no cache) with the fast dropout on its weights
+    and a key-padding mask (what ERNIE builds from the pad ids) added inside the q.k matmul."""
 
     def forward(self, query, key=None, value=None, attn_mask=None, cache=None):
         if cache is not None or self.need_weights or not (key is None or key is query) \
                 or not (value is None or value is query):
             return super().forward(query, key, value, attn_mask, cache)
-        q, k, v = self._prepare_qkv(query, query, query, None)
-        product = paddle.matmul(x=q * (self.head_dim ** -0.5), y=k, transpose_y=True)
-        if attn_mask is not None:
-            product = product + _convert_attention_mask(attn_mask, product.dtype)
+        batch, length = query.shape[0], query.shape[1]
+
+        def heads(x):  # [batch, length, hidden] -> [batch, heads, length, head_dim]
+            return x.reshape([batch, length, self.num_heads, self.head_dim]).transpose([0, 2, 1, 3])
+
+        q = heads(self.q_proj(query) * (self.head_dim ** -0.5))
+        k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
+        mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
+        if mask is not None and list(mask.shape) == [batch, 1, 1, length] and _needs_grad(q, k):
+            product = _MaskedScores.apply(q, k, mask)
+        else:
+            product = paddle.matmul(q, k, transpose_y=True)
+            if mask is not None:
+                product = product + mask
         weights = dropout(F.softmax(product), self.dropout, self.training)
         out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
-        return self.out_proj(out.reshape([0, 0, out.shape[2] * out.shape[3]]))
+        return self.out_proj(out.reshape([batch, length, self.embed_dim]))
 
 
-def enable_fast_dropout(model) -> int:
-    """Swap every plain Dropout and MultiHeadAttention of ``model`` for the versions above.
+SWAPS = {paddle.nn.Dropout: FastDropout, paddle.nn.MultiHeadAttention: FastAttention,
+         paddle.nn.LayerNorm: FastLayerNorm, paddle.nn.Linear: FastLinear}
 
-    Returns the number of layers swapped.
-    """
-    swaps = {paddle.nn.Dropout: FastDropout, paddle.nn.MultiHeadAttention: FastAttention}
-    layers = [layer for layer in model.sublayers() if type(layer) in swaps]
+
+def enable_fast_kernels(model) -> int:
+    """Swap every plain Dropout, MultiHeadAttention, LayerNorm and Linear of ``model`` for the
+    versions above; return the number of layers swapped."""
+    layers = [layer for layer in model.sublayers() if type(layer) in SWAPS]
     for layer in layers:
-        layer.__class__ = swaps[type(layer)]
+        layer.__class__ = SWAPS[type(layer)]
     return len(layers)
+

@@ -1,10 +1,11 @@
-"""The fast CPU dropout: the same function as Paddle's, and a model that computes what it did."""
+"""The fast CPU kernels: each computes the same function and gradients as Paddle's, and so does a swapped model."""
 import numpy as np
 import paddle
 import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-from ernie_ft.kernels import FastAttention, FastDropout, dropout, enable_fast_dropout
+from ernie_ft.kernels import (FastAttention, FastDropout, FastLayerNorm, FastLinear, SWAPS, dropout,
+                             enable_fast_kernels)
 
 
 def test_dropout_zeroes_the_given_share_and_keeps_the_expectation():
@@ -39,15 +40,17 @@ def _model(dropout_prob):
 
 @pytest.mark.parametrize("train_mode,dropout_prob", [(True, 0.0), (False, 0.1)])
 def test_swapped_model_computes_the_same_loss_and_gradients(train_mode, dropout_prob):
-    ids = paddle.to_tensor(np.random.default_rng(0).integers(5, 60, (4, 11)))
-    ids[:, 8:] = 0  # padding, masked in attention
+    ids = np.random.default_rng(0).integers(5, 60, (4, 11))
+    for row, length in enumerate((11, 8, 3, 6)):
+        ids[row, length:] = 0  # padding, masked in attention
+    ids = paddle.to_tensor(ids)
     results = []
     for fast in (False, True):
         model = _model(dropout_prob)
         if fast:
-            assert enable_fast_dropout(model) > 0
-            assert any(isinstance(m, FastAttention) for m in model.sublayers())
-            assert any(isinstance(m, FastDropout) for m in model.sublayers())
+            assert enable_fast_kernels(model) > 0
+            assert {type(m) for m in model.sublayers()} >= set(SWAPS.values())
+            assert not any(type(m) in SWAPS for m in model.sublayers())
         model.train(train_mode)
         loss = paddle.nn.functional.cross_entropy(model(input_ids=ids, token_type_ids=paddle.zeros_like(ids)),
                                                   paddle.to_tensor([0, 1, 2, 1]))
@@ -55,5 +58,56 @@ def test_swapped_model_computes_the_same_loss_and_gradients(train_mode, dropout_
         results.append((float(loss), {n: p.grad.numpy() for n, p in model.named_parameters()
                                       if p.grad is not None}))
     assert results[1][0] == pytest.approx(results[0][0], abs=1e-6)
+    assert results[1][1].keys() == results[0][1].keys()
     for name, grad in results[0][1].items():
         np.testing.assert_allclose(results[1][1][name], grad, atol=1e-6, err_msg=name)
+
+
+def _gradients(layer, x, dy):
+    x = paddle.to_tensor(x, stop_gradient=False)
+    y = layer(x)
+    y.backward(paddle.to_tensor(dy))
+    return [y.numpy(), x.grad.numpy()] + [p.grad.numpy() for p in layer.parameters()]
+
+
+@pytest.mark.parametrize("make,fast,shape", [
+    (lambda: paddle.nn.LayerNorm(24, epsilon=1e-12), FastLayerNorm, (3, 7, 24)),
+    (lambda: paddle.nn.LayerNorm(5), FastLayerNorm, (9, 5)),
+    (lambda: paddle.nn.Linear(24, 40), FastLinear, (3, 7, 24)),
+    (lambda: paddle.nn.Linear(6, 2), FastLinear, (5, 6)),
+])
+def test_layer_computes_the_same_output_and_gradients(make, fast, shape):
+    rng = np.random.default_rng(3)
+    x = (rng.normal(size=shape) * 3 + 1).astype("float32")
+    paddle.seed(2)
+    plain = make()
+    for p in plain.parameters():  # not the initial ones and zeros, so that a swapped term would show
+        p.set_value(paddle.to_tensor(rng.normal(size=p.shape).astype("float32")))
+    dy = rng.normal(size=plain(paddle.to_tensor(x)).shape).astype("float32")
+    expected = _gradients(plain, x, dy)
+    plain.clear_gradients()
+    plain.__class__ = fast
+    for got, want in zip(_gradients(plain, x, dy), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_mask_inside_the_matmul_equals_adding_it():
+    paddle.seed(4)
+    attention = paddle.nn.MultiHeadAttention(16, 4)
+    attention.train()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(3, 6, 16)).astype("float32")
+    mask = np.zeros((3, 1, 1, 6), "float32")
+    mask[1, ..., 4:] = -1e4
+    mask[2, ..., 1:] = -1e4  # a row that sees only its first token
+    dy = rng.normal(size=(3, 6, 16)).astype("float32")
+    results = []
+    for cls in (paddle.nn.MultiHeadAttention, FastAttention):
+        attention.__class__ = cls
+        attention.clear_gradients()
+        xt = paddle.to_tensor(x, stop_gradient=False)
+        y = attention(xt, attn_mask=paddle.to_tensor(mask))
+        y.backward(paddle.to_tensor(dy))
+        results.append([y.numpy(), xt.grad.numpy()] + [p.grad.numpy() for p in attention.parameters()])
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
