@@ -15,9 +15,10 @@ the nano shape, batch 32, ``scripts/bench_train.py``), and what replaces it here
 * Linear's bias gradient is a column reduction that costs a third of the weight gradient: it
   is a matmul with a row of ones.
 
-Each replacement computes the same function (``tests/test_kernels.py`` compares losses and
-gradients with the unswapped model). In evaluation mode, or for inputs that need no gradient,
-Paddle's own kernels run. Used on CPU only: on GPU Paddle's kernels are the fast ones.
+Each replacement computes the same function (``tests/test_kernels.py`` compares outputs, losses
+and gradients with the unswapped model). Without gradients (evaluation, prediction) only the
+attention mask keeps its place in the matmul; the rest is Paddle's own. Used on CPU only: on GPU
+Paddle's kernels are the fast ones.
 """
 from __future__ import annotations
 
@@ -114,17 +115,22 @@ class FastLayerNorm(paddle.nn.LayerNorm):
         return _LayerNorm.apply(x, self.weight, self.bias, self._epsilon)
 
 
-class _MaskedScores(PyLayer):
+def _masked_scores(q, k, mask):
     """q k^T + mask for q, k [batch, heads, length, dim] and a key mask [batch, 1, 1, length]."""
+    batch, heads, length, _ = q.shape
+    column = [batch, heads, length, 1]
+    q1 = paddle.concat([q, paddle.ones(column, q.dtype)], axis=-1)
+    k1 = paddle.concat([k, mask.reshape([batch, 1, length, 1]).expand(column)], axis=-1)
+    return paddle.matmul(q1, k1, transpose_y=True)
+
+
+class _MaskedScores(PyLayer):
+    """``_masked_scores`` with the gradient of q k^T (the concat's gradient is a slow strided split)."""
 
     @staticmethod
     def forward(ctx, q, k, mask):
-        batch, heads, length, _ = q.shape
-        column = [batch, heads, length, 1]
-        q1 = paddle.concat([q, paddle.ones(column, q.dtype)], axis=-1)
-        k1 = paddle.concat([k, mask.reshape([batch, 1, length, 1]).expand(column)], axis=-1)
         ctx.save_for_backward(q, k)
-        return paddle.matmul(q1, k1, transpose_y=True)
+        return _masked_scores(q, k, mask)
 
     @staticmethod
     def backward(ctx, dscores):
@@ -155,8 +161,8 @@ class FastAttention(paddle.nn.MultiHeadAttention):
         q = heads(self.q_proj(query) * (self.head_dim ** -0.5))
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
         mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
-        if mask is not None and list(mask.shape) == [batch, 1, 1, length] and _needs_grad(q, k):
-            product = _MaskedScores.apply(q, k, mask)
+        if mask is not None and list(mask.shape) == [batch, 1, 1, length]:
+            product = _MaskedScores.apply(q, k, mask) if _needs_grad(q, k) else _masked_scores(q, k, mask)
         else:
             product = paddle.matmul(q, k, transpose_y=True)
             if mask is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from . import checkpoint, runtime
+from . import checkpoint, kernels, runtime
 from .config import DataConfig
 from .dataset import featurize
 from .errors import UserError
@@ -26,6 +26,8 @@ def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str
         loaded.model = InferenceModel(checkpoint.resolve_model_dir(model_dir), device)
     elif engine != "dygraph":
         raise UserError(f"--engine must be dygraph or inference, not {engine!r}")
+    elif device == "cpu":
+        kernels.enable_fast_kernels(loaded.model)
     settings = dict(loaded.run["data"])
     settings.update({k: v for k, v in overrides.items() if v is not None})
     settings.update(train=None, dev=None, test=None)

@@ -8,7 +8,8 @@ tokenised once by ernie_ft's pipeline with the ERNIE 3.0 vocabulary, windows of 
 --max-len tokens, length-sorted batches of --batch-size. A randomly initialised model of the
 shape is saved as a checkpoint, exported with ``python -m ernie_ft.export``'s code, and timed:
 
-- dygraph: ``trainer.compute_logits`` on the checkpoint's model (what ``predict`` runs)
+- dygraph: the checkpoint loaded as ``predict`` loads it (CPU kernels of ``ernie_ft.kernels``),
+  through ``trainer.compute_logits``
 - inference: the same function on the exported model through Paddle Inference (oneDNN)
 - hf-torch: ``transformers.BertForSequenceClassification`` of the same shape under
   ``torch.no_grad()`` on exactly the same padded batches, in the interpreter given by
@@ -98,6 +99,7 @@ def main() -> None:
     from ernie_ft.classify import Classification
     from ernie_ft.config import DataConfig, ModelConfig, RunConfig
     from ernie_ft.export import InferenceModel, export
+    from ernie_ft.predict import load_for_inference
     from ernie_ft.readers import Example
     from ernie_ft.trainer import compute_logits, quiet_libraries
 
@@ -120,8 +122,10 @@ def main() -> None:
         checkpoint.save_model(os.path.join(tmp, "ckpt"), net, pipeline, ["0", "1"], "classify", run)
         export(os.path.join(tmp, "ckpt"), os.path.join(tmp, "exported"))
         engine = InferenceModel(os.path.join(tmp, "exported"), "cpu", args.threads)
+        loaded, _ = load_for_inference(os.path.join(tmp, "ckpt"), "cpu", {})  # what predict runs
+        runtime.set_threads(args.threads)
         results["ernie_ft dygraph"] = timed(
-            lambda: compute_logits(net, features, pipeline.pad_id, args.batch_size), args.repeats)
+            lambda: compute_logits(loaded.model, features, pipeline.pad_id, args.batch_size), args.repeats)
         results["ernie_ft exported, Paddle Inference"] = timed(
             lambda: compute_logits(engine, features, pipeline.pad_id, args.batch_size), args.repeats)
         if args.torch_python:

@@ -111,3 +111,8 @@ def test_attention_mask_inside_the_matmul_equals_adding_it():
         results.append([y.numpy(), xt.grad.numpy()] + [p.grad.numpy() for p in attention.parameters()])
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    attention.eval()
+    with paddle.no_grad():  # prediction: the mask goes inside the matmul without the custom gradient
+        outputs = [cls.forward(attention, paddle.to_tensor(x), attn_mask=paddle.to_tensor(mask)).numpy()
+                   for cls in (paddle.nn.MultiHeadAttention, FastAttention)]
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
