@@ -60,7 +60,7 @@ def _row_means(x2d):
 
 
 def _needs_grad(*tensors) -> bool:
-    return paddle.is_grad_enabled() and any(t is not None and not t.stop_gradient for t in tensors)
+    return paddle.in_dynamic_mode() and paddle.is_grad_enabled() and any(t is not None and not t.stop_gradient for t in tensors)
 
 
 class _Linear(PyLayer):
@@ -117,11 +117,9 @@ class FastLayerNorm(paddle.nn.LayerNorm):
 
 def _masked_scores(q, k, mask):
     """q k^T + mask for q, k [batch, heads, length, dim] and a key mask [batch, 1, 1, length]."""
-    batch, heads, length, _ = q.shape
-    column = [batch, heads, length, 1]
-    q1 = paddle.concat([q, paddle.ones(column, q.dtype)], axis=-1)
-    k1 = paddle.concat([k, mask.reshape([batch, 1, length, 1]).expand(column)], axis=-1)
-    return paddle.matmul(q1, k1, transpose_y=True)
+    ones = paddle.full_like(q[:, :, :, :1], 1.0)
+    keys = mask.transpose([0, 1, 3, 2]).expand([-1, q.shape[1], -1, -1])  # [batch, heads, length, 1]
+    return paddle.matmul(paddle.concat([q, ones], axis=-1), paddle.concat([k, keys], axis=-1), transpose_y=True)
 
 
 class _MaskedScores(PyLayer):
@@ -153,15 +151,13 @@ class FastAttention(paddle.nn.MultiHeadAttention):
         if cache is not None or self.need_weights or not (key is None or key is query) \
                 or not (value is None or value is query):
             return super().forward(query, key, value, attn_mask, cache)
-        batch, length = query.shape[0], query.shape[1]
-
         def heads(x):  # [batch, length, hidden] -> [batch, heads, length, head_dim]
-            return x.reshape([batch, length, self.num_heads, self.head_dim]).transpose([0, 2, 1, 3])
+            return x.reshape([0, 0, self.num_heads, self.head_dim]).transpose([0, 2, 1, 3])
 
         q = heads(self.q_proj(query) * (self.head_dim ** -0.5))
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
         mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
-        if mask is not None and list(mask.shape) == [batch, 1, 1, length]:
+        if mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1:  # a key mask
             product = _MaskedScores.apply(q, k, mask) if _needs_grad(q, k) else _masked_scores(q, k, mask)
         else:
             product = paddle.matmul(q, k, transpose_y=True)
@@ -169,7 +165,7 @@ class FastAttention(paddle.nn.MultiHeadAttention):
                 product = product + mask
         weights = dropout(F.softmax(product), self.dropout, self.training)
         out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
-        return self.out_proj(out.reshape([batch, length, self.embed_dim]))
+        return self.out_proj(out.reshape([0, 0, self.embed_dim]))
 
 
 SWAPS = {paddle.nn.Dropout: FastDropout, paddle.nn.MultiHeadAttention: FastAttention,
