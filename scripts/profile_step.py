@@ -1,0 +1,95 @@
+"""Time or profile one training step of ERNIE on the shared benchmark batches, without the CLI.
+
+    python scripts/profile_step.py [--shape nano|medium] [--steps 11] [--profile] \
+        [--no-kernels] [--strided-views] [--dropout 0.1]
+
+The model is PaddleNLP's ``ErnieForSequenceClassification`` of the benchmark's shape (random
+init), trained with AdamW on ``../shared/bench/common.make_batches`` (dynamic padding, length
+grouping), 2 math threads. By default it runs as ernie_ft's trainer does on CPU: the layers of
+``ernie_ft.kernels`` swapped in and Paddle's strided views off; ``--no-kernels`` and
+``--strided-views`` undo either. Prints real tokens/s over the timed steps, or with
+``--profile`` the per-operator table of ``paddle.profiler`` for 5 steps. This is how the
+changes in the README's benchmarks section were found and measured one by one;
+``scripts/bench_train.py`` is the side-by-side comparison with the baselines.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared", "bench"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", default="nano", choices=("nano", "medium"))
+    p.add_argument("--steps", type=int, default=11, help="timed steps (after 3 untimed)")
+    p.add_argument("--profile", action="store_true", help="print paddle.profiler's operator table instead")
+    p.add_argument("--no-kernels", action="store_true", help="keep Paddle's own layers")
+    p.add_argument("--strided-views", action="store_true", help="leave FLAGS_use_stride_kernel on")
+    p.add_argument("--dropout", type=float, default=0.1)
+    args = p.parse_args()
+    sys.path[:0] = [BENCH, ROOT]
+    import common
+    import numpy as np
+    import paddle
+    import paddle.nn.functional as F
+    from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
+
+    from ernie_ft import kernels
+
+    sys.argv = ["bench", "--shape", args.shape, "--steps", str(max(args.steps, 5)), "--warmup", "3",
+                "--pad", "dynamic", "--group-by-length"]
+    bench = common.parse_args("profile_step")
+    paddle.base.core.set_num_threads(2)
+    paddle.set_flags({"FLAGS_use_stride_kernel": args.strided_views})
+    paddle.seed(0)
+    model = ErnieForSequenceClassification(ErnieConfig(
+        vocab_size=bench.vocab, hidden_size=bench.hidden, num_hidden_layers=bench.layers,
+        num_attention_heads=bench.heads, intermediate_size=bench.intermediate, hidden_dropout_prob=args.dropout,
+        attention_probs_dropout_prob=args.dropout, max_position_embeddings=2048, type_vocab_size=4, num_classes=2,
+        use_task_id=False))
+    if not args.no_kernels:
+        kernels.enable_fast_kernels(model)
+    model.train()
+    optimizer = paddle.optimizer.AdamW(1e-4, parameters=model.parameters(), weight_decay=0.01)
+    batches = [{k: paddle.to_tensor(v) for k, v in b.items()} for b in common.make_batches(bench)]
+
+    def step(batch):
+        logits = model(input_ids=batch["input_ids"], token_type_ids=paddle.zeros_like(batch["input_ids"]))
+        loss = F.cross_entropy(logits, batch["labels"])
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        return float(loss)
+
+    for batch in batches[:3]:
+        step(batch)
+    if args.profile:
+        import paddle.profiler as profiler
+
+        prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
+        prof.start()
+        for batch in batches[3:8]:
+            step(batch)
+            prof.step()
+        prof.stop()
+        prof.summary(op_detail=False, thread_sep=False, time_unit="ms", sorted_by=profiler.SortedKeys.CPUTotal)
+        return
+    seconds, tokens = [], 0
+    for batch in batches[3:]:
+        tic = time.perf_counter()
+        step(batch)
+        seconds.append(time.perf_counter() - tic)
+        tokens += int(batch["attention_mask"].sum())
+    print(f"{args.shape}: {tokens / sum(seconds):.0f} real tokens/s, median step {1000 * np.median(seconds):.0f} ms "
+          f"over {len(seconds)} steps (kernels {'off' if args.no_kernels else 'on'}, strided views "
+          f"{'on' if args.strided_views else 'off'})")
+
+
+if __name__ == "__main__":
+    main()
