@@ -1,7 +1,7 @@
 """Cheaper CPU kernels swapped into a model by class, keeping its parameters and their names.
 
-Where a Paddle 3.3 CPU training step of ERNIE spends its time besides the matmuls (profile of
-the nano shape, batch 32, ``scripts/bench_train.py``), and what replaces it here:
+Where a Paddle 3.3 CPU training step of ERNIE spends its time besides the matmuls (nano shape,
+batch 32, ``python scripts/profile_step.py --profile``), and what replaces it here:
 
 * dropout draws its mask element by element (about 15 % of the step): masks come from numpy's
   generator instead (16-bit integers against a threshold, so the keep probability is exact to
@@ -18,7 +18,8 @@ the nano shape, batch 32, ``scripts/bench_train.py``), and what replaces it here
 Each replacement computes the same function (``tests/test_kernels.py`` compares outputs, losses
 and gradients with the unswapped model). Without gradients (evaluation, prediction) only the
 attention mask keeps its place in the matmul; the rest is Paddle's own. Used on CPU only: on GPU
-Paddle's kernels are the fast ones.
+Paddle's kernels are the fast ones. (The other CPU setting, no strided views, is in
+``runtime.select_device``.)
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ import paddle
 import paddle.nn.functional as F
 from paddle import _C_ops
 from paddle.autograd import PyLayer
-from paddle.utils.dlpack import from_dlpack
 from paddle.nn.layer.transformer import _convert_attention_mask
+from paddle.utils.dlpack import from_dlpack
 
 _LEVELS = 1 << 16
 
