@@ -89,6 +89,8 @@ def test_layer_computes_the_same_output_and_gradients(make, fast, shape):
     plain.__class__ = fast
     for got, want in zip(_gradients(plain, x, dy), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    with paddle.no_grad():  # prediction's path
+        np.testing.assert_allclose(plain(paddle.to_tensor(x)).numpy(), expected[0], rtol=1e-5, atol=1e-5)
 
 
 def test_attention_mask_inside_the_matmul_equals_adding_it():
