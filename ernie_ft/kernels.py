@@ -62,7 +62,8 @@ def _row_means(x2d):
 
 
 def _needs_grad(*tensors) -> bool:
-    return paddle.in_dynamic_mode() and paddle.is_grad_enabled() and any(t is not None and not t.stop_gradient for t in tensors)
+    return (paddle.in_dynamic_mode() and paddle.is_grad_enabled()
+            and any(t is not None and not t.stop_gradient for t in tensors))
 
 
 def _affine(x, weight, bias):
@@ -91,9 +92,8 @@ class FastLinear(paddle.nn.Linear):
     def forward(self, x):
         if self.bias is None or not paddle.in_dynamic_mode():
             return super().forward(x)
-        if not _needs_grad(x, self.weight, self.bias):
-            return _affine(x, self.weight, self.bias)
-        return _Linear.apply(x, self.weight, self.bias)
+        affine = _Linear.apply if _needs_grad(x, self.weight, self.bias) else _affine
+        return affine(x, self.weight, self.bias)
 
 
 class _LayerNorm(PyLayer):
@@ -162,6 +162,7 @@ class FastAttention(paddle.nn.MultiHeadAttention):
         if cache is not None or self.need_weights or not (key is None or key is query) \
                 or not (value is None or value is query):
             return super().forward(query, key, value, attn_mask, cache)
+
         def heads(x):  # [batch, length, hidden] -> [batch, heads, length, head_dim]
             return x.reshape([0, 0, self.num_heads, self.head_dim]).transpose([0, 2, 1, 3])
 
@@ -184,8 +185,10 @@ SWAPS = {paddle.nn.Dropout: FastDropout, paddle.nn.MultiHeadAttention: FastAtten
 
 
 def enable_fast_kernels(model) -> int:
-    """Swap every plain Dropout, MultiHeadAttention, LayerNorm and Linear of ``model`` for the
-    versions above; return the number of layers swapped."""
+    """On CPU, swap every plain Dropout, MultiHeadAttention, LayerNorm and Linear of ``model`` for
+    the versions above; return the number of layers swapped (0 on other devices)."""
+    if not paddle.get_device().startswith("cpu"):
+        return 0
     layers = [layer for layer in model.sublayers() if type(layer) in SWAPS]
     for layer in layers:
         layer.__class__ = SWAPS[type(layer)]

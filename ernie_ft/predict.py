@@ -26,7 +26,7 @@ def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str
         loaded.model = InferenceModel(checkpoint.resolve_model_dir(model_dir), device)
     elif engine != "dygraph":
         raise UserError(f"--engine must be dygraph or inference, not {engine!r}")
-    elif device == "cpu":
+    else:
         kernels.enable_fast_kernels(loaded.model)
     settings = dict(loaded.run["data"])
     settings.update({k: v for k, v in overrides.items() if v is not None})

@@ -141,7 +141,7 @@ def train(task, cfg: RunConfig) -> dict:
     metric = tc.metric or task.metric
     run = {**cfg.to_dict(), "labels": labels}
     token_labels = task.head == "token"  # per-token targets, padded with -100
-    if device == "cpu" and not parallel.sharded:
+    if not parallel.sharded:
         kernels.enable_fast_kernels(model)
     if tc.recompute:
         runtime.enable_recompute(model)
