@@ -6,6 +6,7 @@ never import ``paddle.distributed`` or ``paddle.amp`` themselves.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import paddle
 
+from . import kernels
 from .errors import UserError
 
 
@@ -43,10 +45,12 @@ def select_device(device: str) -> str:
 def set_threads(threads: int, processes: int = 1) -> int:
     """Give Paddle's CPU math library ``threads`` threads (default: the cores shared by the processes).
 
-    Paddle uses one math thread unless told otherwise, whatever OMP_NUM_THREADS says.
+    Paddle uses one math thread unless told otherwise, whatever OMP_NUM_THREADS says. The fused
+    kernels of ``ernie_ft.kernels`` get the same number.
     """
     n = threads or max(1, (os.cpu_count() or 1) // processes)
     paddle.base.core.set_num_threads(n)
+    kernels.set_threads(n)
     return n
 
 
@@ -117,8 +121,8 @@ class Precision:
             self.scaler.load_state_dict(state)
 
 
-class _RecomputedEncoderLayer(paddle.nn.TransformerEncoderLayer):
-    """A TransformerEncoderLayer whose activations are recomputed in the backward pass."""
+class _Recomputed:
+    """Mixed into an encoder layer's class: its activations are recomputed in the backward pass."""
 
     def forward(self, *args, **kwargs):
         if self.training and kwargs.get("cache") is None:
@@ -129,15 +133,21 @@ class _RecomputedEncoderLayer(paddle.nn.TransformerEncoderLayer):
         return super().forward(*args, **kwargs)
 
 
+@functools.lru_cache(maxsize=None)
+def _recomputed(cls: type) -> type:
+    return type(f"Recomputed{cls.__name__}", (_Recomputed, cls), {})
+
+
 def enable_recompute(model) -> int:
     """Recompute every transformer encoder layer's activations in the backward pass.
 
-    Each layer's class is swapped for a subclass, so parameter names and checkpoints are
-    unchanged. Returns the number of layers switched.
+    Each layer's class (Paddle's, or ``kernels.FastEncoderLayer``) is swapped for a subclass, so
+    parameter names and checkpoints are unchanged. Returns the number of layers switched.
     """
-    layers = [layer for layer in model.sublayers() if type(layer) is paddle.nn.TransformerEncoderLayer]
+    layers = [layer for layer in model.sublayers()
+              if isinstance(layer, paddle.nn.TransformerEncoderLayer) and not isinstance(layer, _Recomputed)]
     for layer in layers:
-        layer.__class__ = _RecomputedEncoderLayer
+        layer.__class__ = _recomputed(type(layer))
     return len(layers)
 
 

@@ -1,7 +1,7 @@
 """Training throughput of ernie_ft against HF transformers/PyTorch and plain PaddleNLP, side by side.
 
     python scripts/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
-        [--torch-python /work/venv-torch/bin/python]
+        [--rounds 1] [--torch-python /work/venv-torch/bin/python]
 
 The sequences are ``../shared/bench/common.make_batches``'s (the review-corpus length
 distribution, batch 32, max length 128, vocab 40000, labels learnable from a bag of ids).
@@ -11,7 +11,9 @@ logging as a user gets them), fp32, dropout 0.1, AdamW at lr 1e-4 without clippi
 --threads math threads; its real tokens/s per step come from ``train_log.jsonl``. In the same
 invocation the two baselines run with their best settings (``--pad dynamic --group-by-length``,
 ``MKL_DEBUG_CPU_TYPE=5`` for Paddle). The table gives real tokens/s, median step time, peak
-resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP.
+resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP. With --rounds N
+the three run in turn N times: this machine's speed drifts by up to 20 % over minutes, so a
+ratio is taken within each round and the table gives their median and every round's value.
 """
 from __future__ import annotations
 
@@ -121,6 +123,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the stacks in turn this many times; ratios are per round, then the median")
     p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
                    help="python of a venv with torch and transformers (see ../shared/bench/README.md)")
     p.add_argument("--memory", action="store_true",
@@ -128,20 +132,27 @@ def main() -> None:
     args = p.parse_args()
     if args.memory:
         return memory(args)
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        results["ernie_ft"] = ernie_ft(args, tmp)
-    if args.torch_python:
-        results["HF transformers / PyTorch"] = baseline("baseline_hf_torch.py", args.torch_python, args)
-    results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
-    ours = results["ernie_ft"]["real_tokens_per_s"]
+    rounds = []  # each round runs every stack once, back to back, so drift hits them alike
+    for _ in range(args.rounds):
+        results = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            results["ernie_ft"] = ernie_ft(args, tmp)
+        if args.torch_python:
+            results["HF transformers / PyTorch"] = baseline("baseline_hf_torch.py", args.torch_python, args)
+        results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
+        rounds.append(results)
     print(f"shape {args.shape}, batch 32, max length 128, fp32, dropout 0.1, {args.threads} threads; "
-          f"median over {args.steps} steps after {args.warmup}\n")
-    print("| stack | real tokens/s | step time (ms) | peak RSS (MiB) | ernie_ft / this |")
-    print("|---|---|---|---|---|")
-    for name, r in results.items():
-        print(f"| {name} | {r['real_tokens_per_s']:.0f} | {r['step_time_ms']:.0f} | {r['peak_rss_mib']:.0f} | "
-              f"{ours / r['real_tokens_per_s']:.2f}x |")
+          f"median over {args.steps} steps after {args.warmup}; {args.rounds} round(s), medians across rounds\n")
+    print("| stack | real tokens/s | step time (ms) | peak RSS (MiB) | ernie_ft / this | per round |")
+    print("|---|---|---|---|---|---|")
+    for name in rounds[0]:
+        def median(key, stack=name):
+            return statistics.median(r[stack][key] for r in rounds)
+
+        ratios = [r["ernie_ft"]["real_tokens_per_s"] / r[name]["real_tokens_per_s"] for r in rounds]
+        print(f"| {name} | {median('real_tokens_per_s'):.0f} | {median('step_time_ms'):.0f} | "
+              f"{median('peak_rss_mib'):.0f} | {statistics.median(ratios):.2f}x | "
+              f"{' '.join(f'{x:.2f}' for x in ratios)} |")
 
 
 def memory(args) -> None:

@@ -40,12 +40,12 @@ def main() -> None:
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-    from ernie_ft import kernels
+    from ernie_ft import kernels, runtime
 
     sys.argv = ["bench", "--shape", args.shape, "--steps", str(max(args.steps, 5)), "--warmup", "3",
                 "--pad", "dynamic", "--group-by-length"]
     bench = common.parse_args("profile_step")
-    paddle.base.core.set_num_threads(2)
+    runtime.set_threads(2)
     paddle.set_flags({"FLAGS_use_stride_kernel": args.strided_views})
     paddle.seed(0)
     model = ErnieForSequenceClassification(ErnieConfig(
