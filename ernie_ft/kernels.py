@@ -7,8 +7,9 @@ batch 32, ``python scripts/profile_step.py --profile``), and what replaces it he
   dropout stores a mask drawn element by element: ``csrc/cpu_kernels.c`` fuses softmax with
   the attention dropout, GELU with the activation dropout, and the residual add with the
   hidden dropout and LayerNorm, vectorised and on the math threads; dropout masks come from a
-  counter-based hash, so backward regenerates them instead of storing them. On the nano shape:
-  softmax 27 -> 3.3 ms, GELU forward + backward 23 -> 6 ms, LayerNorm backward 8 -> 0.3 ms;
+  counter-based hash, so backward regenerates them instead of storing them. Forward + backward
+  on a nano batch (``scripts/profile_step.py --ops``): softmax + dropout 82 -> 10 ms, GELU
+  24 -> 11 ms, residual + dropout + LayerNorm 27 -> 2.3 ms;
 * the attention mask is added by a broadcasting kernel that costs more than the query-key
   matmul: the mask goes inside that matmul (each query gets a component 1, each key its mask
   value), and the gradient is two plain matmuls;
@@ -18,10 +19,11 @@ batch 32, ``python scripts/profile_step.py --profile``), and what replaces it he
 
 The C file is compiled at first use (``cc -O3 -march=native -fopenmp``, linked to the OpenMP
 runtime of Paddle's MKL) into a cache keyed by the source, flags and CPU (under
-``$ERNIE_FT_CACHE``, default ``~/.cache/ernie_ft``): about 0.4 s, once. Without a compiler, or
-with ``ERNIE_FT_C_KERNELS=0``, those layers run Paddle's own kernels (one warning says so).
-Dropout keys are drawn from Paddle's generator, so ``paddle.seed``, resumed checkpoints and
-recompute (which replays Paddle's random state) see the same masks.
+``$ERNIE_FT_CACHE``, default ``~/.cache/ernie_ft``): about 0.4 s, once. Without a compiler
+(one warning says so), or with ``ERNIE_FT_C_KERNELS=0``, Python versions run instead: Paddle's
+softmax and GELU, dropout masks from numpy, LayerNorm's gradient as matmuls. Dropout keys and
+seeds are drawn from Paddle's generator, so ``paddle.seed``, resumed checkpoints and recompute
+(which replays Paddle's random state) see the same masks.
 
 Each replacement computes the same function (``tests/test_kernels.py`` compares outputs, losses
 and gradients with the unswapped model). Without gradients (evaluation, prediction) the same
@@ -40,10 +42,12 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import numpy as np
 import paddle
 import paddle.nn.functional as F
 from paddle.autograd import PyLayer
 from paddle.nn.layer.transformer import _convert_attention_mask
+from paddle.utils.dlpack import from_dlpack
 
 from .dataset import default_cache_dir
 
@@ -158,10 +162,24 @@ def dropout(x, p: float, training: bool = True):
     """Inverted dropout: zero each element with probability ``p`` and scale the rest by 1 / (1 - p)."""
     if not training or p == 0.0:
         return x
-    if not _usable(x):
+    if _usable(x):
+        mask = _Dropout(p, training)
+        return _CDropout.apply(x, mask) if _needs_grad(x) else _dropout(x, mask)
+    if not x.place.is_cpu_place():
         return F.dropout(x, p, training=True)
-    mask = _Dropout(p, training)
-    return _CDropout.apply(x, mask) if _needs_grad(x) else _dropout(x, mask)
+    return _numpy_dropout(x, p)
+
+
+def _numpy_dropout(x, p: float):
+    """Without the C kernels: a mask from numpy's generator, seeded from Paddle's (Paddle draws its
+    masks element by element, 15 % of the step), handed over without a copy."""
+    threshold = round(p * _LEVELS)
+    seed = int(paddle.randint(0, 2 ** 31 - 1, [1]).item())
+    bits = np.random.Generator(np.random.PCG64(seed)).integers(0, _LEVELS, list(x.shape), dtype=np.uint16)
+    mask = (bits >= threshold).astype(np.float32)
+    mask *= np.float32(_LEVELS / (_LEVELS - threshold))
+    mask = from_dlpack(mask)  # shares numpy's buffer: paddle.to_tensor's copy took half the time
+    return x * (mask if x.dtype == mask.dtype else mask.astype(x.dtype))
 
 
 def _dropout(x, mask: _Dropout):
@@ -347,14 +365,45 @@ class FastLinear(paddle.nn.Linear):
         return affine(x, self.weight, self.bias)
 
 
+def _row_means(x2d):
+    """Mean over the columns of a [rows, columns] tensor, as a [rows, 1] matmul."""
+    return paddle.matmul(x2d, paddle.full([x2d.shape[1], 1], 1.0 / x2d.shape[1], x2d.dtype))
+
+
+class _MatmulLayerNorm(PyLayer):
+    """Without the C kernels: Paddle's forward, and a gradient written with matmuls for the row
+    means and column sums (Paddle's gradient kernel takes 40 times its forward)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, epsilon):
+        ctx.save_for_backward(x, weight)
+        ctx.epsilon = epsilon
+        return F.layer_norm(x, x.shape[-1], weight, bias, epsilon)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensor()
+        x2d = x.reshape([-1, x.shape[-1]])
+        dy2d = dy.reshape(x2d.shape)
+        centred = x2d - _row_means(x2d)
+        inv_std = paddle.rsqrt(_row_means(centred * centred) + ctx.epsilon)
+        normed = centred * inv_std
+        dnormed = dy2d * weight
+        dx = (dnormed - _row_means(dnormed) - normed * _row_means(dnormed * normed)) * inv_std
+        return dx.reshape(x.shape), _column_sums(dy2d * normed), _column_sums(dy2d)
+
+
 class FastLayerNorm(paddle.nn.LayerNorm):
     def forward(self, x):
         if len(self._normalized_shape) != 1 or self.weight is None or self.bias is None \
-                or not _usable(x, self.weight, self.bias):
+                or not paddle.in_dynamic_mode():
             return super().forward(x)
-        if _needs_grad(x, self.weight, self.bias):
-            return _CLayerNorm.apply(x, self.weight, self.bias, self._epsilon)
-        return _add_dropout_layernorm(None, x, self.weight, self.bias, self._epsilon, _Dropout(0.0, False))[1]
+        grad = _needs_grad(x, self.weight, self.bias)
+        if _usable(x, self.weight, self.bias):
+            if grad:
+                return _CLayerNorm.apply(x, self.weight, self.bias, self._epsilon)
+            return _add_dropout_layernorm(None, x, self.weight, self.bias, self._epsilon, _Dropout(0.0, False))[1]
+        return _MatmulLayerNorm.apply(x, self.weight, self.bias, self._epsilon) if grad else super().forward(x)
 
 
 def _masked_scores(q, k, mask):

@@ -1,6 +1,6 @@
 """Time or profile one training step of ERNIE on the shared benchmark batches, without the CLI.
 
-    python scripts/profile_step.py [--shape nano|medium] [--steps 11] [--profile] \
+    python scripts/profile_step.py [--shape nano|medium] [--steps 11] [--profile | --ops] \
         [--no-kernels] [--strided-views] [--dropout 0.1]
 
 The model is PaddleNLP's ``ErnieForSequenceClassification`` of the benchmark's shape (random
@@ -8,7 +8,8 @@ init), trained with AdamW on ``../shared/bench/common.make_batches`` (dynamic pa
 grouping), 2 math threads. By default it runs as ernie_ft's trainer does on CPU: the layers of
 ``ernie_ft.kernels`` swapped in and Paddle's strided views off; ``--no-kernels`` and
 ``--strided-views`` undo either. Prints real tokens/s over the timed steps, or with
-``--profile`` the per-operator table of ``paddle.profiler`` for 5 steps. This is how the
+``--profile`` the per-operator table of ``paddle.profiler`` for 5 steps, or with ``--ops`` each
+fused kernel of ``ernie_ft/csrc`` against the Paddle ops it replaces. This is how the
 changes in the README's benchmarks section were found and measured one by one;
 ``scripts/bench_train.py`` is the side-by-side comparison with the baselines.
 """
@@ -32,6 +33,8 @@ def main() -> None:
     p.add_argument("--no-kernels", action="store_true", help="keep Paddle's own layers")
     p.add_argument("--strided-views", action="store_true", help="leave FLAGS_use_stride_kernel on")
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--ops", action="store_true",
+                   help="instead: time each fused kernel against the Paddle ops it replaces, forward + backward")
     args = p.parse_args()
     sys.path[:0] = [BENCH, ROOT]
     import common
@@ -67,6 +70,8 @@ def main() -> None:
         optimizer.clear_grad()
         return float(loss)
 
+    if args.ops:
+        return time_ops(bench, args.dropout, args.shape)
     for batch in batches[:3]:
         step(batch)
     if args.profile:
@@ -89,6 +94,53 @@ def main() -> None:
     print(f"{args.shape}: {tokens / sum(seconds):.0f} real tokens/s, median step {1000 * np.median(seconds):.0f} ms "
           f"over {len(seconds)} steps (kernels {'off' if args.no_kernels else 'on'}, strided views "
           f"{'on' if args.strided_views else 'off'})")
+
+
+def time_ops(bench, p: float, shape: str) -> None:
+    """Forward + backward of each fused kernel and of the Paddle ops it replaces, on the tensors of
+    one benchmark batch of 32 x 112 tokens (the median padded length), median of 20 runs."""
+    import numpy as np
+    import paddle
+    import paddle.nn.functional as F
+
+    from ernie_ft import kernels
+
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6")  # keep freed blocks in the heap, as they stay within a training
+    libc.mallopt(-3, 1 << 30)  # step (M_MMAP_THRESHOLD); in a bare loop every 19 MB output would be
+    libc.mallopt(-1, 1 << 30)  # a fresh mmap whose page faults cost more than the kernels (M_TRIM_THRESHOLD)
+
+    def timed(fn, *shapes):
+        inputs = [paddle.randn(s) for s in shapes]
+        for t in inputs:
+            t.stop_gradient = False
+        seconds = []
+        for _ in range(23):
+            tic = time.perf_counter()
+            y = fn(*inputs)
+            y.backward(paddle.ones_like(y))
+            seconds.append(time.perf_counter() - tic)
+            for t in inputs:
+                t.clear_gradient(set_to_zero=False)
+        return 1000 * np.median(seconds[3:])
+
+    tokens, scores = [32, 112, bench.hidden], [32, bench.heads, 112, 112]
+    norm = paddle.nn.LayerNorm(bench.hidden)
+    cases = {
+        "softmax + dropout": (lambda x: F.dropout(F.softmax(x), p), lambda x: kernels.softmax_dropout(x, p),
+                              [scores]),
+        "GELU (+ dropout 0, as ERNIE's FFN)": (F.gelu, lambda x: kernels.gelu_dropout(x, 0.0),
+                                               [[32, 112, bench.intermediate]]),
+        "residual + dropout + LayerNorm": (lambda r, x: norm(r + F.dropout(x, p)),
+                                           lambda r, x: kernels.add_dropout_layernorm(r, x, norm, p), [tokens, tokens]),
+    }
+    print(f"{shape}, batch 32 x 112 tokens, dropout {p}, 2 threads: ms for forward + backward, median of 20\n")
+    print("| op | Paddle's kernels | fused (ernie_ft) | ratio |")
+    print("|---|---|---|---|")
+    for name, (plain, fused, shapes) in cases.items():
+        a, b = timed(plain, *shapes), timed(fused, *shapes)
+        print(f"| {name} | {a:.1f} | {b:.1f} | {a / b:.1f}x |")
 
 
 if __name__ == "__main__":
