@@ -450,8 +450,9 @@ class FastAttention(paddle.nn.MultiHeadAttention):
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
         mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
         if mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1:  # a key mask
-            if _needs_grad(q, k):  # contiguous: under recompute, Paddle 3.3 gives a PyLayer that
-                product = _MaskedScores.apply(_dense(q), _dense(k), mask)  # saved a strided view wrong values
+            if _needs_grad(q, k):  # contiguous copies: under recompute, Paddle 3.3 hands a PyLayer
+                # wrong values for a strided view it saved (the recompute test in tests/test_kernels.py)
+                product = _MaskedScores.apply(_dense(q), _dense(k), mask)
             else:
                 product = _masked_scores(q, k, mask)
         else:
@@ -472,7 +473,8 @@ class FastEncoderLayer(paddle.nn.TransformerEncoderLayer):
         if output_attentions or cache is not None or self.normalize_before or self.activation is not F.gelu \
                 or any(d.mode != "upscale_in_train" or d.axis is not None
                        for d in (self.dropout, self.dropout1, self.dropout2)):
-            return super().forward(src, src_mask, cache, output_attentions)  # PaddleNLP's signature
+            extra = (output_attentions,) if output_attentions else ()  # PaddleNLP's patched signature
+            return super().forward(src, src_mask, cache, *extra)
         attention = self.self_attn(src, src, src, _convert_attention_mask(src_mask, src.dtype))
         src = add_dropout_layernorm(src, attention, self.norm1, self.dropout1.p, self.training)
         hidden = gelu_dropout(self.linear1(src), self.dropout.p, self.training)
