@@ -63,7 +63,7 @@ _SIGNATURES = {
     "ef_gelu_dropout_fwd": [_P, _P, _I64, *_DROP, _INT],
     "ef_gelu_dropout_bwd": [_P, _P, _P, _I64, *_DROP, _INT],
     "ef_add_dropout_layernorm_fwd": [_P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _F32, *_DROP, _INT],
-    "ef_layernorm_bwd": [_P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _INT],
+    "ef_layernorm_bwd": [_P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _INT],
 }
 _state = {"lib": None, "tried": False, "threads": 1}
 
@@ -284,7 +284,9 @@ def _layernorm_backward(total, weight, mean, rstd, dy):
     dy = _dense(dy)
     dtotal = paddle.empty_like(total)
     dweight, dbias = paddle.empty_like(weight), paddle.empty_like(weight)
-    _call("ef_layernorm_bwd", total, weight, mean, rstd, dy, dtotal, dweight, dbias, mean.shape[0], total.shape[-1])
+    partial = paddle.zeros([_state["threads"] * 2 * weight.shape[0]], "float32")  # per-thread sums
+    _call("ef_layernorm_bwd", total, weight, mean, rstd, dy, dtotal, dweight, dbias, partial, mean.shape[0],
+          total.shape[-1])
     return dtotal, dweight, dbias
 
 

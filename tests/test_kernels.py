@@ -228,7 +228,8 @@ def test_fused_gelu_dropout_equals_paddles_ops(p, c_kernels):
 @pytest.mark.parametrize("p", [0.0, 0.1])
 def test_fused_residual_dropout_layernorm_equals_paddles_ops(p, c_kernels):
     rng = np.random.default_rng(13)
-    residual, x = (rng.normal(size=(2, 9, 48)) * 3 + 1).astype("float32"), rng.normal(size=(2, 9, 48)).astype("float32")
+    residual = (rng.normal(size=(2, 9, 48)) * 3 + 1).astype("float32")
+    x = rng.normal(size=(2, 9, 48)).astype("float32")
     dy = rng.normal(size=x.shape).astype("float32")
     norm = paddle.nn.LayerNorm(48, epsilon=1e-12)
     for param in norm.parameters():
@@ -239,10 +240,15 @@ def test_fused_residual_dropout_layernorm_equals_paddles_ops(p, c_kernels):
         norm.clear_gradients()
         return _run(fn, [residual, x], dy) + [norm.weight.grad.numpy(), norm.bias.grad.numpy()]
 
-    paddle.seed(8)
-    got = run(lambda r, t: add_dropout_layernorm(r, t, norm, p))
     want = run(lambda r, t: F.layer_norm(r + t * mask, 48, norm.weight, norm.bias, 1e-12))
-    _assert_same(got, want, rtol=1e-5, atol=1e-5)
+    try:
+        for threads in (1, 2, 3):  # the weight and bias gradients are summed per thread, then added
+            kernels.set_threads(threads)
+            paddle.seed(8)
+            got = run(lambda r, t: add_dropout_layernorm(r, t, norm, p))
+            _assert_same(got, want, rtol=1e-5, atol=1e-5)
+    finally:
+        kernels.set_threads(1)
 
 
 def test_dropout_mask_is_uncorrelated_and_independent_of_threads():

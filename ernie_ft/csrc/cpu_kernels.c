@@ -16,7 +16,6 @@
  */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -201,11 +200,11 @@ void ef_add_dropout_layernorm_fwd(const float *residual, const float *x, const f
   }
 }
 
-/* Gradient of layer_norm: dsum from dy, and dw, db summed over rows (per-thread partial sums,
- * added in thread order, so the result does not depend on scheduling). */
+/* Gradient of layer_norm: dsum from dy, and dw, db summed over rows. `partial` is zeroed scratch
+ * of threads * 2 * cols floats for per-thread sums, added in thread order, so the result does
+ * not depend on scheduling. */
 void ef_layernorm_bwd(const float *sum, const float *w, const float *mean, const float *rstd, const float *dy,
-                      float *dsum, float *dw, float *db, int64_t rows, int64_t cols, int threads) {
-  float *partial = calloc((size_t)threads * 2 * cols, sizeof(float));
+                      float *dsum, float *dw, float *db, float *partial, int64_t rows, int64_t cols, int threads) {
 #pragma omp parallel num_threads(threads)
   {
     int t = 0, nt = 1;
@@ -247,5 +246,4 @@ void ef_layernorm_bwd(const float *sum, const float *w, const float *mean, const
     dw[c] = sw;
     db[c] = sb;
   }
-  free(partial);
 }
