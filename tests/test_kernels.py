@@ -1,4 +1,7 @@
 """The fast CPU kernels: each computes the same function and gradients as Paddle's, and so does a swapped model."""
+import os
+import shutil
+
 import numpy as np
 import paddle
 import paddle.nn.functional as F
@@ -15,8 +18,10 @@ def c_kernels(request, monkeypatch):
     """Run a test with the compiled kernels and again with Paddle's own (no compiler)."""
     if request.param == "paddle":
         monkeypatch.setattr(kernels, "_state", {"lib": None, "tried": True, "threads": 1})
-    else:
-        assert kernels.library() is not None, "the C kernels did not build"
+    elif kernels.library() is None:
+        if not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
+            pytest.skip("no C compiler: the C kernels cannot be built here")
+        pytest.fail("a C compiler is on PATH but the C kernels did not build (see the warning)")
     return request.param
 
 
