@@ -116,6 +116,10 @@ def _build() -> ctypes.CDLL:
     return lib
 
 
+class KernelsWarning(RuntimeWarning):
+    """The fused kernels could not be built (not a UserWarning: the CLI silences those of libraries)."""
+
+
 def library():
     """The compiled C kernels, built at the first call; None where they cannot be built or are off."""
     if not _state["tried"]:
@@ -124,9 +128,10 @@ def library():
             try:
                 _state["lib"] = _build()
             except (OSError, RuntimeError) as error:
-                warnings.warn(f"ernie_ft: could not build the fused CPU kernels ({error}); softmax, GELU, "
-                              "dropout and LayerNorm run on Paddle's slower kernels. Install a C compiler "
-                              "(gcc) for them, or set ERNIE_FT_C_KERNELS=0 to silence this.", stacklevel=2)
+                warnings.warn(f"ernie_ft: could not build the fused CPU kernels ({error}); training runs "
+                              "about a quarter slower without them. They need a C compiler (cc or $CC) and a "
+                              "writable cache directory ($ERNIE_FT_CACHE, default ~/.cache/ernie_ft); "
+                              "ERNIE_FT_C_KERNELS=0 silences this.", KernelsWarning, stacklevel=2)
     return _state["lib"]
 
 

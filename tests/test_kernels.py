@@ -301,7 +301,19 @@ def test_recompute_with_the_fused_kernels_replays_the_same_dropout():
 def test_without_a_compiler_paddles_kernels_run_and_one_warning_says_why(monkeypatch):
     monkeypatch.setattr(kernels, "_state", {"lib": None, "tried": False, "threads": 1})
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    with pytest.warns(UserWarning, match="could not build the fused CPU kernels"):
+    with pytest.warns(kernels.KernelsWarning, match="could not build the fused CPU kernels"):
         assert kernels.library() is None
     x = paddle.rand([4, 6])
     np.testing.assert_allclose(softmax_dropout(x, 0.0).numpy(), F.softmax(x).numpy(), rtol=1e-6)
+
+
+def test_the_command_line_shows_the_warning_and_trains_without_a_compiler(monkeypatch, tiny_checkpoint, tmp_path):
+    from conftest import DATA
+    from ernie_ft.classify import main
+
+    monkeypatch.setattr(kernels, "_state", {"lib": None, "tried": False, "threads": 1})
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.warns(kernels.KernelsWarning, match="C compiler"):  # through the CLI's warning filters
+        assert main(["--train", str(DATA / "sentiment_train.tsv"), "--model", tiny_checkpoint, "--output",
+                     str(tmp_path / "run"), "--epochs", "1", "--max-len", "32", "--threads", "1"]) == 0
+    assert (tmp_path / "run" / "best" / "model_state.pdparams").exists()
