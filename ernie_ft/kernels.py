@@ -187,11 +187,16 @@ def _numpy_dropout(x, p: float):
     return x * (mask if x.dtype == mask.dtype else mask.astype(x.dtype))
 
 
-def _dropout(x, mask: _Dropout):
+def _elementwise(kernel: str, x, mask: _Dropout):
+    """A C kernel that maps x to an output of its shape: ef_dropout, ef_gelu_dropout_fwd."""
     x = _dense(x)
-    y = paddle.empty_like(x)
-    _call("ef_dropout", x, y, x.size, *mask.args)
-    return y
+    out = paddle.empty_like(x)
+    _call(kernel, x, out, x.size, *mask.args)
+    return out
+
+
+def _dropout(x, mask: _Dropout):
+    return _elementwise("ef_dropout", x, mask)
 
 
 class _CDropout(PyLayer):
@@ -239,19 +244,12 @@ def softmax_dropout(x, p: float, training: bool = True):
     return _SoftmaxDropout.apply(x, mask) if _needs_grad(x) else _softmax_dropout(x, mask)[1]
 
 
-def _gelu_dropout(x, mask: _Dropout):
-    x = _dense(x)
-    out = paddle.empty_like(x)
-    _call("ef_gelu_dropout_fwd", x, out, x.size, *mask.args)
-    return out
-
-
 class _GeluDropout(PyLayer):
     @staticmethod
     def forward(ctx, x, mask):
         ctx.save_for_backward(x)
         ctx.mask = mask
-        return _gelu_dropout(x, mask)
+        return _elementwise("ef_gelu_dropout_fwd", x, mask)
 
     @staticmethod
     def backward(ctx, dout):
@@ -267,7 +265,7 @@ def gelu_dropout(x, p: float, training: bool = True):
     if not _usable(x):
         return dropout(F.gelu(x), p, training)
     mask = _Dropout(p, training)
-    return _GeluDropout.apply(x, mask) if _needs_grad(x) else _gelu_dropout(x, mask)
+    return _GeluDropout.apply(x, mask) if _needs_grad(x) else _elementwise("ef_gelu_dropout_fwd", x, mask)
 
 
 def _add_dropout_layernorm(residual, x, weight, bias, epsilon, mask: _Dropout):

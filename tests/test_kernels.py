@@ -9,7 +9,7 @@ import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from ernie_ft import kernels
-from ernie_ft.kernels import (FastAttention, FastDropout, FastLayerNorm, FastLinear, SWAPS, add_dropout_layernorm,
+from ernie_ft.kernels import (FastAttention, FastLayerNorm, FastLinear, SWAPS, add_dropout_layernorm,
                              dropout, enable_fast_kernels, gelu_dropout, softmax_dropout)
 
 

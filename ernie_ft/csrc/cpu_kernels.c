@@ -123,21 +123,14 @@ void ef_softmax_dropout_bwd(const float *probs, const float *dout, float *dx, in
     const float *pr = probs + r * cols, *dr = dout + r * cols;
     float *d = dx + r * cols;
     float dot = 0.0f;
-    if (threshold) {
 #pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < cols; ++c) {
-        float g = dr[c] * keep(r * cols + c, k0, k1, threshold, scale);
-        d[c] = g;
-        dot += g * pr[c];
-      }
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) d[c] = pr[c] * (d[c] - dot);
-    } else {
-#pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < cols; ++c) dot += dr[c] * pr[c];
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) d[c] = pr[c] * (dr[c] - dot);
+    for (int64_t c = 0; c < cols; ++c) {
+      float g = dr[c] * keep(r * cols + c, k0, k1, threshold, scale);
+      d[c] = g;
+      dot += g * pr[c];
     }
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) d[c] = pr[c] * (d[c] - dot);
   }
 }
 
