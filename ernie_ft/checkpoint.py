@@ -8,6 +8,7 @@ directory first and swapped in, so an interrupted save never leaves a broken che
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -62,26 +63,30 @@ def _fresh(path: str) -> str:
     return tmp
 
 
-def save_model(path: str, model, pipeline, labels: list[str], task_name: str, run: dict,
-               state: dict | None = None) -> None:
+def save_model(path: str, model, pipeline, labels: list[str], task_name: str, run: dict, parallel=None) -> None:
     """A self-contained model directory that ``load_model`` and PaddleNLP both read.
 
-    ``state`` replaces the model's own weights (a tensor-parallel model's, gathered).
+    Every rank calls it (a tensor-parallel model's weights are gathered); the main one writes.
     """
+    state = parallel.full_state(model.state_dict()) if parallel is not None else model.state_dict()
+    if parallel is not None and not parallel.is_main:
+        return
     tmp = _fresh(path)
-    if state is None:
-        model.save_pretrained(tmp)
-    else:
-        import paddle
-
-        model.config.save_pretrained(tmp)
-        paddle.save(state, os.path.join(tmp, "model_state.pdparams"))
+    model.save_pretrained(tmp, state_dict=state)
     pipeline.save(tmp)
     with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
         json.dump(labels, f, ensure_ascii=False, indent=1)
     with open(os.path.join(tmp, RUN_FILE), "w", encoding="utf-8") as f:
         yaml.safe_dump({"task": task_name, "run": run}, f, allow_unicode=True, sort_keys=False)
     _swap_in(tmp, path)
+
+
+def load_weights(path: str, model, parallel=None) -> None:
+    """Load a model directory's weights into ``model`` (laid out like its parameters on a mesh)."""
+    import paddle
+
+    state = paddle.load(os.path.join(path, "model_state.pdparams"))
+    model.set_state_dict(parallel.shard_like(state, model) if parallel is not None else state)
 
 
 @dataclass
@@ -148,42 +153,52 @@ def _rename_optimizer_state(state: dict, names: dict) -> dict:
     return renamed
 
 
-def save_state(path: str, model, model_state: dict, optimizer_state: dict, scheduler, precision, progress: dict,
-               rng: dict) -> None:
-    """Everything ``load_state`` needs to continue training exactly where it stopped.
+def save_state(path: str, state: dict, parallel) -> None:
+    """Write a run's whole ``state`` (see ``trainer.Run.state``) and the random state to ``path``.
 
-    The states are full (gathered) tensors, so any number of processes can resume from them.
+    Every rank calls it (sharded tensors are gathered), the main one writes: full tensors, so
+    any number of processes can resume from them.
     """
     import paddle
 
+    from .runtime import rng_state
+
+    model, optimizer = state["model"], state["optimizer"]
+    model_state = parallel.full_state(model.state_dict())  # collectives on a mesh: every rank takes part
+    optimizer_state = parallel.full_state(optimizer.state_dict())
+    if not parallel.is_main:
+        return
     tmp = _fresh(path)
     paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
     to_structured = {p.name: n for n, p in model.named_parameters()}
     paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
     with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
-        pickle.dump({"scheduler": scheduler.state_dict(), "scaler": precision.state_dict(), "rng": rng}, f)
+        pickle.dump({"scheduler": state["scheduler"].state_dict(), "scaler": state["precision"].state_dict(),
+                     "rng": rng_state()}, f)
     with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
-        json.dump(progress, f, ensure_ascii=False, indent=1)
+        json.dump(dataclasses.asdict(state["progress"]), f, ensure_ascii=False, indent=1)
     _swap_in(tmp, path)
 
 
-def load_state(path: str, model, optimizer, scheduler, precision, place=None) -> tuple[dict, dict]:
-    """Restore weights, optimizer, schedule and scaler in place; return (progress, rng state).
+def load_state(path: str, state: dict, parallel) -> dict:
+    """Restore ``state``'s model, optimizer, schedule and scaler in place, and the random state;
+    returns the saved progress (a dict).
 
-    ``place(state, model)`` lays the full weights out like the model's (sharded) parameters; the
-    optimizer takes full tensors (a sharded optimizer splits its state as it creates it).
+    The full weights are laid out like the model's (sharded) parameters; the optimizer takes
+    full tensors (a sharded optimizer splits its state as it creates it).
     """
     import paddle
 
-    place = place or (lambda state, _: state)
-    model.set_state_dict(place(paddle.load(os.path.join(path, "model.pdparams")), model))
+    from .runtime import set_rng_state
+
+    model, optimizer = state["model"], state["optimizer"]
+    model.set_state_dict(parallel.shard_like(paddle.load(os.path.join(path, "model.pdparams")), model))
     to_runtime = {n: p.name for n, p in model.named_parameters()}
-    optimizer_state = _rename_optimizer_state(paddle.load(os.path.join(path, "optimizer.pdopt")), to_runtime)
-    optimizer.set_state_dict(optimizer_state)
+    optimizer.set_state_dict(_rename_optimizer_state(paddle.load(os.path.join(path, "optimizer.pdopt")), to_runtime))
     with open(os.path.join(path, "extra.pkl"), "rb") as f:
         extra = pickle.load(f)
-    scheduler.set_state_dict(extra["scheduler"])
-    precision.load_state_dict(extra["scaler"])
+    state["scheduler"].set_state_dict(extra["scheduler"])
+    state["precision"].load_state_dict(extra["scaler"])
+    set_rng_state(extra["rng"])
     with open(os.path.join(path, "trainer_state.json"), encoding="utf-8") as f:
-        progress = json.load(f)
-    return progress, extra["rng"]
+        return json.load(f)

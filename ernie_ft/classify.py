@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cli import run_cli
 from .config import DataConfig
 from .errors import UserError
 from .readers import read_examples
-from .task import label_order
+from .task import check_known_labels, label_order
 from .windows import pool_windows, windowed_inputs
 
 
@@ -19,16 +18,6 @@ def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True)
     """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt."""
     return read_examples(path, text_column=data.text_column, pair_column=data.text_pair_column,
                          label_column=data.label_column, require_label=labelled, flag=flag)
-
-
-def check_known_labels(examples: list, labels: list[str], data: DataConfig, flag: str) -> None:
-    """UserError at the first dev/test example whose label train never had (unless allowed)."""
-    known = set(labels)
-    for e in examples:
-        if e.label is not None and e.label not in known and not data.allow_new_labels:
-            raise UserError(f"{e.source}:{e.line}: label {e.label!r} ({flag}) does not occur in the training "
-                            f"data (labels: {', '.join(labels[:20])}); fix the label or pass --allow-new-labels "
-                            "to score such examples as errors")
 
 
 def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) -> list[dict]:
@@ -75,7 +64,8 @@ class Classification:
         return labels
 
     def check_labels(self, examples, labels, data, flag):
-        check_known_labels(examples, labels, data, flag)
+        check_known_labels(examples, lambda e: () if e.label is None else (e.label,), labels,
+                           data.allow_new_labels, flag)
 
     def texts(self, examples):
         return pair_texts(examples)
@@ -130,9 +120,10 @@ class Classification:
 
 
 def main(argv=None) -> int:
-    return run_cli(Classification, "python -m ernie_ft.classify",
-                   "Fine-tune ERNIE for text classification (single texts or sentence pairs).", argv,
-                   module=["ernie_ft.classify"])
+    """``python -m ernie_ft.classify``: train (the default) or predict."""
+    from .cli import run_task
+
+    return run_task("classify", list(sys.argv[1:] if argv is None else argv), "python -m ernie_ft.classify")
 
 
 if __name__ == "__main__":

@@ -1,91 +1,27 @@
-"""Command lines for every task: ``train`` (the default) and ``predict``.
+"""Every ``python -m ernie_ft`` command in one table.
 
-Flags are generated from the config dataclasses, so a new setting is one field with a
-docstring. Paddle is imported only after the arguments are parsed, so ``--help`` is instant.
+    python -m ernie_ft classify|ner|qa [train] --train FILE ...   (also python -m ernie_ft.classify ...)
+    python -m ernie_ft --task tasks/multilabel_intent.py:MultiLabelIntent --train FILE ...
+    python -m ernie_ft predict --model DIR --input FILE                (any task's checkpoint)
+    python -m ernie_ft evaluate|export|vocab ...
+
+Each command takes its arguments and returns the exit status: 0, 2 after a user error (one
+``error:`` line, no traceback), 130 on Ctrl-C. Library modules never import this one.
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import sys
 from typing import Callable, Optional
 
-from .config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe, suggest, type_name
+from . import args as parsers
 from .errors import UserError
-from .task import create_task, task_options
+from .task import BUILTIN, create_task, resolve_task
 
-
-class Parser(argparse.ArgumentParser):
-    """argparse that names the closest flag for a typo and exits with status 2."""
-
-    def error(self, message):
-        if message.startswith("unrecognized arguments:"):
-            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("-")]
-            known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
-            if flags:
-                message = f"unknown flag {flags[0]}.{suggest(flags[0].split('=')[0], known)} See --help."
-        self.print_usage(sys.stderr)
-        self.exit(2, f"error: {message}\n")
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _add_field(group, f: dataclasses.Field, doc: str) -> None:
-    default = f.default if f.default is not dataclasses.MISSING else None
-    help_text = doc + (f" (default: {default})" if default not in (None, "") else "")
-    if type_name(f) == "bool":
-        group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
-    else:
-        group.add_argument(_flag(f.name), metavar=f.name.upper(), help=help_text)
-
-
-def train_parser(prog: str, description: str, task_cls=None) -> Parser:
-    """The training command line: every config field (and task option) as a flag, all defaulting to 'not given'."""
-    parser = Parser(prog=prog, description=description, allow_abbrev=False, argument_default=argparse.SUPPRESS,
-                    usage=f"{prog} [train] --train FILE [--dev FILE] [--test FILE] --model MODEL --output DIR "
-                          f"[options]\n       {prog} predict --model DIR --input FILE [--output FILE]")
-    parser.add_argument("--config", help="YAML recipe with data:, model: and train: sections; flags override it")
-    for section, cls in SECTIONS.items():
-        group = parser.add_argument_group(f"{section} settings")
-        docs = field_docs(cls)
-        for f in dataclasses.fields(cls):
-            _add_field(group, f, docs.get(f.name, ""))
-    options = task_options(task_cls)
-    if options:
-        group = parser.add_argument_group("task settings (recipe section task:)")
-        docs = field_docs(task_cls)
-        for f in options:
-            _add_field(group, f, docs.get(f.name, ""))
-    docs = field_docs(RunConfig)
-    for name in TOP_LEVEL:
-        parser.add_argument(_flag(name), action="store_true", help=docs.get(name, ""))
-    return parser
-
-
-def predict_parser(prog: str) -> Parser:
-    parser = Parser(prog=f"{prog} predict", allow_abbrev=False,
-                    description="Predict with a trained checkpoint; writes one JSON object per input.")
-    parser.add_argument("--model", required=True, help="checkpoint directory (OUTPUT or OUTPUT/best)")
-    parser.add_argument("--input", required=True, help="TSV, CSV, JSONL, a .txt file with one text per line, or SQuAD JSON (qa)")
-    parser.add_argument("--output", help="JSONL file to write (default: standard output)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--text-column", help="column or key with the text (default as in training)")
-    parser.add_argument("--text-pair-column", help="column or key with the second text")
-    parser.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
-    parser.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
-                        help="inference: run the model exported by python -m ernie_ft.export with Paddle Inference")
-    return parser
-
-
-def parse_train_args(argv: list[str], prog: str, description: str, task_cls=None) -> RunConfig:
-    """Parse training flags (and the recipe they name) into a validated RunConfig."""
-    args = vars(train_parser(prog, description, task_cls).parse_args(argv))
-    recipe_path = args.pop("config", None)
-    recipe = load_recipe(recipe_path) if recipe_path else {}
-    return build_config(recipe, args, source=f"--config {recipe_path}" if recipe_path else "flags",
-                        task_fields=task_options(task_cls))
+TASK_DESCRIPTIONS = {
+    "classify": "Fine-tune ERNIE for text classification (single texts or sentence pairs).",
+    "ner": "Fine-tune ERNIE for named-entity recognition (CoNLL, CLUENER or span JSONL).",
+    "qa": "Fine-tune ERNIE for extractive question answering (SQuAD-style JSON or JSONL).",
+}
 
 
 def quiet_imports() -> None:
@@ -96,46 +32,10 @@ def quiet_imports() -> None:
     warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
 
 
-def run_cli(task_cls: Optional[Callable], prog: str, description: str, argv: Optional[list[str]] = None,
-            module: Optional[list[str]] = None, task_name: Optional[str] = None) -> int:
-    """Entry point shared by every task's ``python -m``: dispatch, run, and turn UserError into exit 2.
-
-    ``task_cls`` is the task's class (its dataclass fields become flags); ``task_name`` names
-    the task in checkpoints when the class does not.
-
-    ``module`` is how a launched worker process starts the same command: ``python -m`` and
-    these words (e.g. ["ernie_ft.classify"] or ["ernie_ft", "--task", "file.py:Class"]).
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    quiet_imports()
-
-    def run() -> int:
-        if argv and argv[0] == "predict":
-            from .predict import predict
-
-            predict(predict_parser(prog).parse_args(argv[1:]))
-            return 0
-        train_argv = argv[1:] if argv and argv[0] == "train" else argv
-        config = parse_train_args(train_argv, prog, description, task_cls)
-        from . import runtime
-
-        if runtime.needs_launch(config.parallel):
-            if not config.train.output:
-                raise UserError("--output is required (the directory for the model, metrics and logs)")
-            if module is None:
-                raise UserError(f"{prog} cannot start several processes; use python -m ernie_ft --task ...")
-            return runtime.launch(module[0], [*module[1:], *train_argv], config.parallel, config.train.output)
-        from .trainer import train
-
-        train(create_task(task_cls, config.task, task_name), config)
-        return 0
-
-    return run_guarded(run)
-
-
 def run_guarded(action: Callable) -> int:
     """The exit status of a command: ``action``'s if it returns an int (else 0), 2 after a UserError
     (one 'error:' line), 130 on Ctrl-C."""
+    quiet_imports()
     try:
         status = action()
         return status if isinstance(status, int) else 0
@@ -145,3 +45,124 @@ def run_guarded(action: Callable) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
+    """``train`` (the default) or ``predict`` for the task ``spec`` (a BUILTIN name or module:Class).
+
+    ``task_cls`` is the class itself when the caller has it (a task file run as a script).
+    """
+    if argv and argv[0] == "predict":
+        return predict(argv[1:], f"{prog} predict")
+    train_argv = argv[1:] if argv and argv[0] == "train" else argv
+
+    def train() -> int:
+        cls = task_cls or resolve_task(spec)
+        config = parsers.parse_train_args(train_argv, prog, TASK_DESCRIPTIONS.get(spec, f"Fine-tune ERNIE for the "
+                                                                                     f"task {spec}."), cls)
+        from . import launch
+
+        if config.parallel.gpus is not None:  # before reading any data or starting any process
+            launch.check_gpus(config.parallel.gpus)
+        if launch.needs_launch(config.parallel):
+            if not config.train.output:
+                raise UserError("--output is required (the directory for the model, metrics and logs)")
+            command = [spec] if spec in BUILTIN else ["--task", spec]
+            return launch.launch([*command, *train_argv], config.parallel, config.train.output)
+        from .trainer import train as fine_tune
+
+        fine_tune(create_task(cls, config.task, spec), config)
+        return 0
+
+    return run_guarded(train)
+
+
+def predict(argv: list[str], prog: str = "python -m ernie_ft predict") -> int:
+    options = parsers.predict_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from .predict import predict as write_predictions
+
+        write_predictions(options)
+
+    return run_guarded(run)
+
+
+def evaluate(argv: list[str], prog: str = "python -m ernie_ft evaluate") -> int:
+    options = parsers.evaluate_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from .evaluate import evaluate as score
+
+        score(options)
+
+    return run_guarded(run)
+
+
+def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
+    options = parsers.export_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from .export import export as write_export
+        from .runtime import quiet_libraries
+
+        quiet_libraries()
+        out = write_export(options.model, options.output, options.overwrite)
+        print(f"exported to {out}: python -m ernie_ft predict --engine inference --model {out} --input FILE")
+
+    return run_guarded(run)
+
+
+def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
+    options = parsers.vocab_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from .learn_vocab import learn_command
+
+        learn_command(options)
+
+    return run_guarded(run)
+
+
+# The command table: name -> (function(argv, prog) -> exit status, one line of help).
+COMMANDS: dict[str, tuple[Callable, str]] = {
+    **{name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
+       for name, description in TASK_DESCRIPTIONS.items()},
+    "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
+    "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
+    "export": (export, "Export a checkpoint for Paddle Inference."),
+    "vocab": (vocab, "Learn a vocabulary extension (jieba words + BPE) from a corpus."),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items())
+    return (f"usage: python -m ernie_ft COMMAND [options]   (python -m ernie_ft COMMAND --help for its options)\n"
+            f"       python -m ernie_ft --task module:Class|file.py:Class [train|predict] [options]\n\n"
+            f"commands:\n{rows}")
+
+
+def main(argv: Optional[list[str]] = None, prog: Optional[str] = None) -> int:
+    """``python -m ernie_ft COMMAND ...``; ``prog`` names the command in usage lines
+    (``python -m ernie_ft.classify`` when run that way)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    task_flag = next((i for i, a in enumerate(argv) if a == "--task" or a.startswith("--task=")), None)
+    if task_flag is not None and argv[0] not in COMMANDS:  # a custom task: --task SPEC anywhere
+        flag = argv.pop(task_flag)
+        spec = flag.split("=", 1)[1] if "=" in flag else (argv.pop(task_flag) if task_flag < len(argv) else "")
+        if not spec:
+            print("error: --task needs a value: a built-in name or module:Class / file.py:Class", file=sys.stderr)
+            return 2
+        return run_task(spec, argv, prog or f"python -m ernie_ft --task {spec}")
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        from .config import suggest
+
+        print(f"error: unknown command {name!r}.{suggest(name, COMMANDS)}\n\n{usage()}", file=sys.stderr)
+        return 2
+    command, _ = COMMANDS[name]
+    return command(rest, prog or f"python -m ernie_ft {name}")

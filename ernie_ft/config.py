@@ -88,6 +88,8 @@ class TrainConfig:
     """Fraction of the steps with a linear learning-rate warm-up."""
     weight_decay: float = 0.01
     """AdamW weight decay (not applied to biases and LayerNorm)."""
+    adam_epsilon: float = 1e-8
+    """AdamW's epsilon: the floor under each gradient's running RMS."""
     max_grad_norm: float = 1.0
     """Clip gradients to this global norm; 0 turns clipping off."""
     grad_accum: int = 1
@@ -123,6 +125,8 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "grad_accum", "log_steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+        if not self.adam_epsilon > 0:
+            raise UserError("--adam-epsilon must be greater than 0")
         if not 0 <= self.warmup < 1:
             raise UserError("--warmup is a fraction of the steps, between 0 and 1")
 

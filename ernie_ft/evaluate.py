@@ -5,27 +5,9 @@ precision/recall/F1) and writes pictures and a metrics file to ``--output-dir``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-
-from .cli import Parser, quiet_imports, run_guarded
-
-
-def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m ernie_ft.evaluate", description=__doc__.splitlines()[0], allow_abbrev=False)
-    p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
-    p.add_argument("--input", required=True, help="labelled TSV, CSV or JSONL file (qa: SQuAD-style JSON or JSONL)")
-    p.add_argument("--output-dir", help="where to write metrics and pictures (default: eval-<input name>/ in the "
-                                        "run's directory)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--text-column"), p.add_argument("--text-pair-column"), p.add_argument("--label-column")
-    p.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
-                   help="inference: score the model exported by python -m ernie_ft.export with Paddle Inference")
-    return p
 
 
 def evaluate(args) -> dict:
@@ -52,11 +34,7 @@ def evaluate(args) -> dict:
     return metrics
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    quiet_imports()
-    return run_guarded(lambda: evaluate(args))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from ernie_ft.cli import main
+
+    sys.exit(main(["evaluate", *sys.argv[1:]], "python -m ernie_ft.evaluate"))

@@ -11,7 +11,6 @@ import os
 import shutil
 import sys
 
-from .cli import Parser, quiet_imports, run_guarded
 from .errors import UserError
 
 PREFIX = "inference"
@@ -97,23 +96,7 @@ class InferenceModel:
         return outputs[0] if len(outputs) == 1 else outputs
 
 
-def main(argv=None) -> int:
-    p = Parser(prog="python -m ernie_ft.export", description=__doc__.splitlines()[0], allow_abbrev=False)
-    p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
-    p.add_argument("--output", required=True, help="directory for the exported model")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    args = p.parse_args(argv)
-    quiet_imports()
-
-    def run() -> None:
-        from .trainer import quiet_libraries
-
-        quiet_libraries()
-        out = export(args.model, args.output, args.overwrite)
-        print(f"exported to {out}: python -m ernie_ft predict --engine inference --model {out} --input FILE")
-
-    return run_guarded(run)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from ernie_ft.cli import main
+
+    sys.exit(main(["export", *sys.argv[1:]], "python -m ernie_ft.export"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import unicodedata
+from typing import Sequence
 
 import numpy as np
 
@@ -72,13 +73,32 @@ def display_width(text: str) -> int:
     return width
 
 
-def _pad(text: str, width: int) -> str:
+def _pad(text: str, width: int, right: bool = False) -> str:
     # str.ljust counts code points, which misaligns Chinese labels.
-    return text + " " * (width - display_width(text))
+    fill = " " * (width - display_width(text))
+    return fill + text if right else text + fill
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], footer: Sequence[Sequence[str]] = ()) -> str:
+    """Render string cells as a fixed-width table: the header, a rule, ``rows``, then a rule and ``footer``.
+
+    The first column is left-aligned, the others right-aligned to one common width, two spaces
+    apart; widths count terminal columns (``display_width``), so every line, Chinese names
+    included, has the same display width. No trailing newline.
+    """
+    table = [header, *rows, *footer]
+    name_width = max(display_width(row[0]) for row in table)
+    cell_width = max((display_width(cell) for row in table for cell in row[1:]), default=0)
+
+    def line(row: Sequence[str]) -> str:
+        return _pad(row[0], name_width) + "".join("  " + _pad(cell, cell_width, right=True) for cell in row[1:])
+
+    rule = "-" * (name_width + (len(header) - 1) * (cell_width + 2))
+    return "\n".join([line(header), rule, *map(line, rows), *([rule, *map(line, footer)] if footer else [])])
 
 
 def format_classification_report(metrics: dict) -> str:
-    """Render `classification_metrics` output as a fixed-width table.
+    """Render `classification_metrics` output as a fixed-width table (see `format_table`).
 
     In: the dict from classification_metrics. Out: lines (joined by newlines, no trailing newline)
     with one row per class, then macro avg and accuracy; every line has the same display width.
@@ -92,15 +112,7 @@ def format_classification_report(metrics: dict) -> str:
          f"{metrics['macro_f1']:.4f}", str(total)),
         ("accuracy", "", "", f"{metrics['accuracy']:.4f}", str(total)),
     ]
-    header = ("label", "precision", "recall", "f1", "support")
-    name_width = max(display_width(row[0]) for row in [header, *rows, *footer])
-    num_width = max(len(cell) for row in [header, *rows, *footer] for cell in row[1:])
-
-    def line(row: tuple) -> str:
-        return _pad(row[0], name_width) + "".join("  " + cell.rjust(num_width) for cell in row[1:])
-
-    rule = "-" * (name_width + 4 * (num_width + 2))
-    return "\n".join([line(header), rule, *map(line, rows), rule, *map(line, footer)])
+    return format_table(("label", "precision", "recall", "f1", "support"), rows, footer)
 
 
 def confusion(gold: list[str], pred: list[str], labels: list[str]) -> tuple[list[str], np.ndarray]:

@@ -1,13 +1,18 @@
-"""The ERNIE backbone with a task head: from a PaddleNLP name, a checkpoint directory or a scratch preset.
+"""The ERNIE backbone with a task head: from a PaddleNLP name, a checkpoint directory or a scratch preset,
+and its outputs over a list of features.
 
 Heads are PaddleNLP's own (sequence, token and span classification), so a checkpoint we
 write loads in plain PaddleNLP with ``ErnieFor*.from_pretrained(dir)``. Models return logits.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 
+import numpy as np
+
+from .batching import LengthGroupedSampler, collate
 from .config import DataConfig, ModelConfig, suggest
 from .errors import UserError
 from .extension import same_pieces
@@ -181,3 +186,47 @@ def check_max_len(data: DataConfig, net, spec: str) -> None:
         raise UserError(f"--max-len {data.max_len} exceeds the position limit of --model {spec} "
                         f"({limit} = max_position_embeddings); use --max-len {limit} or less, long texts "
                         f"are split into windows anyway")
+
+
+def to_tensors(batch: dict) -> dict:
+    import paddle
+
+    return {k: paddle.to_tensor(v) for k, v in batch.items()}
+
+
+def forward(model, batch: dict):
+    """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
+    import paddle
+
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                position_ids=batch.get("position_ids"))
+    return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
+
+
+def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, precision=None,
+                   head: str = "sequence", parallel=None):
+    """Model outputs for every feature, in feature order (numpy).
+
+    A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
+    with one [tokens, outputs] array per feature, cut to the feature's own length. ``parallel``
+    lays the batches out for a tensor-parallel model (whose every rank runs every batch).
+    """
+    import paddle
+
+    per_token = head != "sequence"
+    was_training = model.training
+    model.eval()
+    sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], batch_size, shuffle=False)
+    outputs = [None] * len(features)
+    with paddle.no_grad():
+        for indices in sampler.batches():
+            batch = to_tensors(collate([features[i] for i in indices], pad_id, head == "token"))
+            if parallel is not None:
+                batch = parallel.distribute(batch, split=False)
+            with precision.autocast() if precision else contextlib.nullcontext():
+                logits = forward(model, batch)
+            logits = (parallel.dense(logits) if parallel is not None else logits).astype("float32").numpy()
+            for row, i in enumerate(indices):
+                outputs[i] = logits[row, :len(features[i]["input_ids"])] if per_token else logits[row]
+    model.train(was_training)
+    return outputs if per_token or not outputs else np.stack(outputs)

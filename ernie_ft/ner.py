@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cli import run_cli
 from .errors import UserError
 from .ner_formats import FORMATS, OVERLAPPING, check_choice, parse_tag, read_ner, tags_to_spans
-from .windows import pack_inputs, window_spans
+from .task import check_known_labels
+from .windows import pack_inputs, window_owner, window_spans
 
 _CONTINUATION: dict = {}
 
@@ -71,21 +71,20 @@ def units_to_spans(tags: list[str], units) -> tuple[list[tuple[int, int, str]], 
 def stitch(logits: list, features: list[dict], n_docs: int) -> list[np.ndarray]:
     """One logits row per token of each document, taken from the window in which that token lies
     farthest from an edge that cuts the text (the text's own start and end are not such edges)."""
-    length = [0] * n_docs
-    for f in features:
-        length[f["doc"]] = max(length[f["doc"]], f["_window"][1])
+    by_doc: list[list[int]] = [[] for _ in range(n_docs)]
+    for i, f in enumerate(features):
+        by_doc[f["doc"]].append(i)
     width = logits[0].shape[-1]
-    rows = [np.zeros((n, width), dtype="float32") for n in length]
-    margin = [np.full(n, -1.0) for n in length]
-    for f, window_logits in zip(features, logits):
-        doc, (start, end) = f["doc"], f["_window"]
-        position = np.arange(start, end)
-        left = position - start if start > 0 else np.full(len(position), np.inf)
-        right = end - 1 - position if end < length[doc] else np.full(len(position), np.inf)
-        distance = np.minimum(left, right)
-        better = distance > margin[doc][start:end]
-        rows[doc][position[better]] = window_logits[1:1 + end - start][better]  # row 0 is [CLS]
-        margin[doc][position[better]] = distance[better]
+    rows = []
+    for indices in by_doc:
+        windows = [features[i]["_window"] for i in indices]
+        n_tokens = max((end for _, end in windows), default=0)
+        owner = window_owner(windows, n_tokens, open_ends=True)
+        doc_rows = np.zeros((n_tokens, width), dtype="float32")
+        for k, (i, (start, end)) in enumerate(zip(indices, windows)):
+            mine = owner[start:end] == k
+            doc_rows[start:end][mine] = logits[i][1:1 + end - start][mine]  # row 0 is [CLS]
+        rows.append(doc_rows)
     return rows
 
 
@@ -138,19 +137,15 @@ def entity_errors(text: str, gold, predicted) -> list[tuple[str, str]]:
 
 
 def format_entity_table(metrics: dict) -> str:
-    """Per-type precision/recall/F1 table with a micro-average row."""
-    from .metrics import display_width
+    """Per-type precision/recall/F1 table with a micro-average row (see ``metrics.format_table``)."""
+    from .metrics import format_table
 
-    rows = [(t, m) for t, m in metrics["per_type"].items()] + [("micro avg", metrics)]
-    width = max(display_width(name) for name, _ in rows + [("type", None)])
-    line = lambda cells: "  ".join(cells)  # noqa: E731
-    pad = lambda name: name + " " * (width - display_width(name))  # noqa: E731
-    out = [line([pad("type"), "precision", "   recall", "       f1", "    gold", "predicted"])]
-    for name, m in rows:
-        out.append(line([pad(name), f"{m['precision']:9.4f}", f"{m['recall']:9.4f}", f"{m['f1']:9.4f}",
-                         f"{m['support']:8d}", f"{m['predicted']:9d}"]))
-    out.insert(len(out) - 1, "-" * len(out[0]))
-    return "\n".join(out)
+    def cells(name: str, m: dict) -> tuple:
+        return (name, f"{m['precision']:.4f}", f"{m['recall']:.4f}", f"{m['f1']:.4f}", str(m["support"]),
+                str(m["predicted"]))
+
+    return format_table(("type", "precision", "recall", "f1", "gold", "predicted"),
+                        [cells(t, m) for t, m in metrics["per_type"].items()], [cells("micro avg", metrics)])
 
 
 @dataclass
@@ -196,13 +191,8 @@ class NER:
         return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
 
     def check_labels(self, examples, labels, data, flag):
-        known = set(entity_types(labels))
-        for e in examples:
-            unknown = sorted({t for *_, t in e.entities} - known)
-            if unknown and not data.allow_new_labels:
-                raise UserError(f"{e.source}:{e.line}: entity type {unknown[0]!r} ({flag}) does not occur in the "
-                                f"training data (types: {', '.join(sorted(known))}); fix it or pass "
-                                "--allow-new-labels to score such entities as missed")
+        check_known_labels(examples, lambda e: [t for *_, t in e.entities], entity_types(labels),
+                           data.allow_new_labels, flag, "entity type")
 
     def texts(self, examples):
         return [e.text for e in examples]
@@ -304,9 +294,10 @@ class NER:
 
 
 def main(argv=None) -> int:
-    return run_cli(NER, "python -m ernie_ft.ner",
-                   "Fine-tune ERNIE for named-entity recognition (CoNLL, CLUENER or span JSONL files).", argv,
-                   module=["ernie_ft.ner"])
+    """``python -m ernie_ft.ner``: train (the default) or predict."""
+    from .cli import run_task
+
+    return run_task("ner", list(sys.argv[1:] if argv is None else argv), "python -m ernie_ft.ner")
 
 
 if __name__ == "__main__":

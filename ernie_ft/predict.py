@@ -8,15 +8,16 @@ from . import checkpoint, kernels, runtime
 from .config import DataConfig
 from .dataset import featurize
 from .errors import UserError
-from .trainer import compute_logits, quiet_libraries
+from .modeling import compute_logits
+from .readers import TrainedColumn
 
 
 def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph"):
-    """(Loaded checkpoint, DataConfig) with the training-time data settings and ``overrides`` on top.
+    """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
     ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference.
     """
-    quiet_libraries()
+    runtime.quiet_libraries()
     device = runtime.select_device(device)
     runtime.set_threads(0)
     loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph")
@@ -28,10 +29,24 @@ def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str
         raise UserError(f"--engine must be dygraph or inference, not {engine!r}")
     else:
         kernels.enable_fast_kernels(loaded.model)
-    settings = dict(loaded.run["data"])
+    return loaded, inference_data(loaded.run["data"], overrides)
+
+
+def inference_data(trained: dict, overrides: dict) -> DataConfig:
+    """The DataConfig for prediction or evaluation inputs: the training run's data settings
+    (``trained``), then the non-None ``overrides`` (flags given now), without the training files.
+
+    The training file's column names describe that file, so they become ``TrainedColumn``s: an
+    input is read with them only where they fit it (a .txt is one text per line), while a column
+    flag given now must be found.
+    """
+    settings = dict(trained)
+    for key in ("text_column", "text_pair_column", "label_column"):
+        if settings.get(key) is not None:
+            settings[key] = TrainedColumn(settings[key])
     settings.update({k: v for k, v in overrides.items() if v is not None})
     settings.update(train=None, dev=None, test=None)
-    return loaded, DataConfig(**settings)
+    return DataConfig(**settings)
 
 
 def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool, batch_size: int):

@@ -16,11 +16,10 @@ from typing import Optional
 
 import numpy as np
 
-from .cli import run_cli
 from .errors import UserError
 from .qa_formats import read_qa
 from .qa_metrics import METRIC_NAMES, METRICS, qa_scores
-from .windows import pack_inputs, window_spans
+from .windows import pack_inputs, window_owner, window_spans
 
 NO_ANSWER = "no_answer"
 
@@ -43,31 +42,16 @@ def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int, boo
     return first, last, bool(offsets[first, 0] == start and offsets[last, 1] == end)
 
 
-def max_context_owner(windows: list[tuple[int, int]], n_tokens: int) -> np.ndarray:
-    """For each context token, the window where it has the most context on both sides.
-
-    BERT's ``_check_is_max_context``: score min(tokens left, tokens right) + 0.01 x window length;
-    ties go to the earlier window.
-    """
-    owner = np.full(n_tokens, -1)
-    best = np.full(n_tokens, -np.inf)
-    for k, (s, e) in enumerate(windows):
-        position = np.arange(s, e)
-        score = np.minimum(position - s, e - 1 - position) + 0.01 * (e - s)
-        better = score > best[s:e]
-        owner[s:e][better], best[s:e][better] = k, score[better]
-    return owner
-
-
 def stitch(indices: list[int], features: list[dict], logits: list) -> tuple:
     """One question's windows joined over its context tokens: (start logits, end logits, char offsets, owner).
 
-    Each token's logits come from its max-context window (``owner``), so a span may start in one
+    Each token's logits come from its max-context window (``owner``, BERT's rule: min(tokens left,
+    tokens right) + 0.01 x window length, ties to the earlier window), so a span may start in one
     window and end in the next.
     """
     windows = [features[i]["_window"] for i in indices]
     n_tokens = max((e for _, e in windows), default=0)
-    owner = max_context_owner(windows, n_tokens)
+    owner = window_owner(windows, n_tokens, length_bonus=0.01)
     start, end = np.full(n_tokens, -np.inf), np.full(n_tokens, -np.inf)
     offsets = np.zeros((n_tokens, 2), dtype=np.int64)
     for k, i in enumerate(indices):
@@ -291,9 +275,10 @@ class QA:
 
 
 def main(argv=None) -> int:
-    return run_cli(QA, "python -m ernie_ft.qa",
-                   "Fine-tune ERNIE for extractive question answering (SQuAD-style JSON or JSONL).", argv,
-                   module=["ernie_ft.qa"])
+    """``python -m ernie_ft.qa``: train (the default) or predict."""
+    from .cli import run_task
+
+    return run_task("qa", list(sys.argv[1:] if argv is None else argv), "python -m ernie_ft.qa")
 
 
 if __name__ == "__main__":

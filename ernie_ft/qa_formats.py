@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 
 from .errors import UserError
-from .readers import read_text_file
+from .readers import parse_jsonl, read_text_file
 
 
 @dataclass(frozen=True)
@@ -127,24 +127,14 @@ def _records(path: str, flag: str):
 
 
 def _json_lines(path: str, flag: str, text: str, first_error: json.JSONDecodeError):
-    records = []
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            if not records:  # not JSON Lines after all: report where the one JSON value went wrong
-                e = first_error
-                raise UserError(f"{flag}: {path}:{e.lineno}:{e.colno}: invalid JSON (extra data after the "
-                                "first value); a SQuAD file is one object, JSON Lines one object per line") from None
-            raise UserError(f"{flag}: {path}:{n}:{e.colno}: invalid JSON ({e.msg}); each line must be one "
-                            'complete object {"id", "context", "question", "answers"}') from None
-        if not isinstance(record, dict):
-            raise UserError(f"{flag}: {path}:{n}: expected a JSON object, found "
-                            f"{json.dumps(record, ensure_ascii=False)[:40]}")
-        records.append((f"{path}:{n}", record))
-    return records
+    lines = text.split("\n")
+    try:
+        json.loads(next(line for line in lines if line.strip()))
+    except json.JSONDecodeError:  # not JSON Lines after all: report where the one JSON value went wrong
+        raise UserError(f"{flag}: {path}:{first_error.lineno}:{first_error.colno}: invalid JSON (extra data after "
+                        "the first value); a SQuAD file is one object, JSON Lines one object per line") from None
+    _, records = parse_jsonl(f"{flag}: {path}", path, lines, '{"id", "context", "question", "answers"}')
+    return [(f"{path}:{n}", record) for n, record in records]
 
 
 def _squad(path: str, flag: str, document: dict):

@@ -26,6 +26,14 @@ _FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
 _COMMON_HANZI = set("的是不了在人有我他这這个個们們中大上来來好也就都很说說会會没沒")
 
 
+class TrainedColumn(str):
+    """A column setting saved by the training run, given to ``read_examples`` at prediction time.
+
+    It fits the training file, not necessarily this one: it names the column only in a file
+    that has it (see ``read_examples``), where a plain string must be found.
+    """
+
+
 @dataclass(frozen=True)
 class Example:
     """One text (or text pair) with its label, and where it came from for later error messages."""
@@ -47,7 +55,8 @@ def read_text_file(path: str, flag: str = "--train") -> str:
     if not os.path.exists(path):
         raise UserError(f"{where} not found; check the path (relative paths start at {os.getcwd()})")
     if os.path.isdir(path):
-        raise UserError(f"{where} is a directory; give the path of a data file inside it")
+        raise UserError(f"{where} is a directory; give the path of a data file inside it (a directory "
+                        "is read only when datasets' save_to_disk wrote it)")
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -99,7 +108,8 @@ def read_records(path: str, flag: str = "--train", *, header_names: Iterable[str
     else CSV). A .txt file is one text per line (column "text") unless its first line holds a
     tab, then TSV. A TSV/CSV first row is a header when it holds a KNOWN_COLUMNS name or one of
     `header_names`; otherwise columns are named "0", "1", ... JSONL columns are the first
-    record's keys. Blank lines are skipped; line numbers are 1-based record starts.
+    record's keys. Blank lines are skipped; line numbers are 1-based record starts. A directory
+    written by ``datasets``' ``save_to_disk`` is read with ``datasets`` (line numbers are row numbers).
     """
     columns, rows, _ = _parse(path, flag, header_names)
     return columns, rows
@@ -107,8 +117,10 @@ def read_records(path: str, flag: str = "--train", *, header_names: Iterable[str
 
 def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
     """read_records plus the layout: "header", "positional" (no header line) or "lines" (.txt)."""
-    text = read_text_file(path, flag)
     where = f"{flag}: {path}"
+    if os.path.isdir(path) and _is_saved_dataset(path):
+        return (*_saved_dataset(where, path), "header")
+    text = read_text_file(path, flag)
     lines = text.split("\n")  # not splitlines(): that also splits on \x1c, \u2028 and lone \r
     first = next(line for line in lines if line.strip())
     fmt = _FORMATS.get(os.path.splitext(path)[1].lower())
@@ -124,6 +136,28 @@ def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
     rows = ([(n, s.split("\t")) for n, s in enumerate(lines, 1) if s.strip()] if fmt == "tsv"
             else _csv_rows(where, text))
     return _name_fields(where, fmt, rows, header_names)
+
+
+def _is_saved_dataset(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, name)) for name in ("state.json", "dataset_dict.json"))
+
+
+def _saved_dataset(where: str, path: str) -> tuple[list[str], list[tuple[int, dict]]]:
+    """(columns, [(row number, record), ...]) of a directory written by ``datasets``' ``save_to_disk``."""
+    import datasets
+
+    if os.path.isfile(os.path.join(path, "dataset_dict.json")):
+        splits = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
+        raise UserError(f"{where} holds the splits {', '.join(splits)} of a datasets DatasetDict; give one "
+                        f"split's directory, e.g. {os.path.join(path, splits[0] if splits else 'train')}")
+    try:
+        dataset = datasets.load_from_disk(path, keep_in_memory=False)
+    except Exception as e:  # datasets raises many kinds; all mean the directory is not a readable dataset
+        raise UserError(f"{where} looks like a directory written by datasets' save_to_disk but cannot be "
+                        f"loaded ({type(e).__name__}: {e}); write it again with Dataset.save_to_disk") from None
+    if len(dataset) == 0:
+        raise UserError(f"{where} is an empty dataset; it needs at least one row")
+    return list(dataset.column_names), list(enumerate(dataset.to_list(), 1))
 
 
 def _csv_rows(where: str, text: str) -> list[tuple[int, list[str]]]:
@@ -169,7 +203,13 @@ def _field_count_message(where, fmt, n, fields, columns, headerless, first_line)
     return f"{where}:{n}: expected {len(columns)} fields {shape}, found {len(fields)}; {hint}"
 
 
-def parse_jsonl(where: str, path: str, lines: list[str]):
+def parse_jsonl(where: str, path: str, lines: list[str], record: str = '{"text": "...", "label": "..."}'):
+    """Return (first record's keys, [(line_number, object), ...]) for the JSON Lines in `lines`.
+
+    `where` ("FLAG: PATH") starts every message; `record` shows what one line should hold. Blank
+    lines are skipped; pretty-printed JSON or an array, a line that is not valid JSON or not an
+    object raise UserError with the line (and column), saying how to fix it.
+    """
     records = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -180,14 +220,14 @@ def parse_jsonl(where: str, path: str, lines: list[str]):
             raise UserError(f"{where}:{n}: this is pretty-printed JSON or a JSON array; ernie_ft reads JSON "
                             f"Lines, one object per line. Convert with: jq -c {query} {_quote(path)} > {out}")
         try:
-            record = json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as e:
             raise UserError(f"{where}:{n}:{e.colno}: invalid JSON ({e.msg}); each line must be one "
-                            'complete object such as {"text": "...", "label": "..."}') from None
-        if not isinstance(record, dict):
-            raise UserError(f'{where}:{n}: expected a JSON object {{"text": ..., "label": ...}}, '
-                            f"found {json.dumps(record, ensure_ascii=False)[:40]}")
-        records.append((n, record))
+                            f"complete object such as {record}") from None
+        if not isinstance(value, dict):
+            raise UserError(f"{where}:{n}: expected a JSON object such as {record}, "
+                            f"found {json.dumps(value, ensure_ascii=False)[:40]}")
+        records.append((n, value))
     return list(records[0][1]), records
 
 
@@ -202,10 +242,17 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
     and the rest are text then pair; with require_label=False it is text[, pair]. Labels come back
     as stripped strings (JSON 1 and 1.0 -> "1", true -> "true", a list -> items joined by ","),
     or None when not required and absent. Any problem raises UserError with the line.
+
+    A column given as ``TrainedColumn`` (prediction reusing the training run's settings) applies
+    only where it fits: a name in a file with such a column, positions in a headerless file that
+    has all of them, never in a .txt file; elsewhere the defaults apply.
     """
     named = [c for c in (text_column, pair_column, label_column) if c and not str(c).isdigit()]
     columns, rows, layout = _parse(path, flag, named)
     where = f"{flag}: {path}"
+    given = (text_column, pair_column, label_column)
+    text_column, pair_column, label_column = _fitting(given, columns, layout)
+    text_note, label_note = _unfit_note(given[0], text_column), _unfit_note(given[2], label_column)
     headerless = layout == "positional"
     if layout == "lines" and require_label:
         raise UserError(f"{where} is plain text (one text per line, no labels) but labels are needed "
@@ -227,11 +274,11 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
         if pair_column is None:
             pair = next((lowered[c] for c in PAIR_COLUMNS if c in lowered), None)
         if text is None:
-            raise UserError(f"{where} has no text column; columns found: {', '.join(columns)}. "
-                            "Name the text column with --text-column")
+            raise UserError(f"{where} has no text column{text_note}; columns found: "
+                            f"{', '.join(columns)}. Name the text column with --text-column")
         if label is None and require_label:
-            raise UserError(f'{where} has no "{label_column}" column; columns found: '
-                            f"{', '.join(columns)}. Name the label column with --label-column")
+            raise UserError(f'{where} has no "{label_column}" column{label_note}; columns '
+                            f"found: {', '.join(columns)}. Name the label column with --label-column")
     examples = []
     for n, record in rows:
         values = [_text(where, n, record, column) for column in (text, pair) if column is not None]
@@ -241,6 +288,31 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
         pair_value = values[1] if pair is not None else None
         examples.append(Example(values[0], pair_value, label_value or None, n, path))
     return examples
+
+
+def _fitting(given: tuple, columns: list[str], layout: str) -> tuple:
+    """``given`` with every TrainedColumn that does not fit this file replaced by None (the default)."""
+    lowered = {c.lower() for c in columns}
+    positions = [c for c in given if isinstance(c, TrainedColumn) and c.isdigit()]
+    # Positions describe the training file's layout: they carry over to a headerless file with all
+    # of them (one without the label column would shift its text into the label's place).
+    positions_fit = layout == "positional" and all(int(c) < len(columns) for c in positions)
+
+    def fit(column):
+        if not isinstance(column, TrainedColumn):
+            return column
+        if column.isdigit():
+            return str(column) if positions_fit else None
+        return str(column) if layout == "header" and column.lower() in lowered else None
+
+    return tuple(fit(column) for column in given)
+
+
+def _unfit_note(given: str | None, fitted: str | None) -> str:
+    """For messages: the training run's column this file lacks, when the default looked for instead is another."""
+    if given is None or fitted is not None or given.lower() == "label":
+        return ""
+    return f' (the model was trained on column "{given}")'
 
 
 def _column(where, columns, given, option, headerless, must_exist=True) -> str | None:

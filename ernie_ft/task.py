@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import DataConfig
 from .errors import UserError
@@ -123,3 +123,24 @@ def label_order(values: Sequence[Any]) -> list[str]:
     if all(v.lstrip("-").isdigit() for v in unique):
         return sorted(unique, key=int)
     return sorted(unique)
+
+
+def check_known_labels(examples: Sequence, labels_of: Callable[[Any], Iterable[str]], known: Sequence[str],
+                       allow_new: bool, flag: str, noun: str = "label") -> None:
+    """Raise UserError at the first example whose labels include one outside ``known``, unless ``allow_new``.
+
+    ``labels_of(example)`` gives one example's labels (empty when it has none); examples carry
+    ``source`` and ``line`` for the message. ``flag`` is the file's flag (--dev, --test, --input)
+    and ``noun`` what a label is called ("label", "entity type", "intent"). With ``allow_new`` the
+    task scores such labels as errors.
+    """
+    if allow_new:
+        return
+    allowed = set(known)
+    for example in examples:
+        unknown = sorted(set(labels_of(example)) - allowed)
+        if unknown:
+            shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+            raise UserError(f"{example.source}:{example.line}: {noun} {unknown[0]!r} ({flag}) does not occur in the "
+                            f"training data ({noun}s: {shown}); fix it or pass --allow-new-labels to score such "
+                            f"{noun}s as errors")

@@ -24,6 +24,32 @@ def window_spans(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]
         start += step
 
 
+def window_owner(windows: list[tuple[int, int]], n_tokens: int, *, open_ends: bool = False,
+                 length_bonus: float = 0.0) -> np.ndarray:
+    """For each of ``n_tokens`` token positions, the index into ``windows`` of the window that owns it.
+
+    Of the windows [start, end) covering a token, the owner is the one where the token has most
+    context: min(tokens before it, tokens after it) in the window, plus ``length_bonus`` x the
+    window's length; ties go to the earlier window, and a token no window covers gets -1. With
+    ``open_ends`` a window edge at the text's own start or end (0 or ``n_tokens``) cuts nothing,
+    so it counts as unlimited context. BERT's max-context rule is ``length_bonus=0.01``; on the
+    windows of ``window_spans`` it and ``open_ends`` choose the same owners.
+    """
+    owner = np.full(n_tokens, -1)
+    best = np.full(n_tokens, -np.inf)
+    for k, (start, end) in enumerate(windows):
+        position = np.arange(start, end)
+        left, right = (position - start).astype(float), (end - 1 - position).astype(float)
+        if open_ends and start == 0:
+            left[:] = np.inf
+        if open_ends and end >= n_tokens:
+            right[:] = np.inf
+        score = np.minimum(left, right) + length_bonus * (end - start)
+        better = score > best[start:end]
+        owner[start:end][better], best[start:end][better] = k, score[better]
+    return owner
+
+
 def pack_inputs(first: list[int], second: list[int] | None, cls_id: int, sep_id: int) -> tuple[list[int], list[int]]:
     """[CLS] first [SEP] (second [SEP]) as (input_ids, token_type_ids)."""
     ids = [cls_id, *first, sep_id]

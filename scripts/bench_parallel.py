@@ -4,7 +4,7 @@
 
 Runs the same synthetic batches as ``../shared/bench`` (its ``common.make_batches``: the
 review-corpus length distribution, global batch 32, max length 128, length grouping,
-dynamic padding, dropout 0.1, fp32) through ernie_ft's own pieces (``runtime.Parallel``,
+dynamic padding, dropout 0.1, fp32) through ernie_ft's own pieces (``parallel.Parallel``,
 ``trainer.forward``, ``trainer.build_optimizer``) in these modes, all at the same global
 batch:
 
@@ -59,10 +59,12 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
 
     from ernie_ft import runtime
     from ernie_ft.config import TrainConfig
-    from ernie_ft.trainer import build_optimizer, forward
+    from ernie_ft.modeling import forward
+    from ernie_ft.parallel import Parallel
+    from ernie_ft.trainer import build_optimizer
 
     common, args = bench_args(shape, steps, warmup)
-    parallel = runtime.Parallel(tensor_parallel)
+    parallel = Parallel(tensor_parallel)
     runtime.set_threads(threads)
     paddle.seed(args.seed)
     config = ErnieConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
@@ -70,15 +72,13 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
                          max_position_embeddings=common.MAX_POSITIONS, type_vocab_size=common.TYPE_VOCAB,
                          use_task_id=False, num_labels=common.NUM_LABELS, hidden_dropout_prob=args.dropout,
                          attention_probs_dropout_prob=args.dropout)
-    net = parallel.shard(ErnieForSequenceClassification(config))
-    optimizer, _ = build_optimizer(net, TrainConfig(lr=args.lr, warmup=0.0, max_grad_norm=0), steps + warmup,
-                                   args.lr)
-    optimizer = parallel.wrap_optimizer(optimizer)
-    model = parallel.wrap(net)
+    model, optimizer = parallel.prepare(ErnieForSequenceClassification(config), lambda net: build_optimizer(
+        net, TrainConfig(lr=args.lr, max_grad_norm=0), args.lr))
+    net = parallel.unwrap(model)
     times = []
     for i, batch in enumerate(common.make_batches(args)):
         rows = slice(None)
-        if not parallel.sharded and parallel.size > 1:  # data parallel: this rank's slice of the global batch
+        if parallel.data_rank is not None and parallel.size > 1:  # data parallel: this rank's slice of the global batch
             share = len(batch["labels"]) // parallel.size
             rows = slice(parallel.rank * share, (parallel.rank + 1) * share)
         ids = batch["input_ids"][rows]

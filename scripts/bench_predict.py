@@ -10,7 +10,7 @@ shape is saved as a checkpoint, exported with ``python -m ernie_ft.export``'s co
 
 - PaddleNLP dygraph: the same model as built, under Paddle's default settings (no ernie_ft kernels)
 - dygraph: the checkpoint loaded as ``predict`` loads it (CPU kernels of ``ernie_ft.kernels``),
-  through ``trainer.compute_logits``
+  through ``modeling.compute_logits``
 - inference: the same function on the exported model through Paddle Inference (oneDNN)
 - hf-torch: ``transformers.BertForSequenceClassification`` of the same shape under
   ``torch.no_grad()`` on exactly the same padded batches, in the interpreter given by
@@ -101,7 +101,8 @@ def main() -> None:
     from ernie_ft.export import InferenceModel, export
     from ernie_ft.predict import load_for_inference
     from ernie_ft.readers import Example
-    from ernie_ft.trainer import compute_logits, quiet_libraries
+    from ernie_ft.modeling import compute_logits
+    from ernie_ft.runtime import quiet_libraries
 
     quiet_libraries()
     runtime.set_threads(args.threads)

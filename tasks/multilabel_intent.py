@@ -16,9 +16,9 @@ from typing import Optional
 import numpy as np
 
 from ernie_ft.classify import text_windows
-from ernie_ft.cli import run_cli
 from ernie_ft.errors import UserError
 from ernie_ft.readers import read_records
+from ernie_ft.task import check_known_labels
 from ernie_ft.windows import pool_windows
 
 
@@ -55,10 +55,7 @@ class MultiLabelIntent:
         return sorted({label for e in train for label in e.labels})
 
     def check_labels(self, examples, labels, data, flag):
-        for e in examples:
-            unknown = set(e.labels) - set(labels)
-            if unknown and not data.allow_new_labels:
-                raise UserError(f"{e.source}:{e.line}: intent {sorted(unknown)[0]!r} does not occur in --train")
+        check_known_labels(examples, lambda e: e.labels, labels, data.allow_new_labels, flag, "intent")
 
     def texts(self, examples):
         return [e.text for e in examples]
@@ -95,5 +92,6 @@ class MultiLabelIntent:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(MultiLabelIntent, "python tasks/multilabel_intent.py", "Multi-label intent detection.",
-                     module=["ernie_ft", "--task", MultiLabelIntent.name]))
+    from ernie_ft.cli import run_task
+
+    sys.exit(run_task(MultiLabelIntent.name, sys.argv[1:], "python tasks/multilabel_intent.py", MultiLabelIntent))

@@ -62,7 +62,7 @@ def test_predict_writes_one_record_per_input_with_probabilities(trained, tmp_pat
 
 
 def test_evaluate_reproduces_the_test_metrics_and_draws_the_confusion_matrix(trained, tmp_path, capsys):
-    from ernie_ft.evaluate import main as evaluate
+    from ernie_ft.cli import evaluate
 
     metrics = json.loads((trained / "metrics.json").read_text(encoding="utf-8"))["test"]
     for source in (TEST_CSV, TEST_JSONL):  # same examples in two formats
@@ -128,7 +128,7 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
 
 
 def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp_path):
-    from ernie_ft.export import main as export_main
+    from ernie_ft.cli import export as export_main
 
     exported = tmp_path / "exported"
     assert export_main(["--model", str(trained), "--output", str(exported)]) == 0

@@ -4,7 +4,7 @@ import sys
 import pytest
 import yaml
 
-from ernie_ft.cli import parse_train_args
+from ernie_ft.args import parse_train_args
 from ernie_ft.config import build_config
 from ernie_ft.errors import UserError
 

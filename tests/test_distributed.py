@@ -12,11 +12,13 @@ import paddle
 import pytest
 
 from conftest import DATA, ROOT
+from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, step_gradients
 from ernie_ft.config import ParallelConfig
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
 COMMON = ["--train", TRAIN, "--dev", DEV, "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48",
-          "--dropout", "0", "--threads", "1", "--seed", "7", "--warmup", "0", "--eval-steps", "3"]
+          "--dropout", "0", "--threads", "1", "--seed", "7", "--warmup", "0", "--eval-steps", "3",
+          "--adam-epsilon", str(ADAM_EPSILON)]
 
 
 def run(out, *extra, check=True):
@@ -55,12 +57,18 @@ def halfway(tmp_path_factory):
     return out
 
 
+def test_data_parallel_step_equals_one_process_on_the_same_global_batch(tmp_path):
+    one, dp = step_gradients(tmp_path, "classify", TRAIN, 8, 48, 7)  # global batch 8: 4 per replica
+    assert_same_gradients(one, dp)
+
+
 def test_two_processes_equal_one_process_with_the_same_global_batch(reference, tmp_path):
     run(tmp_path / "dp", "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6")  # linear
-    assert_same_weights(weights(reference), weights(tmp_path / "dp"), atol=2e-5)
+    drift = adam_drift(6, 2e-3)
+    assert_same_weights(weights(reference), weights(tmp_path / "dp"), atol=drift)
     run(tmp_path / "unscaled", "--batch-size", "8", "--lr", "1e-3", "--stop-after-steps", "6")
     unscaled = weights(tmp_path / "unscaled")  # the comparison can fail: lr 1e-3 unscaled differs
-    assert any(not np.allclose(unscaled[n], v, atol=2e-5) for n, v in weights(reference).items())
+    assert sum(not np.allclose(unscaled[n], v, rtol=0, atol=drift) for n, v in weights(reference).items()) > 30
     logs = tmp_path / "dp" / "logs"
     assert (logs / "workerlog.0").is_file() and (logs / "workerlog.1").is_file()
     assert "lr 0.002 (--lr 0.001 scaled linear)" in (logs / "workerlog.0").read_text()
@@ -99,9 +107,9 @@ def test_tensor_parallel_training_saves_a_checkpoint_that_predicts_single_proces
     out = tmp_path / "tp"
     run(out, "--batch-size", "8", "--lr", "2e-3", "--nproc", "2", "--tensor-parallel", "2", "--stop-after-steps", "6")
     assert "mesh 1 data-parallel x 2 tensor-parallel" in (out / "logs" / "workerlog.0").read_text()
-    assert_same_weights(weights(reference), weights(out), atol=1e-4)
+    assert_same_weights(weights(reference), weights(out), atol=adam_drift(6, 2e-3))
     assert_same_weights(weights(reference, "best/model_state.pdparams"), weights(out, "best/model_state.pdparams"),
-                        atol=1e-4)
+                        atol=adam_drift(6, 2e-3))
     predictions = []
     for model in (reference, out):  # both best checkpoints, loaded in one plain process
         pred = tmp_path / f"{model.parent.name}.jsonl"
@@ -118,7 +126,7 @@ def test_resume_with_two_data_parallel_processes(reference, halfway, tmp_path):
     shutil.copytree(halfway, out)
     run(out, "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6", "--resume")
     assert "resumed at step 3" in (out / "logs" / "workerlog.0").read_text()
-    assert_same_weights(weights(reference), weights(out), atol=2e-5)
+    assert_same_weights(weights(reference), weights(out), atol=adam_drift(3, 2e-3))  # steps 1-3 were one process's
 
 
 def test_a_two_by_two_mesh_resumes_and_saves(reference, halfway, tmp_path):
@@ -128,7 +136,7 @@ def test_a_two_by_two_mesh_resumes_and_saves(reference, halfway, tmp_path):
         "--stop-after-steps", "6", "--resume")
     log = (out / "logs" / "workerlog.0").read_text()
     assert "mesh 2 data-parallel x 2 tensor-parallel" in log and "resumed at step 3" in log
-    assert_same_weights(weights(reference), weights(out), atol=1e-4)
+    assert_same_weights(weights(reference), weights(out), atol=adam_drift(3, 2e-3))  # steps 1-3 were one process's
 
 
 def test_resume_refuses_a_different_global_batch(halfway, tmp_path):

@@ -11,7 +11,8 @@ from ernie_ft.errors import UserError
 from ernie_ft.extension import CJK_WORD, learn, write
 from ernie_ft.readers import read_examples
 from ernie_ft.text import TextPipeline
-from ernie_ft.vocab import build_vocab, main as vocab_main, write_vocab
+from ernie_ft.cli import vocab as vocab_main
+from ernie_ft.vocab import build_vocab, write_vocab
 
 SENTIMENT = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
 # '我们' + '的' are separate jieba words, so the pair '们的' (as frequent as '我们') must never be merged.

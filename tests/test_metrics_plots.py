@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ernie_ft import plots
-from ernie_ft.metrics import classification_metrics, confusion, format_classification_report
+from ernie_ft.metrics import classification_metrics, confusion, format_classification_report, format_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -72,6 +72,16 @@ def test_report_aligns_chinese_labels():
     assert [line.split()[0] for line in lines[2:6]] == ["体育", "财经", "房地产新闻", "x"]
     assert lines[-2].startswith("macro avg") and lines[-1].startswith("accuracy")
     assert lines[-1].split() == ["accuracy", "0.8333", "6"]
+
+
+def test_table_aligns_chinese_names_and_right_aligns_the_other_columns():
+    table = format_table(("type", "f1", "gold"), [("人名", "0.5000", "12"), ("LOC", "1.0000", "3")],
+                         [("micro avg", "0.7500", "15")])
+    lines = table.splitlines()
+    assert len({width(line) for line in lines}) == 1, table
+    assert lines[1] == lines[-2] == "-" * width(lines[0]) and lines[-1].startswith("micro avg")
+    assert lines[2] == "人名" + " " * 7 + "0.5000" + " " * 6 + "12"  # "micro avg" sets the first column's width
+    assert format_table(("label", "n"), [("a", "1")]).splitlines()[-1] == "a      1"  # no footer, no second rule
 
 
 def test_confusion_counts_with_extra_labels():

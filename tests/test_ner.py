@@ -286,7 +286,7 @@ def test_predict_writes_character_spans_with_types_and_scores(trained_crf, tmp_p
 
 
 def test_evaluate_scores_both_conll_schemes_alike_and_lists_the_errors(trained_crf, tmp_path, capsys):
-    from ernie_ft.evaluate import main as evaluate
+    from ernie_ft.cli import evaluate
 
     expected = json.loads((trained_crf / "metrics.json").read_text(encoding="utf-8"))["test"]
     for source in (TEST_BIO, TEST_BIOES):
@@ -354,10 +354,16 @@ def test_crf_transitions_train_under_data_parallelism_like_one_process(tmp_path)
 
     import paddle
 
+    from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, step_gradients
+
     small = tmp_path / "train.jsonl"
     small.write_text("".join(open(TRAIN, encoding="utf-8").readlines()[:64]), encoding="utf-8")
+    # One step: the replicas' averaged gradients, CRF transitions included, are one process's up to rounding.
+    assert_same_gradients(*step_gradients(tmp_path / "step", "ner-crf", small, 16, 256, 3))
+    # Four steps through the CLI: the weights drift apart by no more than that rounding can explain.
     common = ["--train", str(small), "--model", "scratch:tiny", "--epochs", "1", "--max-len", "256", "--crf",
-              "--dropout", "0", "--threads", "1", "--seed", "3", "--lr", "2e-3", "--lr-scaling", "none"]
+              "--dropout", "0", "--threads", "1", "--seed", "3", "--lr", "2e-3", "--lr-scaling", "none",
+              "--adam-epsilon", str(ADAM_EPSILON)]
     for name, extra in (("one", ["--batch-size", "16"]), ("two", ["--batch-size", "8", "--nproc", "2"])):
         proc = subprocess.run([sys.executable, "-m", "ernie_ft.ner", *common, "--output", str(tmp_path / name), *extra],
                               capture_output=True, text=True, timeout=300)
@@ -365,4 +371,5 @@ def test_crf_transitions_train_under_data_parallelism_like_one_process(tmp_path)
     one, two = (paddle.load(str(tmp_path / name / "last" / "model.pdparams")) for name in ("one", "two"))
     assert np.abs(one["crf_transitions"].numpy()).max() > 1e-3  # the transitions did learn
     for name in one:
-        np.testing.assert_allclose(two[name].numpy(), one[name].numpy(), rtol=0, atol=2e-5, err_msg=name)
+        np.testing.assert_allclose(two[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3),
+                                   err_msg=name)

@@ -275,7 +275,7 @@ def test_training_writes_the_qa_metrics_of_dev_and_test(trained):
 
 
 def test_evaluate_reproduces_dev_metrics_from_json_and_jsonl(trained, tmp_path, capsys):
-    from ernie_ft.evaluate import main as evaluate
+    from ernie_ft.cli import evaluate
 
     dev = json.loads((trained / "metrics.json").read_text(encoding="utf-8"))["dev"]
     for source in (DEV, DEV_JSONL):

@@ -308,3 +308,55 @@ def test_shipped_sample_files_read_cleanly():
 def test_csv_rows_of_empty_fields_count_as_blank_lines(tmp_path):
     path = write(tmp_path, "a.csv", "text,label\n好,1\n,\n \n")
     assert [e.line for e in read_examples(path)] == [2]
+
+
+def labelled_examples(task: str, labels: list[str]) -> list:
+    """One dev example per label, as each task's reader makes them, all at dev.tsv:3."""
+    from ernie_ft.ner_formats import NerExample
+    from ernie_ft.task import resolve_task
+
+    if task == "classify":
+        return [Example("好", None, label, 3, "dev.tsv") for label in labels]
+    if task == "ner":
+        return [NerExample("张三去北京", ((0, 2, "PER"), (3, 5, label)), 3, "dev.tsv") for label in labels]
+    utterance = resolve_task("tasks/multilabel_intent.py:Utterance")
+    return [utterance("好", ("PER", label), 3, "dev.tsv") for label in labels]
+
+
+@pytest.mark.parametrize("task,spec,noun", [
+    ("classify", "classify", "label"), ("ner", "ner", "entity type"),
+    ("intent", "tasks/multilabel_intent.py:MultiLabelIntent", "intent")])
+def test_every_task_refuses_labels_train_never_had_unless_allowed(task, spec, noun, monkeypatch):
+    from pathlib import Path
+
+    from ernie_ft.config import DataConfig
+    from ernie_ft.task import load_task
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    instance = load_task(spec)
+    labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"] if task == "ner" else ["LOC", "PER"]
+    dev = labelled_examples(task, ["LOC", "新类"])
+    message = error_of(instance.check_labels, dev, labels, DataConfig(), "--dev")
+    assert message.startswith(f"dev.tsv:3: {noun} '新类' (--dev) does not occur in the training data")
+    assert f"({noun}s: LOC, PER)" in message and "--allow-new-labels" in message
+    instance.check_labels(dev, labels, DataConfig(allow_new_labels=True), "--dev")
+    instance.check_labels(dev[:1], labels, DataConfig(), "--dev")
+
+
+def test_a_directory_saved_by_datasets_reads_like_the_same_rows_in_a_file(tmp_path):
+    import datasets
+
+    rows = {"review": ["质量很好", "物流太慢了", "还行"], "label": [1, 0, 1]}
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "train"))
+    tsv = write(tmp_path, "train.tsv", "review\tlabel\n质量很好\t1\n物流太慢了\t0\n还行\t1\n")
+    saved = read_examples(str(tmp_path / "train"), text_column="review")
+    assert [(e.text, e.label, e.line) for e in saved] == [("质量很好", "1", 1), ("物流太慢了", "0", 2), ("还行", "1", 3)]
+    assert [(e.text, e.label) for e in saved] == [(e.text, e.label) for e in read_examples(tsv, text_column="review")]
+    assert saved[0].source == str(tmp_path / "train")  # messages name the directory and the row
+
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}
+                         ).save_to_disk(str(tmp_path / "all"))
+    message = error_of(read_examples, str(tmp_path / "all"), text_column="review")
+    assert "holds the splits test, train" in message and str(tmp_path / "all" / "test") in message
+    (tmp_path / "all" / "train" / "state.json").write_text("{", encoding="utf-8")
+    assert "cannot be loaded" in error_of(read_examples, str(tmp_path / "all" / "train"))

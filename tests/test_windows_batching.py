@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ernie_ft.batching import LengthGroupedSampler, collate, padding_fraction
-from ernie_ft.windows import pool_windows, window_spans, windowed_inputs
+from ernie_ft.windows import pool_windows, window_owner, window_spans, windowed_inputs
 
 
 @pytest.mark.parametrize("n,size,stride", [(1, 8, 2), (8, 8, 2), (9, 8, 2), (50, 8, 3), (100, 10, 0)])
@@ -15,6 +15,19 @@ def test_window_spans_cover_every_token_with_the_overlap(n, size, stride):
     assert covered == set(range(n))
     for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
         assert s2 > s1 and e1 - s2 >= stride  # consecutive windows share at least `stride` tokens
+
+
+def test_window_owner_gives_each_token_to_the_window_where_it_has_most_context():
+    windows = [(0, 10), (6, 16), (10, 20)]
+    expected = [0] * 8 + [1] * 5 + [2] * 7
+    assert window_owner(windows, 20, open_ends=True).tolist() == expected  # NER's rule
+    assert window_owner(windows, 20, length_bonus=0.01).tolist() == expected  # BERT's (QA)
+    for n, size, stride in [(50, 8, 3), (100, 10, 0), (37, 12, 5), (9, 8, 2)]:
+        spans = window_spans(n, size, stride)
+        np.testing.assert_array_equal(window_owner(spans, n, open_ends=True), window_owner(spans, n, length_bonus=0.01))
+    # Elsewhere the rules differ: an edge at the text's end cuts nothing, or the longer window wins a tie.
+    assert window_owner([(1, 2), (1, 3)], 3, open_ends=True).tolist() == [-1, 0, 1]
+    assert window_owner([(1, 2), (1, 3)], 3, length_bonus=0.01).tolist() == [-1, 1, 1]
 
 
 def test_windowed_inputs_never_exceed_max_len_and_keep_the_pair():

@@ -11,8 +11,8 @@ import numpy as np
 import paddle
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-from ernie_ft.runtime import Parallel
-from ernie_ft.trainer import forward
+from ernie_ft.modeling import forward
+from ernie_ft.parallel import Parallel
 
 out, tensor_parallel = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
 parallel = Parallel(tensor_parallel)
@@ -20,7 +20,9 @@ paddle.seed(3)
 config = ErnieConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                      max_position_embeddings=64, type_vocab_size=4, use_task_id=False, num_labels=3,
                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-model = parallel.shard(ErnieForSequenceClassification(config))
+model, _ = parallel.prepare(ErnieForSequenceClassification(config),  # the optimizer is never stepped
+                            lambda net: paddle.optimizer.SGD(learning_rate=0.0, parameters=net.parameters()))
+model = parallel.unwrap(model)
 rng = np.random.default_rng(0)
 ids = rng.integers(5, 120, (4, 10))
 ids[:, 7:] = 0  # padding

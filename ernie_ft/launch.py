@@ -1,0 +1,131 @@
+"""Starting several processes: a command re-executes itself under ``paddle.distributed.launch``.
+
+The launcher's own argument parser would take flags such as ``--train`` for abbreviations of
+its ``--trainers``, so every child starts as ``python -m ernie_ft.worker`` and reads the
+command from the environment (see ``worker.py``).
+
+GPU ids in ``--gpus`` number the GPUs Paddle sees, as in ``paddle.set_device("gpu:N")``: with
+CUDA_VISIBLE_DEVICES=3,5, ``--gpus 0,1`` means physical GPUs 3 and 5. ``check_gpus`` refuses a
+request Paddle cannot serve before anything starts, since the launcher itself would start the
+processes and fail with a traceback.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Optional
+
+from .errors import UserError
+
+LAUNCH_FLAGS = {"--nproc": 1, "--gpus": 1, "--ips": 1}  # flag -> number of values it takes
+CPU_ADVICE = "or train on the CPU without --gpus (--nproc N for N processes)"
+
+
+def needs_launch(parallel) -> bool:
+    """True when the flags ask for several processes and this is not one of them yet."""
+    if "PADDLE_TRAINER_ID" in os.environ:
+        return False
+    return parallel.nproc > 1 or bool(parallel.ips) or (parallel.gpus is not None and "," in parallel.gpus)
+
+
+def child_argv(argv: list[str]) -> list[str]:
+    """``argv`` without the launch flags: the children run single-device code paths."""
+    kept, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in LAUNCH_FLAGS:
+            skip = 0 if "=" in arg else LAUNCH_FLAGS[name]
+            continue
+        kept.append(arg)
+    return kept
+
+
+def gpu_count() -> Optional[int]:
+    """How many GPUs Paddle can use in this process; None when this Paddle build has no CUDA support."""
+    import paddle
+
+    if not paddle.is_compiled_with_cuda():
+        return None
+    return paddle.device.cuda.device_count()
+
+
+def describe_gpus(count: Optional[int]) -> str:
+    """What Paddle sees, for an error message: 'Paddle sees 2 GPUs (ids 0-1)' and the like."""
+    if count is None:
+        return "this Paddle build has no CUDA support (paddlepaddle CPU build)"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    among = f" with CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+    if count == 0:
+        return f"Paddle sees no GPU{among}"
+    ids = "id 0" if count == 1 else f"ids 0-{count - 1}"
+    return f"Paddle sees {count} GPU{'s' if count > 1 else ''} ({ids}){among}"
+
+
+def check_gpus(gpus: str) -> list[int]:
+    """The GPU ids of ``--gpus`` ("0,1,2,3"), or UserError when Paddle cannot give this process each of them.
+
+    One message says what Paddle sees and what to do: install paddlepaddle-gpu, check
+    CUDA_VISIBLE_DEVICES, fix the ids, or train on the CPU.
+    """
+    ids = [int(g) for g in gpus.split(",")]
+    count = gpu_count()
+    flag = f"--gpus {gpus}"
+    if count is None:
+        raise UserError(f"{flag}: {describe_gpus(count)}; install paddlepaddle-gpu built for your CUDA version, "
+                        f"{CPU_ADVICE}")
+    if count == 0:
+        raise UserError(f"{flag}: {describe_gpus(count)}; check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES, "
+                        f"{CPU_ADVICE}")
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise UserError(f"{flag}: GPU {repeated[0]} is listed twice; give each GPU once, e.g. "
+                        f"--gpus {','.join(str(i) for i in range(min(len(ids), count)))}")
+    if len(ids) > count:
+        raise UserError(f"{flag} asks for {len(ids)} GPUs but {describe_gpus(count)}; list at most {count}, "
+                        f"check CUDA_VISIBLE_DEVICES, {CPU_ADVICE}")
+    missing = [i for i in ids if i >= count]
+    if missing:
+        raise UserError(f"{flag}: there is no GPU {missing[0]}: {describe_gpus(count)}; ids number the GPUs "
+                        f"Paddle sees (check CUDA_VISIBLE_DEVICES), {CPU_ADVICE}")
+    return ids
+
+
+def launcher_devices(ids: list[int]) -> str:
+    """The launcher's ``--devices`` for GPU ``ids``: it names GPUs as CUDA_VISIBLE_DEVICES lists them."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or visible == "all":
+        return ",".join(str(i) for i in ids)
+    labels = visible.split(",")
+    return ",".join(labels[i] for i in ids)
+
+
+def launch(argv: list[str], parallel, output: str) -> int:
+    """Run ``python -m ernie_ft argv`` in one process per device under paddle.distributed.launch.
+
+    ``parallel`` is the ParallelConfig; with ``gpus`` set the request is checked first
+    (``check_gpus``), so a bad one is one UserError and nothing starts. Each rank's log goes to
+    OUTPUT/logs/workerlog.N. Returns the launcher's exit status.
+    """
+    command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", os.path.join(output, "logs")]
+    if parallel.gpus is not None:
+        ids = check_gpus(parallel.gpus)
+        command += ["--devices", launcher_devices(ids)]
+        processes = len(ids)
+    else:
+        command += ["--nproc_per_node", str(parallel.nproc)]
+        processes = parallel.nproc
+    if parallel.ips:
+        command += ["--ips", parallel.ips]
+    command += [sys.executable, "-m", "ernie_ft.worker"]
+    env = {**os.environ, "ERNIE_FT_WORKER_ARGV": json.dumps(["ernie_ft", *child_argv(argv)])}
+    print(f"launching {processes} processes; logs in {os.path.join(output, 'logs')}", file=sys.stderr)
+    status = subprocess.call(command, env=env)
+    if status:
+        print(f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
+              f"shown above, every rank's log is in {os.path.join(output, 'logs')}", file=sys.stderr)
+    return status

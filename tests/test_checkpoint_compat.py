@@ -1,0 +1,63 @@
+"""Checkpoints written by ernie_ft 0.1 (before the trainer was split into setup/fit) keep working.
+
+``tests/fixtures/v0.1`` was written by the code at commit 0733a08 from a 1 x 16 ERNIE (``base/``):
+a classifier stopped after 20 of 44 steps (``classify/best``, ``classify/last``), that run's
+predictions on data/sentiment_test.csv, the weights the same command reached uninterrupted
+(``classify_uninterrupted.pdparams``), and a CRF tagger (``ner``) with its predictions on
+data/ner_dev.jsonl.
+"""
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import paddle
+import pytest
+
+from conftest import DATA, ROOT
+
+OLD = ROOT / "tests" / "fixtures" / "v0.1"
+TRAIN = ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"),
+         "--model", str(OLD / "base"), "--max-len", "32", "--epochs", "2", "--batch-size", "16", "--lr", "1e-3",
+         "--threads", "1", "--eval-steps", "10"]
+
+
+def predict(module, model, data, out):
+    proc = subprocess.run([sys.executable, "-m", module, "predict", "--model", str(model), "--input", str(data),
+                           "--output", str(out), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def expected(name):
+    return [json.loads(line) for line in (OLD / name).read_text(encoding="utf-8").splitlines()]
+
+
+def test_an_old_classifier_predicts_what_it_predicted(tmp_path):
+    got = predict("ernie_ft.classify", OLD / "classify", DATA / "sentiment_test.csv", tmp_path / "p.jsonl")
+    old = expected("classify_predictions.jsonl")
+    assert [r["text"] for r in got] == [r["text"] for r in old]
+    for a, b in zip(got, old):
+        assert a["probs"] == pytest.approx(b["probs"], abs=2e-6)
+
+
+def test_an_old_crf_tagger_predicts_the_same_entities(tmp_path):
+    got = predict("ernie_ft.ner", OLD / "ner", DATA / "ner_dev.jsonl", tmp_path / "p.jsonl")
+    old = expected("ner_predictions.jsonl")
+    assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in got] == \
+        [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in old]
+
+
+def test_an_old_resumable_state_resumes_to_the_uninterrupted_weights(tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(OLD / "classify", out)
+    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", *TRAIN, "--output", str(out), "--resume"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resumed at step 20 (epoch 1, batch 20)" in proc.stderr
+    final = paddle.load(str(out / "last" / "model.pdparams"))
+    reference = paddle.load(str(OLD / "classify_uninterrupted.pdparams"))
+    assert final.keys() == reference.keys()
+    for name in reference:  # one process, the same operations in the same order: equal to rounding
+        np.testing.assert_allclose(final[name].numpy(), reference[name].numpy(), rtol=0, atol=1e-6, err_msg=name)

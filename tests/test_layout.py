@@ -1,0 +1,102 @@
+"""The package's shape: no import cycles (deferred imports included) and no function over 80 lines.
+
+The graph code is scripts/code_report.py's, loaded by path so the report and the test agree.
+"""
+import importlib.util
+import json
+import sys
+import textwrap
+
+from conftest import ROOT
+
+MAX_FUNCTION_LINES = 80
+
+
+def load_code_report():
+    spec = importlib.util.spec_from_file_location("code_report", ROOT / "scripts" / "code_report.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as importlib's docs do it: dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+report = load_code_report()
+
+
+def write_package(root, files: dict) -> object:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return root / "pkg"
+
+
+def test_cycle_detection_on_small_graphs():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}, "f": set()}
+    assert report.strongly_connected(graph) == [["a", "b", "c"], ["d"], ["e"], ["f"]]
+    assert report.cycles(graph) == [["a", "b", "c", "a"], ["d", "d"]]
+    assert report.cycles({"a": {"b", "c"}, "b": {"c"}, "c": {"a"}}) == [["a", "c", "a"]]  # the shortest way back
+    assert report.cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []  # a diamond is no cycle
+
+
+def test_the_graph_counts_every_kind_of_import(tmp_path):
+    package = write_package(tmp_path, {
+        "pkg/__init__.py": "from . import a\n",
+        "pkg/a.py": "import os\nfrom .b import helper\n",
+        "pkg/b.py": """\
+            def helper():
+                from . import c
+                return c
+            """,
+        "pkg/c.py": "import pkg.a\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/d.py": "from .. import b\nfrom ..a import helper\nfrom . import e\nfrom pkg.sub import d\n",
+        "pkg/sub/e.py": "class E:\n    def method(self):\n        from ..c import x\n",
+        "pkg/sub/f.py": "if __name__ == '__main__':\n    from pkg.sub.e import E\n",
+    })
+    graph, imports = report.import_graph(package)
+    assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"},
+                     "pkg.sub": set(), "pkg.sub.d": {"pkg.a", "pkg.b", "pkg.sub.e", "pkg.sub.d"},
+                     "pkg.sub.e": {"pkg.c"}, "pkg.sub.f": set(),
+                     "pkg.sub.f (__main__)": {"pkg.sub.e"}}  # python -m pkg.sub.f runs f as a second module
+    deferred = {(i.source, i.target, i.where) for i in imports if i.deferred}
+    assert deferred == {("pkg.b", "pkg.c", "function"), ("pkg.sub.e", "pkg.c", "function"),
+                        ("pkg.sub.f", "pkg.sub.e", "main")}
+    found = report.cycles(graph)
+    assert found == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"], ["pkg.sub.d", "pkg.sub.d"]]
+    assert report.describe_cycle(found[0], imports) == \
+        "pkg.a (pkg/a.py:2) -> pkg.b (pkg/b.py:2, in a function) -> pkg.c (pkg/c.py:1) -> pkg.a"
+
+
+def test_function_lengths_run_from_def_to_the_end_of_the_body(tmp_path):
+    package = write_package(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": """\
+        class K:
+            def short(self):
+                return 1
+
+        def outer():
+            def inner():
+                pass
+            return inner
+        """})
+    assert [(f.name, f.path, f.line, f.lines) for f in report.functions(package)] == [
+        ("outer", "pkg/m.py", 5, 4), ("K.short", "pkg/m.py", 2, 2), ("outer.<locals>.inner", "pkg/m.py", 6, 2)]
+
+
+def test_the_report_prints_json(capsys):
+    report.main(["--json", "--top", "3"])
+    data = json.loads(capsys.readouterr().out)
+    assert "ernie_ft.trainer" in data["imports"] and len(data["longest_functions"]) == 3
+    assert set(data) >= {"cycles", "sizes", "deferred_only"}
+
+
+def test_ernie_ft_has_no_import_cycle():
+    found = report.report(ROOT / "ernie_ft")["cycles"]
+    assert not found, "import cycles in ernie_ft (imports in functions count too):\n" + \
+        "\n".join(report.cycle_lines(found))
+
+
+def test_no_function_in_ernie_ft_is_longer_than_80_lines():
+    long = [f for f in report.functions(ROOT / "ernie_ft") if f.lines > MAX_FUNCTION_LINES]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(
+        f"  {f.name} {f.path}:{f.line} ({f.lines} lines)" for f in long)
