@@ -132,3 +132,31 @@ def vocab_parser(prog: str) -> Parser:
     learn.add_argument("--num-proc", type=int, default=1, help="processes for the before/after tokenisation")
     learn.add_argument("--top", type=int, default=20, help="how many frequent pieces to show (default: 20)")
     return p
+
+
+def serve_parser(prog: str) -> Parser:
+    from .serve import Limits
+
+    p = Parser(prog=prog, allow_abbrev=False,
+               description="Serve a trained checkpoint over HTTP: POST /v1/predict, GET /v1/info, /healthz, "
+                           "/readyz, a page to try the model at /, the OpenAPI page at /docs.")
+    p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best, or an export)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--engine", default="auto", choices=("auto", "inference", "dygraph"),
+                   help="auto: Paddle Inference when the checkpoint holds an export, else dygraph")
+    p.add_argument("--export", action="store_true",
+                   help="export the checkpoint for Paddle Inference first (beside it, as DIR-exported)")
+    p.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
+    p.add_argument("--workers", type=int, default=1, help="server processes, each with its own model")
+    defaults = Limits()
+    for name, help_text in (("max_batch_size", "most windows in one forward pass (1: no dynamic batching)"),
+                            ("max_wait_ms", "how long a request waits for others to share its batch"),
+                            ("max_queue", "most requests waiting for the model; more get 503 + Retry-After"),
+                            ("max_inputs", "most inputs in one request"),
+                            ("max_chars", "longest text field in characters"),
+                            ("max_body_bytes", "largest request body")):
+        value = getattr(defaults, name)
+        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value,
+                       help=f"{help_text} (default: {value})")
+    return p

@@ -104,6 +104,9 @@ def resolve_model_dir(path: str) -> str:
         raise UserError(f"--model {path}: directory not found")
     if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isfile(os.path.join(path, BEST, RUN_FILE)):
         return os.path.join(path, BEST)
+    if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isdir(os.path.join(path, "last")):
+        raise UserError(f"--model {path}: this run stopped before it saved a best/ model (it has last/ only); "
+                        "finish it by running the training command again with --resume")
     if not os.path.isfile(os.path.join(path, RUN_FILE)):
         raise UserError(f"--model {path}: not an ernie_ft checkpoint (no {RUN_FILE}); "
                         "pass the output directory of a training run or its best/ folder")

@@ -3,7 +3,7 @@
     python -m ernie_ft classify|ner|qa [train] --train FILE ...   (also python -m ernie_ft.classify ...)
     python -m ernie_ft --task tasks/multilabel_intent.py:MultiLabelIntent --train FILE ...
     python -m ernie_ft predict --model DIR --input FILE                (any task's checkpoint)
-    python -m ernie_ft evaluate|export|vocab ...
+    python -m ernie_ft evaluate|export|vocab|serve ...
 
 Each command takes its arguments and returns the exit status: 0, 2 after a user error (one
 ``error:`` line, no traceback), 130 on Ctrl-C. Library modules never import this one.
@@ -124,6 +124,22 @@ def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
     return run_guarded(run)
 
 
+def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
+    options = parsers.serve_parser(prog).parse_args(argv)
+
+    def run() -> int:
+        from .runtime import quiet_libraries
+        from .serve import Limits, serve as run_server
+
+        quiet_libraries()
+        limits = Limits(options.max_batch_size, options.max_wait_ms, options.max_queue, options.max_inputs,
+                        options.max_chars, options.max_body_bytes)
+        return run_server(options.model, options.host, options.port, options.engine, options.device, limits,
+                          options.export, options.workers)
+
+    return run_guarded(run)
+
+
 # The command table: name -> (function(argv, prog) -> exit status, one line of help).
 COMMANDS: dict[str, tuple[Callable, str]] = {
     **{name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
@@ -132,6 +148,7 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
     "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
     "export": (export, "Export a checkpoint for Paddle Inference."),
     "vocab": (vocab, "Learn a vocabulary extension (jieba words + BPE) from a corpus."),
+    "serve": (serve, "Serve a checkpoint over HTTP, with dynamic batching and a page to try it."),
 }
 
 

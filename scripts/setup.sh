@@ -15,3 +15,9 @@ if [ ! -f "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ setup.cfg -nt "$st
   .venv/bin/python -m pip install -q -e ".[cpu,dev]" -c constraints.txt
   touch "$stamp"
 fi
+# The browser test drives Debian's Chromium; install it where this machine allows (root, apt-get).
+if ! command -v chromedriver > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  echo "installing chromium and chromium-driver for the browser test (apt-get)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk) > /dev/null 2>&1 \
+    || echo "could not install chromium; the browser test will be skipped"
+fi
