@@ -445,11 +445,15 @@ def serve(model_dir: str, host: str, port: int, engine: str, device: str, limits
         from .export import export, graph_file
 
         source = checkpoint.resolve_model_dir(model_dir)
-        if not graph_file(source):
-            print(f"exporting {source} for Paddle Inference (--export)", flush=True)
-            exported = source.rstrip("/") + "-exported"
+        exported = source.rstrip("/") + "-exported"
+        if graph_file(source):
+            exported = source
+        elif graph_file(exported) and os.path.getmtime(exported) >= os.path.getmtime(source):
+            print(f"using the export in {exported} (--export)", flush=True)
+        else:
+            print(f"exporting {source} to {exported} for Paddle Inference (--export)", flush=True)
             export(source, exported, overwrite=True)
-            model_dir = exported
+        model_dir = exported
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
     served = ServedModel(model_dir, engine, device)
