@@ -74,6 +74,8 @@ def predict_parser(prog: str) -> Parser:
     parser.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
     parser.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
                         help="inference: run the model exported by python -m ernie_ft.export with Paddle Inference")
+    parser.add_argument("--trust-pickle", action="store_true",
+                    help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     return parser
 
 
@@ -100,6 +102,8 @@ def evaluate_parser(prog: str) -> Parser:
     p.add_argument("--device", default="auto")
     p.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
                    help="inference: score the model exported by python -m ernie_ft.export with Paddle Inference")
+    p.add_argument("--trust-pickle", action="store_true",
+                    help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     return p
 
 
@@ -109,6 +113,8 @@ def export_parser(prog: str) -> Parser:
     p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
     p.add_argument("--output", required=True, help="directory for the exported model")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    p.add_argument("--trust-pickle", action="store_true",
+                    help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     return p
 
 
@@ -149,6 +155,8 @@ def serve_parser(prog: str) -> Parser:
                    help="export the checkpoint for Paddle Inference first (beside it, as DIR-exported)")
     p.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
     p.add_argument("--workers", type=int, default=1, help="server processes, each with its own model")
+    p.add_argument("--trust-pickle", action="store_true",
+                    help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     defaults = Limits()
     for name, help_text in (("max_batch_size", "most windows in one forward pass (1: no dynamic batching)"),
                             ("max_wait_ms", "how long a request waits for others to share its batch"),

@@ -1,8 +1,10 @@
 """Checkpoints on disk.
 
-``OUTPUT/best``: a ready model in PaddleNLP's format (config.json, model_state.pdparams,
+``OUTPUT/best``: a ready model in PaddleNLP's format (config.json, model.safetensors,
 vocab.txt, tokenizer_config.json) plus ``labels.json`` and ``ernie_ft.yaml`` (the task and
-the resolved run config). ``OUTPUT/last``: everything needed to resume (weights, optimizer,
+the resolved run config). Model weights are safetensors, which hold only tensors: loading a
+model directory never unpickles a file from it unless the user passes --trust-pickle (see
+``weights_format``). ``OUTPUT/last``: everything needed to resume (weights, optimizer,
 schedule, loss scaler, random state, data position). Both are written to a temporary
 directory first and swapped in, so an interrupted save never leaves a broken checkpoint.
 """
@@ -19,9 +21,14 @@ from typing import Any
 import yaml
 
 from .errors import UserError
+from .weights import SAFE_WEIGHTS, weights_format
 
 BEST, LAST, LOGS = "best", "last", "logs"
 RUN_FILE = "ernie_ft.yaml"
+def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
+    """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted."""
+    fmt = weights_format(path, trust_pickle, flag)
+    return cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
 
 
 def check_output(path: str, resume: bool, overwrite: bool) -> None:
@@ -72,7 +79,7 @@ def save_model(path: str, model, pipeline, labels: list[str], task_name: str, ru
     if parallel is not None and not parallel.is_main:
         return
     tmp = _fresh(path)
-    model.save_pretrained(tmp, state_dict=state)
+    model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
     pipeline.save(tmp)
     with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
         json.dump(labels, f, ensure_ascii=False, indent=1)
@@ -82,10 +89,12 @@ def save_model(path: str, model, pipeline, labels: list[str], task_name: str, ru
 
 
 def load_weights(path: str, model, parallel=None) -> None:
-    """Load a model directory's weights into ``model`` (laid out like its parameters on a mesh)."""
+    """Load the safetensors weights of a model directory written by ``save_model`` into ``model``
+    (laid out like its parameters on a mesh)."""
     import paddle
+    from safetensors.numpy import load_file
 
-    state = paddle.load(os.path.join(path, "model_state.pdparams"))
+    state = {name: paddle.to_tensor(value) for name, value in load_file(os.path.join(path, SAFE_WEIGHTS)).items()}
     model.set_state_dict(parallel.shard_like(state, model) if parallel is not None else state)
 
 
@@ -113,10 +122,11 @@ def resolve_model_dir(path: str) -> str:
     return path
 
 
-def load_model(path: str, weights: bool = True) -> Loaded:
+def load_model(path: str, weights: bool = True, trust_pickle: bool = False) -> Loaded:
     """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict.
 
     ``weights=False`` skips the dygraph model (for an exported one), unless the task needs it bound.
+    Weights are read from safetensors; a pickle only with ``trust_pickle`` (see ``weights_format``).
     """
     from .modeling import model_class
     from .task import load_task
@@ -130,7 +140,7 @@ def load_model(path: str, weights: bool = True) -> Loaded:
     task = load_task(meta["task"], meta["run"].get("task"))
     model = None
     if weights or hasattr(task, "bind"):
-        model = model_class(task.head, getattr(task, "model_class", None)).from_pretrained(path)
+        model = from_pretrained(model_class(task.head, getattr(task, "model_class", None)), path, trust_pickle)
         model.eval()
     if hasattr(task, "bind"):
         task.bind(model)

@@ -107,7 +107,7 @@ def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
         from .runtime import quiet_libraries
 
         quiet_libraries()
-        out = write_export(options.model, options.output, options.overwrite)
+        out = write_export(options.model, options.output, options.overwrite, options.trust_pickle)
         print(f"exported to {out}: python -m ernie_ft predict --engine inference --model {out} --input FILE")
 
     return run_guarded(run)
@@ -135,7 +135,7 @@ def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
         limits = Limits(options.max_batch_size, options.max_wait_ms, options.max_queue, options.max_inputs,
                         options.max_chars, options.max_body_bytes)
         return run_server(options.model, options.host, options.port, options.engine, options.device, limits,
-                          options.export, options.workers)
+                          options.export, options.workers, trust_pickle=options.trust_pickle)
 
     return run_guarded(run)
 

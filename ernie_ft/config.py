@@ -72,6 +72,8 @@ class ModelConfig:
     """Override the hidden and attention dropout of the model."""
     vocab_extension: Optional[str] = None
     """Word pieces learned by python -m ernie_ft.vocab learn (a directory); the embedding grows to fit them."""
+    trust_pickle: bool = False
+    """Load a --model directory whose weights are a pickle (model_state.pdparams), which can run code: only for a source you trust."""
 
 
 @dataclass

@@ -15,7 +15,8 @@ def evaluate(args) -> dict:
 
     loaded, data = load_for_inference(args.model, args.device, {
         "text_column": args.text_column, "text_pair_column": args.text_pair_column,
-        "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None}, args.engine)
+        "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None}, args.engine,
+        args.trust_pickle)
     examples, features, logits = run_inference(loaded, data, args.input, "--input", True, args.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
     from .checkpoint import resolve_model_dir

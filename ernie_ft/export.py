@@ -16,23 +16,27 @@ from .errors import UserError
 PREFIX = "inference"
 
 
-def export(model_dir: str, output: str, overwrite: bool = False) -> str:
-    """Write the static model beside a copy of the checkpoint; returns the output directory."""
+def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: bool = False) -> str:
+    """Write the static model beside a copy of the checkpoint (its weights as safetensors, whatever
+    the source held); returns the output directory."""
     import paddle
 
     from .checkpoint import load_model, resolve_model_dir
+    from .weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
 
     source = resolve_model_dir(model_dir)
     if os.path.abspath(output) == os.path.abspath(source):
         raise UserError("--output must differ from --model (the export copies the checkpoint)")
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
-    loaded = load_model(source)
+    loaded = load_model(source, trust_pickle=trust_pickle)
     spec = [paddle.static.InputSpec([None, None], "int64", name) for name in ("input_ids", "token_type_ids")]
     static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
     tmp = output.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS))
+    if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
+        loaded.model.save_pretrained(tmp, safe_serialization=True)
     paddle.jit.save(static, os.path.join(tmp, PREFIX))
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)

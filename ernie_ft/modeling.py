@@ -18,6 +18,7 @@ from .errors import UserError
 from .extension import same_pieces
 from .text import TextPipeline, saved_extension
 from .vocab import build_vocab, write_vocab
+from .weights import weights_format
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
 SCRATCH = {
@@ -30,7 +31,7 @@ SCRATCH = {
 }
 HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
          "span": "ErnieForQuestionAnswering"}
-WEIGHT_FILES = ("model_state.pdparams", "model.safetensors")
+WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
 
 
 def _scratch_preset(spec: str) -> dict:
@@ -149,8 +150,12 @@ def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPi
         return cls(config)
     if source == "directory":
         _check_directory(model.model)
+        fmt = weights_format(model.model, model.trust_pickle)  # before PaddleNLP opens any file
     try:
-        net = cls.from_pretrained(model.model, **overrides)
+        net = (cls.from_pretrained(model.model, use_safetensors=fmt == "safetensors", **overrides)
+               if source == "directory" else cls.from_pretrained(model.model, **overrides))
+    except UserError:
+        raise
     except Exception as e:
         if source == "directory":
             raise UserError(f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})") from None

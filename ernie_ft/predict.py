@@ -12,15 +12,17 @@ from .modeling import compute_logits
 from .readers import TrainedColumn
 
 
-def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph"):
+def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph",
+                       trust_pickle: bool = False):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
     ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference.
+    ``trust_pickle`` allows weights stored as a pickle (``weights.weights_format``).
     """
     runtime.quiet_libraries()
     device = runtime.select_device(device)
     runtime.set_threads(0)
-    loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph")
+    loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph", trust_pickle=trust_pickle)
     if engine == "inference":
         from .export import InferenceModel
 
@@ -63,7 +65,7 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
 def predict(args) -> None:
     """``python -m ernie_ft.<task> predict``: one JSON line per input record."""
     loaded, data = load_for_inference(args.model, args.device, {
-        "text_column": args.text_column, "text_pair_column": args.text_pair_column}, args.engine)
+        "text_column": args.text_column, "text_pair_column": args.text_pair_column}, args.engine, args.trust_pickle)
     examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout

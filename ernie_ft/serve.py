@@ -67,7 +67,7 @@ class ServedModel:
     ``prepare`` (read and featurize, any thread), ``logits`` (the model; one thread at a time) and
     ``answer``."""
 
-    def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto"):
+    def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", trust_pickle: bool = False):
         from . import checkpoint
         from .export import graph_file
         from .predict import load_for_inference
@@ -75,7 +75,7 @@ class ServedModel:
         if engine == "auto":
             engine = "inference" if graph_file(checkpoint.resolve_model_dir(model_dir)) else "dygraph"
         self.model_dir, self.engine = model_dir, engine
-        self.loaded, self.data = load_for_inference(model_dir, device, {}, engine)
+        self.loaded, self.data = load_for_inference(model_dir, device, {}, engine, trust_pickle)
         self.task, self.labels = self.loaded.task, self.loaded.labels
         self.required, self.optional = input_fields(self.task)
         self._tmp = tempfile.mkdtemp(prefix="ernie_ft-serve-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -425,12 +425,13 @@ ENV = "ERNIE_FT_SERVE"
 def app_from_env():
     """The application of one ``--workers`` process: ``serve`` passes the settings in ``ERNIE_FT_SERVE``."""
     settings = json.loads(os.environ[ENV])
-    return create_app(ServedModel(settings["model_dir"], settings["engine"], settings["device"]),
+    return create_app(ServedModel(settings["model_dir"], settings["engine"], settings["device"],
+                                  settings["trust_pickle"]),
                       Limits(**settings["limits"]))
 
 
 def serve(model_dir: str, host: str, port: int, engine: str, device: str, limits: Limits,
-          export_first: bool = False, workers: int = 1, log_level: str = "info") -> int:
+          export_first: bool = False, workers: int = 1, log_level: str = "info", trust_pickle: bool = False) -> int:
     """Load (and if asked export) the model, then serve it until SIGTERM or Ctrl-C; returns 0.
 
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher,
@@ -452,11 +453,11 @@ def serve(model_dir: str, host: str, port: int, engine: str, device: str, limits
             print(f"using the export in {exported} (--export)", flush=True)
         else:
             print(f"exporting {source} to {exported} for Paddle Inference (--export)", flush=True)
-            export(source, exported, overwrite=True)
+            export(source, exported, overwrite=True, trust_pickle=trust_pickle)
         model_dir = exported
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
-    served = ServedModel(model_dir, engine, device)
+    served = ServedModel(model_dir, engine, device, trust_pickle)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
     # found: a no-op one, so that a drained server exits 0 (SIG_DFL would end it with -15).
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -467,6 +468,7 @@ def serve(model_dir: str, host: str, port: int, engine: str, device: str, limits
                     timeout_graceful_shutdown=30)
         return 0
     os.environ[ENV] = json.dumps({"model_dir": model_dir, "engine": served.engine, "device": device,
+                                  "trust_pickle": trust_pickle,
                                   "limits": asdict(limits)})
     del served
     uvicorn.run("ernie_ft.serve:app_from_env", factory=True, workers=workers, host=host, port=port,

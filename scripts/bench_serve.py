@@ -237,12 +237,17 @@ def main() -> None:
     p.add_argument("--engine", default="inference", choices=("inference", "dygraph"),
                    help="ernie_ft's engine: inference exports the model first (serve --export), as deployments do")
     p.add_argument("--soak", type=float, help="instead: this many seconds at --clients[0] against ernie_ft serve")
+    p.add_argument("--model-only", action="store_true",
+                   help="instead: the model's cost per window by batch size and engine, without HTTP (the ceiling "
+                        "dynamic batching can reach)")
     args = p.parse_args()
     texts = reviews()
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or train_model(tmp)
         if args.soak:
             return soak(model, texts, args, tmp)
+        if args.model_only:
+            return model_only(model, texts[:160], tmp)
         print(f"nano-shape classifier, max length {MAX_LEN}, ernie_ft engine {args.engine}, "
               f"ChnSentiCorp dev reviews ({len(texts)}), "
               f"{args.requests} requests per level (at most {args.time_limit:.0f} s), loopback\n")
@@ -271,6 +276,29 @@ def main() -> None:
                 print(f"\n{clients} clients: dynamic batching / per-request baseline = {ours['rps'] / theirs['rps']:.2f}x "
                       f"throughput; p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms", end="")
         print()
+
+
+def model_only(model: str, texts: list[str], tmp: str) -> None:
+    """ms per window of ServedModel.logits at several batch sizes, dygraph and exported, after a warm-up pass."""
+    from ernie_ft.export import export
+    from ernie_ft.serve import ServedModel
+
+    engines = {"dygraph": ServedModel(model, "dygraph", "cpu"),
+               "inference": ServedModel(export(model, os.path.join(tmp, "exported"), overwrite=True), "inference", "cpu")}
+    features = [f for text in texts for f in engines["dygraph"].prepare([{"text": text}])[1]]
+    print(f"{len(texts)} reviews -> {len(features)} windows; ms per window (second pass over them)\n")
+    print("| engine | " + " | ".join(f"batch {b}" for b in (1, 4, 8, 16, 32)) + " |")
+    print("|---|---|---|---|---|---|")
+    for name, served in engines.items():
+        cells = []
+        for batch in (1, 4, 8, 16, 32):
+            for _ in range(2):  # the first pass meets new shapes (oneDNN caches per shape)
+                start = time.perf_counter()
+                for i in range(0, len(features), batch):
+                    served.logits(features[i:i + batch], batch)
+                seconds = time.perf_counter() - start
+            cells.append(f"{1000 * seconds / len(features):.2f}")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 def soak(model: str, texts: list[str], args, tmp: str) -> None:

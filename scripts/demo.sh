@@ -11,3 +11,4 @@ echo; echo "== predictions for data/predict.txt"
 $py -m ernie_ft.classify predict --model "$out" --input data/predict.txt
 echo; echo "== evaluation on data/sentiment_test.csv"
 $py -m ernie_ft.evaluate --model "$out" --input data/sentiment_test.csv
+echo; echo "== try it in a browser: $py -m ernie_ft serve --model $out   (then open http://127.0.0.1:8000/)"

@@ -9,6 +9,13 @@ DATA = ROOT / "data"
 SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
+def saved_weights(model_dir) -> dict:
+    """name -> numpy array of a model directory's safetensors weights (as ernie_ft writes them)."""
+    from safetensors.numpy import load_file
+
+    return load_file(str(Path(model_dir) / "model.safetensors"))
+
+
 def shared(*parts) -> Path:
     """A file under ../shared/data, or skip the test when that folder is absent."""
     path = SHARED.joinpath(*parts)
@@ -37,6 +44,6 @@ def tiny_checkpoint(tmp_path_factory) -> str:
     n_vocab = len(vocab.read_text(encoding="utf-8").splitlines())
     config = ErnieConfig(vocab_size=n_vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=256, type_vocab_size=4, use_task_id=False)
-    ErnieModel(config).save_pretrained(str(path))
+    ErnieModel(config).save_pretrained(str(path), safe_serialization=True)
     ErnieTokenizer(str(vocab)).save_pretrained(str(path))
     return str(path)

@@ -4,7 +4,8 @@
 a classifier stopped after 20 of 44 steps (``classify/best``, ``classify/last``), that run's
 predictions on data/sentiment_test.csv, the weights the same command reached uninterrupted
 (``classify_uninterrupted.pdparams``), and a CRF tagger (``ner``) with its predictions on
-data/ner_dev.jsonl.
+data/ner_dev.jsonl. Their weights are pickles, so they load with --trust-pickle (tests/test_pickle_safety.py:
+without it they are refused).
 """
 import json
 import shutil
@@ -20,12 +21,13 @@ from conftest import DATA, ROOT
 OLD = ROOT / "tests" / "fixtures" / "v0.1"
 TRAIN = ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"),
          "--model", str(OLD / "base"), "--max-len", "32", "--epochs", "2", "--batch-size", "16", "--lr", "1e-3",
-         "--threads", "1", "--eval-steps", "10"]
+         "--threads", "1", "--eval-steps", "10", "--trust-pickle"]  # 0.1 wrote weights as pickles
 
 
 def predict(module, model, data, out):
     proc = subprocess.run([sys.executable, "-m", module, "predict", "--model", str(model), "--input", str(data),
-                           "--output", str(out), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+                           "--output", str(out), "--device", "cpu", "--trust-pickle"],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 

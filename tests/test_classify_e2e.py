@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, saved_weights
 from ernie_ft.classify import main
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
@@ -26,7 +26,8 @@ def trained(tiny_checkpoint, tmp_path_factory):
 
 def test_training_writes_a_ready_checkpoint_metrics_logs_and_curves(trained):
     best = trained / "best"
-    for name in ("config.json", "model_state.pdparams", "vocab.txt", "tokenizer_config.json", "labels.json",
+    assert not (best / "model_state.pdparams").exists()  # weights as safetensors, never a pickle
+    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "labels.json",
                  "ernie_ft.yaml"):
         assert (best / name).is_file(), name
     assert json.loads((best / "labels.json").read_text(encoding="utf-8")) == ["正面", "负面"]
@@ -76,9 +77,7 @@ def test_evaluate_reproduces_the_test_metrics_and_draws_the_confusion_matrix(tra
 
 
 def _weights(path):
-    import paddle
-
-    return paddle.load(str(path / "best" / "model_state.pdparams"))
+    return saved_weights(path / "best")
 
 
 def test_resume_ends_with_the_same_weights_as_an_uninterrupted_run(tiny_checkpoint, tmp_path):
@@ -90,11 +89,11 @@ def test_resume_ends_with_the_same_weights_as_an_uninterrupted_run(tiny_checkpoi
     full, resumed = _weights(tmp_path / "full"), _weights(tmp_path / "cut")
     assert full.keys() == resumed.keys()
     for name in full:
-        np.testing.assert_allclose(resumed[name].numpy(), full[name].numpy(), rtol=0, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(resumed[name], full[name], rtol=0, atol=1e-6, err_msg=name)
     # and the interruption was real: a run that stopped early differs from the full one
     assert main(train_args(tiny_checkpoint, tmp_path / "short", *common, "--epochs", "1")) == 0
     short = _weights(tmp_path / "short")
-    assert any(not np.allclose(short[n].numpy(), full[n].numpy()) for n in full)
+    assert any(not np.allclose(short[n], full[n]) for n in full)
 
 
 def test_scratch_model_with_a_vocabulary_built_from_train_and_sentence_pairs(tmp_path):

@@ -316,4 +316,4 @@ def test_the_command_line_shows_the_warning_and_trains_without_a_compiler(monkey
     with pytest.warns(kernels.KernelsWarning, match="C compiler"):  # through the CLI's warning filters
         assert main(["--train", str(DATA / "sentiment_train.tsv"), "--model", tiny_checkpoint, "--output",
                      str(tmp_path / "run"), "--epochs", "1", "--max-len", "32", "--threads", "1"]) == 0
-    assert (tmp_path / "run" / "best" / "model_state.pdparams").exists()
+    assert (tmp_path / "run" / "best" / "model.safetensors").exists()

@@ -1,0 +1,31 @@
+"""Model weights on disk: safetensors, or a pickle only when the user trusts it.
+
+A pickle (Paddle's ``model_state.pdparams``) can run any code when it is loaded; safetensors hold
+only tensors. Every ernie_ft command that opens a model directory asks ``weights_format`` first.
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import UserError
+
+SAFE_WEIGHTS, SAFE_INDEX, PICKLE_WEIGHTS = "model.safetensors", "model.safetensors.index.json", "model_state.pdparams"
+
+
+def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model") -> str:
+    """How a model directory's weights are stored: "safetensors", or "pickle" when the user trusts it.
+
+    A pickle can run any code when it is loaded, so a directory with only ``model_state.pdparams``
+    (ernie_ft before safetensors, PaddleNLP's own format) is refused without ``trust_pickle``.
+    With safetensors present, a pickle beside them is never read.
+    """
+    if os.path.isfile(os.path.join(path, SAFE_WEIGHTS)) or os.path.isfile(os.path.join(path, SAFE_INDEX)):
+        return "safetensors"
+    if os.path.isfile(os.path.join(path, PICKLE_WEIGHTS)):
+        if trust_pickle:
+            return "pickle"
+        raise UserError(f"{flag} {path}: its weights are a pickle ({PICKLE_WEIGHTS}), and loading a pickle can run "
+                        "code hidden in it. If you trust where this directory came from (ernie_ft checkpoints "
+                        "before safetensors, models saved by PaddleNLP), pass --trust-pickle; re-saving it then "
+                        "(e.g. python -m ernie_ft export) writes safetensors")
+    raise UserError(f"{flag} {path}: no model weights ({SAFE_WEIGHTS} or {PICKLE_WEIGHTS})")
