@@ -21,10 +21,18 @@ from typing import Any
 import yaml
 
 from .errors import UserError
+from .lock import LOCK, lock_output
 from .weights import SAFE_WEIGHTS, weights_format
 
 BEST, LAST, LOGS = "best", "last", "logs"
 RUN_FILE = "ernie_ft.yaml"
+def recover(path: str) -> None:
+    """Finish or undo a swap of ``path`` (best/ or last/) that a killed process left half done (see ``_swap_in``)."""
+    old, tmp = path + ".old", path + ".tmp"
+    if not os.path.exists(path) and os.path.isdir(old):
+        os.rename(old, path)  # killed between the two renames: the previous checkpoint comes back
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)  # killed while writing: never complete, never read
 def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
     """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted."""
     fmt = weights_format(path, trust_pickle, flag)
@@ -34,27 +42,55 @@ def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--m
 def check_output(path: str, resume: bool, overwrite: bool) -> None:
     """Refuse to mix a new run into an old one, or to resume what cannot be resumed."""
     state = os.path.join(path, LAST, "trainer_state.json")
+    if resume and not os.path.isfile(state) and os.path.isfile(os.path.join(path, LAST + ".old", "trainer_state.json")):
+        state = os.path.join(path, LAST + ".old", "trainer_state.json")  # recover() puts it back
     if resume and not os.path.isfile(state):
         raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); "
                         "start without --resume")
-    if not resume and not overwrite and os.path.isdir(path) and set(os.listdir(path)) - {LOGS}:
+    if not resume and not overwrite and os.path.isdir(path) and set(os.listdir(path)) - {LOGS, LOCK}:
         raise UserError(f"--output {path} already holds files; pass --resume to continue that run, "
                         "--overwrite to replace it, or choose another directory")
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"--output {path} is a file, not a directory")
 
 
-def prepare_output(path: str, resume: bool, overwrite: bool) -> None:
-    """Create the output directory (emptied first with --overwrite)."""
+def prepare_output(path: str, resume: bool, overwrite: bool, lock: bool = True) -> None:
+    """Create and lock the output directory (emptied first with --overwrite; half-done saves of a
+    killed run recovered with --resume). ``lock``: False where the launcher holds the lock."""
     check_output(path, resume, overwrite)
+    if lock:
+        lock_output(path)
+    for name in (BEST, LAST):
+        recover(os.path.join(path, name))
     if overwrite and not resume and os.path.isdir(path):
-        for name in set(os.listdir(path)) - {LOGS}:  # logs/ is being written by the launcher
+        for name in set(os.listdir(path)) - {LOGS, LOCK}:  # logs/ is being written by the launcher
             target = os.path.join(path, name)
             shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
     os.makedirs(path, exist_ok=True)
 
 
+class SaveError(UserError):
+    """A checkpoint could not be written (disk full, permissions); the previous one is intact."""
+
+
+def _write(path: str, write) -> None:
+    """Run ``write(tmp)`` on a fresh ``path``.tmp, then swap it in; on an OSError the previous
+    ``path`` stays as it was and a SaveError says what failed."""
+    tmp = _fresh(path)
+    try:
+        write(tmp)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        previous = "the previous one is intact" if os.path.isdir(path) else "there was none before"
+        raise SaveError(f"could not write the checkpoint {path}: {e.strerror or e} "
+                        f"({getattr(e, 'filename', None) or 'while saving'}); {previous}. Free some space "
+                        "(or fix the permissions) and run the same command with --resume") from None
+    _swap_in(tmp, path)
+
+
 def _swap_in(tmp: str, final: str) -> None:
+    """Replace ``final`` by ``tmp`` with two renames; a process killed in between leaves
+    ``final``.old, which ``recover`` renames back."""
     old = final + ".old"
     shutil.rmtree(old, ignore_errors=True)
     if os.path.exists(final):
@@ -78,14 +114,15 @@ def save_model(path: str, model, pipeline, labels: list[str], task_name: str, ru
     state = parallel.full_state(model.state_dict()) if parallel is not None else model.state_dict()
     if parallel is not None and not parallel.is_main:
         return
-    tmp = _fresh(path)
-    model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
-    pipeline.save(tmp)
-    with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
-        json.dump(labels, f, ensure_ascii=False, indent=1)
-    with open(os.path.join(tmp, RUN_FILE), "w", encoding="utf-8") as f:
-        yaml.safe_dump({"task": task_name, "run": run}, f, allow_unicode=True, sort_keys=False)
-    _swap_in(tmp, path)
+    def write(tmp):
+        model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+        pipeline.save(tmp)
+        with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
+            json.dump(labels, f, ensure_ascii=False, indent=1)
+        with open(os.path.join(tmp, RUN_FILE), "w", encoding="utf-8") as f:
+            yaml.safe_dump({"task": task_name, "run": run}, f, allow_unicode=True, sort_keys=False)
+
+    _write(path, write)
 
 
 def load_weights(path: str, model, parallel=None) -> None:
@@ -181,16 +218,18 @@ def save_state(path: str, state: dict, parallel) -> None:
     optimizer_state = parallel.full_state(optimizer.state_dict())
     if not parallel.is_main:
         return
-    tmp = _fresh(path)
-    paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
     to_structured = {p.name: n for n, p in model.named_parameters()}
-    paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
-    with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
-        pickle.dump({"scheduler": state["scheduler"].state_dict(), "scaler": state["precision"].state_dict(),
-                     "rng": rng_state()}, f)
-    with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
-        json.dump(dataclasses.asdict(state["progress"]), f, ensure_ascii=False, indent=1)
-    _swap_in(tmp, path)
+
+    def write(tmp):
+        paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
+        paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
+        with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
+            pickle.dump({"scheduler": state["scheduler"].state_dict(), "scaler": state["precision"].state_dict(),
+                         "rng": rng_state()}, f)
+        with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(state["progress"]), f, ensure_ascii=False, indent=1)
+
+    _write(path, write)
 
 
 def load_state(path: str, state: dict, parallel) -> dict:

@@ -111,6 +111,8 @@ def launch(argv: list[str], parallel, output: str) -> int:
     (``check_gpus``), so a bad one is one UserError and nothing starts. Each rank's log goes to
     OUTPUT/logs/workerlog.N. Returns the launcher's exit status.
     """
+    from .lock import lock_output
+
     command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", os.path.join(output, "logs")]
     if parallel.gpus is not None:
         ids = check_gpus(parallel.gpus)
@@ -119,6 +121,7 @@ def launch(argv: list[str], parallel, output: str) -> int:
     else:
         command += ["--nproc_per_node", str(parallel.nproc)]
         processes = parallel.nproc
+    lock_output(output)  # held by this process while the workers run
     if parallel.ips:
         command += ["--ips", parallel.ips]
     command += [sys.executable, "-m", "ernie_ft.worker"]

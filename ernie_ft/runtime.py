@@ -129,10 +129,13 @@ class Precision:
     def backward(self, loss) -> None:
         self.scaler.scale(loss).backward()
 
-    def step(self, optimizer) -> None:
-        """Unscale (fp16), clip (inside the optimizer), step and update the loss scale."""
+    def step(self, optimizer) -> bool:
+        """Unscale (fp16), clip (inside the optimizer), step and update the loss scale; True when the
+        scaler skipped the update because the fp16 gradients overflowed (it then lowers the scale)."""
         self.scaler.step(optimizer)
+        skipped = self.scaler.is_enable() and bool(getattr(self.scaler, "_found_inf", False))
         self.scaler.update()
+        return skipped
 
     def state_dict(self) -> dict:
         return self.scaler.state_dict()

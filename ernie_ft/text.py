@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -211,18 +212,21 @@ class TextPipeline:
         """Encodings of many texts, equal to [encode(t) for t in texts].
 
         With cache_dir, results are stored in <cache_dir>/<sha1(fingerprint, texts)>.arrow (an Arrow
-        stream that datasets.Dataset.from_file opens) and read back on the next identical call;
-        self.last_cache_hit says which happened. num_proc > 1 tokenises in that many processes.
+        stream that datasets.Dataset.from_file opens) beside the SHA-256 of its bytes, and read back
+        on the next identical call; a cache file that is truncated or altered (its digest differs)
+        is not trusted but rebuilt, with a warning. self.last_cache_hit says which happened.
+        num_proc > 1 tokenises in that many processes.
         """
         texts = list(texts)
         self.last_cache_hit = False
         path = Path(cache_dir) / f"{self._cache_key(texts)}.arrow" if cache_dir is not None else None
         if path is not None and path.is_file():
-            import pyarrow as pa
-
-            self.last_cache_hit = True
-            with pa.memory_map(str(path)) as source:
-                return _from_table(pa.ipc.open_stream(source).read_all())
+            cached = _read_table(path, len(texts))
+            if cached is not None:
+                self.last_cache_hit = True
+                return cached
+            print(f"warning: the tokenisation cache {path} is damaged (truncated or altered); rebuilding it",
+                  file=sys.stderr)
         num_proc = max(1, min(num_proc, len(texts)))
         encodings = self._encode_texts(texts) if num_proc == 1 else self._encode_in_processes(texts, num_proc)
         if path is not None:
@@ -345,7 +349,30 @@ def _write_table(path: Path, encodings: list[Encoding]) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # renamed into place: readers never see half a file
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    os.replace(tmp, path)
+    digest = path.with_name(path.name + ".sha256")
+    digest_tmp = digest.with_name(f"{digest.name}.{os.getpid()}.tmp")
+    digest_tmp.write_text(hashlib.sha256(tmp.read_bytes()).hexdigest() + "\n", encoding="ascii")
+    os.replace(tmp, path)  # a process killed between the two leaves a digest that does not match: rebuilt
+    os.replace(digest_tmp, digest)
+
+
+def _read_table(path: Path, rows: int) -> list[Encoding] | None:
+    """The encodings cached at ``path``, or None unless its bytes match its recorded SHA-256 and it
+    holds ``rows`` rows."""
+    import pyarrow as pa
+
+    try:
+        data = path.read_bytes()
+        expected = path.with_name(path.name + ".sha256").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if hashlib.sha256(data).hexdigest() != expected:
+        return None
+    try:
+        table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+    except (pa.ArrowException, OSError):
+        return None
+    return _from_table(table) if table.num_rows == rows else None
 
 
 def _from_table(table) -> list[Encoding]:

@@ -42,6 +42,8 @@ class Progress:
     dev: Optional[dict] = None
     """The best evaluation's metrics."""
     global_batch: int = 0
+    skipped_steps: int = 0
+    """fp16 steps the loss scaler skipped because the gradients overflowed."""
 
 
 @dataclass
@@ -105,7 +107,8 @@ def setup(task, cfg: RunConfig) -> Run:
     modeling.check_max_len(data, model, cfg.model.model)
     parallel.check_model(model)
     if parallel.is_main:
-        checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite)  # only now: nothing is lost on an error
+        # only now: nothing is lost on an error; a launched job's lock is the launcher's
+        checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite, lock=parallel.size == 1)
     parallel.barrier()
     runtime.seed_everything(tc.seed + parallel.dp_rank)  # same initial weights, different dropout per replica
     splits = {name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
@@ -167,7 +170,8 @@ def fit(run: Run) -> dict:
                         f"padding {padding_fraction(batches, run.splits['train'].lengths):.1%}")
             for first in range(p.batch, len(batches), tc.grad_accum):
                 group = batches[first:first + tc.grad_accum]
-                loss, tokens, seconds = train_step(run, group)
+                loss, tokens, seconds, skipped = train_step(run, group)
+                check_loss(run, loss, skipped)
                 log.step(p.step + 1, loss, run.state["optimizer"].get_lr(), tokens / seconds, p.epoch + 1,
                          log=(p.step + 1) % tc.log_steps == 0, seconds=seconds)
                 p.step, p.batch = p.step + 1, first + len(group)
@@ -197,9 +201,9 @@ def fit(run: Run) -> dict:
     return finish(run)
 
 
-def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float]:
+def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float, bool]:
     """One optimizer step over ``group`` (``--grad-accum`` batches): (mean loss over replicas, the job's
-    tokens, seconds)."""
+    tokens, seconds, whether the fp16 loss scaler skipped the update)."""
     tic = time.perf_counter()  # data, forward, backward, update (not evaluation)
     features, pad_id = run.splits["train"].features, run.pipeline.pad_id
     precision, optimizer = run.precision, run.state["optimizer"]
@@ -211,10 +215,37 @@ def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float]:
             loss = run.task.loss(forward(run.model, batch), batch)
         precision.backward(loss / len(group))
         tokens += sum(len(features[i]["input_ids"]) for i in indices)
-    precision.step(optimizer)
+    skipped = precision.step(optimizer)
     optimizer.clear_grad()
     run.state["scheduler"].step()
-    return run.parallel.mean(loss), run.parallel.job_total(tokens), time.perf_counter() - tic
+    return run.parallel.mean(loss), run.parallel.job_total(tokens), time.perf_counter() - tic, skipped
+
+
+class NonFiniteLoss(UserError):
+    """The training loss became NaN or infinite; nothing after the last good checkpoints was saved."""
+
+
+def check_loss(run: Run, loss: float, skipped: bool) -> None:
+    """Count a step the fp16 scaler skipped; stop the run at a non-finite loss otherwise, before
+    anything of it is evaluated or saved, so best/ and last/ keep the last good weights."""
+    p = run.progress
+    if skipped:
+        p.skipped_steps += 1
+        run.log.say(f"step {p.step + 1}: fp16 gradients overflowed, the loss scaler skipped this update "
+                    f"({p.skipped_steps} skipped so far)")
+        return
+    if math.isfinite(loss):
+        return
+    out = run.cfg.train.output
+    kept = [f"{checkpoint.BEST}/ (step {p.best_step})" if p.best_step is not None else None]
+    last_state = os.path.join(out, checkpoint.LAST, "trainer_state.json")
+    if os.path.isfile(last_state):
+        with open(last_state, encoding="utf-8") as f:
+            kept.append(f"{checkpoint.LAST}/ (step {json.load(f)['step']}, resumable)")
+    kept = [k for k in kept if k]
+    raise NonFiniteLoss(f"step {p.step + 1}: the training loss is {loss} (not finite); stopped without saving "
+                        f"this step. {'Kept in ' + out + ': ' + ', '.join(kept) if kept else 'Nothing was saved yet'}. "
+                        "Lower --lr, keep --max-grad-norm on, or train without --amp fp16")
 
 
 def metric_name(run: Run) -> str:

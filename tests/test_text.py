@@ -1,6 +1,7 @@
 """Tests for ernie_ft.text: normalisation, offsets, jieba words, vocab, audit, cache."""
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,30 @@ def test_encode_many_matches_encode_and_caches(small_vocab, tmp_path):
     assert not pipe.last_cache_hit
     pipe.encode_many(texts[:-1], cache_dir=str(tmp_path))
     assert pipe.last_cache_hit
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip a byte", "drop the digest", "swap in another cache"])
+def test_a_damaged_tokenisation_cache_is_detected_and_rebuilt(small_vocab, tmp_path, capsys, damage):
+    pipe = TextPipeline(small_vocab)
+    texts = CORPUS * 3 + [MIXED]
+    expected = pipe.encode_many(texts, cache_dir=str(tmp_path / "a"))
+    pipe.encode_many(texts[:2], cache_dir=str(tmp_path / "b"))
+    (cache,) = (tmp_path / "a").glob("*.arrow")
+    data = cache.read_bytes()
+    if damage == "truncate":
+        cache.write_bytes(data[:len(data) // 2])
+    elif damage == "flip a byte":  # inside the token ids: the file still parses, with wrong tokens
+        cache.write_bytes(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x01]) + data[len(data) // 2 + 1:])
+    elif damage == "drop the digest":
+        cache.with_name(cache.name + ".sha256").unlink()
+    else:  # a valid cache file and its digest, but for other texts
+        (other,) = (tmp_path / "b").glob("*.arrow")
+        shutil.copy(other, cache)
+        shutil.copy(other.with_name(other.name + ".sha256"), cache.with_name(cache.name + ".sha256"))
+    capsys.readouterr()
+    assert pipe.encode_many(texts, cache_dir=str(tmp_path / "a")) == expected and not pipe.last_cache_hit
+    assert f"the tokenisation cache {cache} is damaged" in capsys.readouterr().err
+    assert pipe.encode_many(texts, cache_dir=str(tmp_path / "a")) == expected and pipe.last_cache_hit  # rebuilt
 
 
 @needs_real_vocab
