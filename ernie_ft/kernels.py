@@ -19,7 +19,11 @@ batch 32, ``python scripts/profile_step.py --profile``), and what replaces it he
 
 The C file is compiled at first use (``cc -O3 -march=native -fopenmp``, linked to the OpenMP
 runtime of Paddle's MKL) into a cache keyed by the source, flags and CPU (under
-``$ERNIE_FT_CACHE``, default ``~/.cache/ernie_ft``): about 0.4 s, once. Without a compiler
+``$ERNIE_FT_CACHE``, default ``~/.cache/ernie_ft``): about 0.4 s, once, bounded by
+``COMPILE_SECONDS``. A cached library is loaded only if its bytes match the SHA-256 recorded
+when it was built and only this user can write it (``_trusted``): loading it runs its code.
+(``paddle.utils.cpp_extension`` builds Paddle custom operators in C++ through setuptools; these
+are plain C functions called through ctypes on tensors' data, so it does not fit them.) Without a compiler
 (one warning says so), or with ``ERNIE_FT_C_KERNELS=0``, Python versions run instead: Paddle's
 softmax and GELU, dropout masks from numpy, LayerNorm's gradient as matmuls. Dropout keys and
 seeds are drawn from Paddle's generator, so ``paddle.seed``, resumed checkpoints and recompute
@@ -92,6 +96,25 @@ def _openmp_link() -> list[str]:
     return ["-fopenmp"]
 
 
+COMPILE_SECONDS = 120  # a compiler that hangs (a network home, a wedged toolchain) must not hang training
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _trusted(target: Path) -> bool:
+    """A cached library is loaded only if this user owns it, nobody else may write it, and its bytes
+    match the SHA-256 recorded when this code built it: loading a shared library runs its code."""
+    record = target.with_name(target.name + ".sha256")
+    try:
+        st = target.stat()
+        recorded = record.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022 and _digest(target) == recorded
+
+
 def _build() -> ctypes.CDLL:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
@@ -99,16 +122,24 @@ def _build() -> ctypes.CDLL:
     link = _openmp_link()
     key = hashlib.sha256(SOURCE.read_bytes() + " ".join([compiler, *FLAGS, *link, _cpu_id()]).encode())
     target = Path(default_cache_dir()) / "kernels" / f"cpu_kernels-{key.hexdigest()[:16]}.so"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
+    if not _trusted(target):
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        seconds = float(os.environ.get("ERNIE_FT_KERNELS_TIMEOUT", COMPILE_SECONDS))
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # then an atomic rename: several
             obj, lib = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")  # processes may build at once
             for command in ([compiler, *FLAGS, "-c", str(SOURCE), "-o", obj],
                             [compiler, "-shared", obj, "-o", lib, *link]):
-                done = subprocess.run(command, capture_output=True, text=True)
+                try:
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
+                except subprocess.TimeoutExpired:
+                    raise RuntimeError(f"{command[0]} did not finish in {seconds:g} s") from None
                 if done.returncode != 0:
                     raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()[-500:]}")
-            os.replace(lib, target)
+            os.chmod(lib, 0o755)
+            record = Path(tmp) / "k.so.sha256"
+            record.write_text(_digest(Path(lib)) + "\n", encoding="ascii")
+            os.replace(lib, target)  # a process that dies between the two leaves a mismatch: rebuilt
+            os.replace(record, target.with_name(target.name + ".sha256"))
     lib = ctypes.CDLL(str(target))
     for name, argtypes in _SIGNATURES.items():
         getattr(lib, name).argtypes = argtypes

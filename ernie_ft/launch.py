@@ -111,7 +111,7 @@ def launch(argv: list[str], parallel, output: str) -> int:
     (``check_gpus``), so a bad one is one UserError and nothing starts. Each rank's log goes to
     OUTPUT/logs/workerlog.N. Returns the launcher's exit status.
     """
-    from .lock import lock_output
+    from .lock import lock_output, release_output
 
     command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", os.path.join(output, "logs")]
     if parallel.gpus is not None:
@@ -127,7 +127,10 @@ def launch(argv: list[str], parallel, output: str) -> int:
     command += [sys.executable, "-m", "ernie_ft.worker"]
     env = {**os.environ, "ERNIE_FT_WORKER_ARGV": json.dumps(["ernie_ft", *child_argv(argv)])}
     print(f"launching {processes} processes; logs in {os.path.join(output, 'logs')}", file=sys.stderr)
-    status = subprocess.call(command, env=env)
+    try:
+        status = subprocess.call(command, env=env)
+    finally:
+        release_output(output)
     if status:
         print(f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
               f"shown above, every rank's log is in {os.path.join(output, 'logs')}", file=sys.stderr)

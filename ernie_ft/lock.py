@@ -32,3 +32,10 @@ def lock_output(path: str) -> None:
     f.write(f"{os.getpid()}\n")
     f.flush()
     _held_locks[os.path.abspath(lock_path)] = f
+
+
+def release_output(path: str) -> None:
+    """Let go of ``lock_output(path)``'s lock (when the run ends; a long-lived process may train again)."""
+    f = _held_locks.pop(os.path.abspath(os.path.join(path, LOCK)), None)
+    if f is not None:
+        f.close()

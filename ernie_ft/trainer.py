@@ -24,6 +24,7 @@ from .errors import UserError
 from .extension import needs_exact_spans
 from .modeling import compute_logits, forward, to_tensors
 from .parallel import Parallel
+from .lock import release_output
 from .runlog import RunLog
 
 
@@ -313,7 +314,10 @@ def finish(run: Run) -> dict:
 
 def train(task, cfg: RunConfig) -> dict:
     """Fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json."""
-    return fit(setup(task, cfg))
+    try:
+        return fit(setup(task, cfg))
+    finally:
+        release_output(cfg.train.output or "")
 
 
 class StopRequest:

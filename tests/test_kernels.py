@@ -1,6 +1,7 @@
 """The fast CPU kernels: each computes the same function and gradients as Paddle's, and so does a swapped model."""
 import os
 import shutil
+import sys
 
 import numpy as np
 import paddle
@@ -317,3 +318,44 @@ def test_the_command_line_shows_the_warning_and_trains_without_a_compiler(monkey
         assert main(["--train", str(DATA / "sentiment_train.tsv"), "--model", tiny_checkpoint, "--output",
                      str(tmp_path / "run"), "--epochs", "1", "--max-len", "32", "--threads", "1"]) == 0
     assert (tmp_path / "run" / "best" / "model.safetensors").exists()
+
+
+def _fresh_build(monkeypatch, cache):
+    monkeypatch.setenv("ERNIE_FT_CACHE", str(cache))
+    monkeypatch.setattr(kernels, "_state", {"lib": None, "tried": False, "threads": 1})
+    return kernels.library()
+
+
+def test_a_cached_library_that_is_not_the_one_built_here_is_never_loaded(monkeypatch, tmp_path):
+    if not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler")
+    assert _fresh_build(monkeypatch, tmp_path) is not None
+    (target,) = (tmp_path / "kernels").glob("*.so")
+    built = target.read_bytes()
+    assert (tmp_path / "kernels").stat().st_mode & 0o077 == 0  # the cache directory is the user's alone
+    # A planted library: its constructor would create a marker file when loaded.
+    planted = tmp_path / "planted.c"
+    planted.write_text('#include <stdio.h>\n__attribute__((constructor)) static void f(void) '
+                       f'{{ fclose(fopen("{tmp_path / "pwned"}", "w")); }}\n')
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    import subprocess
+
+    subprocess.run([cc, "-shared", "-fPIC", str(planted), "-o", str(target)], check=True)
+    loaded = subprocess.run([sys.executable, "-c", "from ernie_ft import kernels; print(kernels.library() is not None)"],
+                            env={**os.environ, "ERNIE_FT_CACHE": str(tmp_path)}, capture_output=True, text=True,
+                            timeout=120)  # a new process: nothing is loaded in it yet
+    assert loaded.stdout.strip() == "True", loaded.stderr[-2000:]
+    assert not (tmp_path / "pwned").exists() and target.read_bytes() == built  # rebuilt, never loaded
+    os.chmod(target, 0o777)  # writable by anyone: not trusted either, rebuilt with safe permissions
+    assert _fresh_build(monkeypatch, tmp_path) is not None
+    assert target.stat().st_mode & 0o022 == 0
+
+
+def test_a_compiler_that_hangs_is_stopped_and_paddles_kernels_run(monkeypatch, tmp_path):
+    hanging = tmp_path / "cc"
+    hanging.write_text("#!/bin/sh\nexec sleep 600\n")  # stands for a wedged toolchain, never finishes
+    hanging.chmod(0o755)
+    monkeypatch.setenv("CC", str(hanging))
+    monkeypatch.setenv("ERNIE_FT_KERNELS_TIMEOUT", "1")
+    with pytest.warns(kernels.KernelsWarning, match="did not finish in 1 s"):
+        assert _fresh_build(monkeypatch, tmp_path / "cache") is None
