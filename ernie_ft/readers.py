@@ -135,6 +135,9 @@ def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
     # TSV has no quoting: Chinese reviews contain stray quotes that csv would pair across lines.
     rows = ([(n, s.split("\t")) for n, s in enumerate(lines, 1) if s.strip()] if fmt == "tsv"
             else _csv_rows(where, text))
+    if not rows:  # e.g. a CSV of separators and quotes only: every row is empty fields
+        raise UserError(f"{where} has no row with any text (only separators, quotes or blank fields); "
+                        "give a file with a text in each row")
     return _name_fields(where, fmt, rows, header_names)
 
 

@@ -174,3 +174,26 @@ def test_a_second_run_on_the_same_output_is_refused_and_touches_nothing(tmp_path
     proc = cli(out, "--epochs", "1", "--overwrite")  # once the first run is gone
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not (out / "best" / "marker").exists() and (out / "best" / "model.safetensors").exists()
+
+
+def test_fp16_steps_the_loss_scaler_skips_are_counted_not_fatal(tmp_path, monkeypatch):
+    # Paddle enables the GradScaler on GPU only; here its verdict is played for steps 3 and 5,
+    # whose loss is made infinite as an fp16 overflow would make it.
+    out = tmp_path / "run"
+    run = new_run(out, "--epochs", "1")
+    step, loss, calls = run.precision.step, run.task.loss, []
+
+    def overflowing(logits, batch):
+        calls.append(1)
+        value = loss(logits, batch)
+        return value * float("inf") if len(calls) in (3, 5) else value
+
+    monkeypatch.setattr(run.task, "loss", overflowing)
+    # the scaler's verdict: skip the update of an overflowed step (its gradients are cleared), else step
+    monkeypatch.setattr(run.precision, "step", lambda optimizer: len(calls) in (3, 5) or step(optimizer))
+    try:
+        fit(run)
+    finally:
+        release_locks()
+    assert json.loads((out / "last" / "trainer_state.json").read_text())["skipped_steps"] == 2
+    assert (out / "best" / "model.safetensors").exists()

@@ -310,6 +310,12 @@ def test_csv_rows_of_empty_fields_count_as_blank_lines(tmp_path):
     assert [e.line for e in read_examples(path)] == [2]
 
 
+@pytest.mark.parametrize("content", [",", '"', ",,\n,\n", '""'])
+def test_a_csv_with_no_text_at_all_is_one_user_error(tmp_path, content):  # found by tests/test_fuzz.py
+    path = write(tmp_path, "a.csv", content)
+    assert error_of(read_examples, path).startswith(f"--train: {path} has no row with any text")
+
+
 def labelled_examples(task: str, labels: list[str]) -> list:
     """One dev example per label, as each task's reader makes them, all at dev.tsv:3."""
     from ernie_ft.ner_formats import NerExample
