@@ -1,6 +1,7 @@
 """``python -m ernie_ft serve``: answers equal ``predict``'s, dynamic batching, backpressure, bad requests,
 readiness and SIGTERM draining, against tiny checkpoints of each built-in task."""
 import asyncio
+import contextlib
 import json
 import shutil
 import signal
@@ -359,15 +360,22 @@ def submit(browser, url, fields):
     return wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, "#result[data-kind], #error")))
 
 
+@contextlib.contextmanager
+def page_and_api(browser, model_dir, tmp_path, text):
+    """A server for ``model_dir``; yields the page's rendered result for ``text`` and the API's answer."""
+    server = Server(model_dir, tmp_path)
+    try:
+        server.wait_ready()
+        result = submit(browser, server.url + "/", {"text": text})
+        yield result, httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": text}]}).json()["predictions"][0]
+    finally:
+        server.stop()
+
+
 def test_the_page_shows_a_classifiers_label_probabilities_as_bars(browser, classifier, tmp_path):
     from selenium.webdriver.common.by import By
 
-    server = Server(classifier, tmp_path)
-    try:
-        server.wait_ready()
-        text = "房间很干净，服务也好，下次还来"
-        result = submit(browser, server.url + "/", {"text": text})
-        api = httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": text}]}).json()["predictions"][0]
+    with page_and_api(browser, classifier, tmp_path, "房间很干净，服务也好，下次还来") as (result, api):
         assert result.get_attribute("data-kind") == "labels"
         assert browser.find_element(By.ID, "label").text == api["label"]
         bars = {row.get_attribute("data-label"): float(row.get_attribute("data-prob"))
@@ -378,19 +386,13 @@ def test_the_page_shows_a_classifiers_label_probabilities_as_bars(browser, class
         assert widths == sorted(widths, reverse=True) and widths[0] > 0  # drawn, longest bar first
         browser.save_screenshot(str(tmp_path / "classify.png"))
         assert (tmp_path / "classify.png").stat().st_size > 1000
-    finally:
-        server.stop()
 
 
 def test_the_page_highlights_entities_coloured_by_type_with_a_legend(browser, tagger, tmp_path):
     from selenium.webdriver.common.by import By
 
-    server = Server(tagger, tmp_path)
-    try:
-        server.wait_ready()
-        text = "吴敏昨天去苏州参加了星光科技公司的年会。"
-        result = submit(browser, server.url + "/", {"text": text})
-        api = httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": text}]}).json()["predictions"][0]
+    text = "吴敏昨天去苏州参加了星光科技公司的年会。"
+    with page_and_api(browser, tagger, tmp_path, text) as (result, api):
         assert result.get_attribute("data-kind") == "entities"
         doc = browser.find_element(By.ID, "doc")
         marks = doc.find_elements(By.TAG_NAME, "mark")
@@ -412,5 +414,3 @@ def test_the_page_highlights_entities_coloured_by_type_with_a_legend(browser, ta
         assert len(set(colours.values())) == len(colours)  # one colour per type
         browser.save_screenshot(str(tmp_path / "ner.png"))
         assert (tmp_path / "ner.png").stat().st_size > 1000
-    finally:
-        server.stop()
