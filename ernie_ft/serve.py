@@ -18,8 +18,10 @@ import collections
 import json
 import os
 import re
+import shutil
 import signal
 import tempfile
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
@@ -78,7 +80,9 @@ class ServedModel:
         self.loaded, self.data = load_for_inference(model_dir, device, {}, engine, trust_pickle)
         self.task, self.labels = self.loaded.task, self.loaded.labels
         self.required, self.optional = input_fields(self.task)
+        # each request's inputs pass through one small file here, read by the task's own reader
         self._tmp = tempfile.mkdtemp(prefix="ernie_ft-serve-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        weakref.finalize(self, shutil.rmtree, self._tmp, True)  # removed with the model, or at exit
 
     def prepare(self, inputs: list[dict]) -> tuple[list, list[dict]]:
         """(examples, features) for the inputs, as ``predict`` makes them from a JSONL file (without
