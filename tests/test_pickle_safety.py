@@ -6,12 +6,12 @@ weights, and checks that the marker never appears.
 import os
 import pickle
 import shutil
-import subprocess
-import sys
+from dataclasses import dataclass
 
 import pytest
 
 from conftest import DATA
+from ernie_ft.cli import main
 
 TRAIN = ["--train", str(DATA / "sentiment_train.tsv"), "--max-len", "32", "--epochs", "1", "--threads", "1"]
 
@@ -31,20 +31,31 @@ def plant(directory, marker):
         pickle.dump(Payload(marker), f)
 
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "ernie_ft", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+@dataclass
+class Result:
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture
+def run(capsys):
+    """``python -m ernie_ft ARGS`` in this process: its exit status and what it printed to stderr."""
+    def call(*args):
+        capsys.readouterr()
+        status = main([str(a) for a in args])
+        return Result(status, capsys.readouterr().err)
+
+    return call
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("safety") / "run"
-    proc = run("classify", *TRAIN, "--model", "scratch:tiny", "--output", out)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert main(["classify", *TRAIN, "--model", "scratch:tiny", "--output", str(out)]) == 0
     return out
 
 
-def test_a_pickle_beside_the_safetensors_is_never_read(trained, tmp_path):
+def test_a_pickle_beside_the_safetensors_is_never_read(trained, tmp_path, run):
     model = tmp_path / "model"
     shutil.copytree(trained / "best", model)
     marker = tmp_path / "pwned"
@@ -62,7 +73,7 @@ def test_a_pickle_beside_the_safetensors_is_never_read(trained, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate", "export", "serve", "classify"])
-def test_a_directory_whose_weights_are_only_a_pickle_is_refused_in_one_line(trained, tmp_path, command):
+def test_a_directory_whose_weights_are_only_a_pickle_is_refused_in_one_line(trained, tmp_path, command, run):
     model = tmp_path / "model"
     shutil.copytree(trained / "best", model)
     (model / "model.safetensors").unlink()
@@ -79,7 +90,7 @@ def test_a_directory_whose_weights_are_only_a_pickle_is_refused_in_one_line(trai
     assert not (tmp_path / "exported").exists() and not (tmp_path / "again").exists()  # nothing written
 
 
-def test_trust_pickle_loads_an_old_style_checkpoint_and_export_rewrites_it_as_safetensors(trained, tmp_path):
+def test_trust_pickle_loads_an_old_style_checkpoint_and_export_rewrites_it_as_safetensors(trained, tmp_path, run):
     import paddle
     from safetensors.numpy import load_file
 
