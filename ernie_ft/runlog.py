@@ -26,8 +26,9 @@ class RunLog:
         self.total = total_steps
         self.writer = LogWriter(logdir=os.path.join(output, "vdl"))
         mode = "a" if start_step else "w"
-        self.train_file = open(os.path.join(output, "train_log.jsonl"), mode, encoding="utf-8")
-        self.eval_file = open(os.path.join(output, "evaluations.jsonl"), mode, encoding="utf-8")
+        # line-buffered: a launched worker ends with os._exit (see worker.py), which flushes nothing
+        self.train_file = open(os.path.join(output, "train_log.jsonl"), mode, encoding="utf-8", buffering=1)
+        self.eval_file = open(os.path.join(output, "evaluations.jsonl"), mode, encoding="utf-8", buffering=1)
         self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True,
                         disable=not sys.stderr.isatty())
         self.start_step, self.started = start_step, time.perf_counter()

@@ -23,6 +23,7 @@ from ernie_ft.dataset import default_cache_dir, featurize, read_splits
 from ernie_ft.modeling import build_model, forward, load_pipeline, to_tensors
 from ernie_ft.ner import NER
 from ernie_ft.parallel import Parallel
+from ernie_ft.worker import leave
 from ernie_ft.runtime import seed_everything, set_threads
 
 TASKS = {"classify": Classification, "ner-crf": lambda: NER(crf=True)}
@@ -94,3 +95,4 @@ if parallel.size == 1:
     result.update({"terms/" + n: np.maximum(terms[n], per_example[n]) for n in per_example})
 if parallel.is_main:
     np.savez(out, **result)
+leave(0)  # as launched ernie_ft workers end: without the teardown that races Paddle's TCPStore thread

@@ -13,6 +13,7 @@ from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from ernie_ft.modeling import forward
 from ernie_ft.parallel import Parallel
+from ernie_ft.worker import leave
 
 out, tensor_parallel = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
 parallel = Parallel(tensor_parallel)
@@ -37,3 +38,4 @@ result.update({"grad/" + n: parallel.dense(p.grad).numpy() for n, p in model.nam
 sharded = [n for n, p in model.named_parameters() if p.is_dist() and "Shard" in str(p.placements)]
 if parallel.is_main:
     np.savez(out, sharded=np.array(sharded), **result)
+leave(0)  # as launched ernie_ft workers end: without the teardown that races Paddle's TCPStore thread
