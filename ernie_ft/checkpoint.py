@@ -22,7 +22,7 @@ import yaml
 
 from .errors import UserError
 from .lock import LOCK, lock_output
-from .weights import SAFE_WEIGHTS, weights_format
+from .weights import SAFE_WEIGHTS, from_pretrained
 
 BEST, LAST, LOGS = "best", "last", "logs"
 RUN_FILE = "ernie_ft.yaml"
@@ -33,12 +33,6 @@ def recover(path: str) -> None:
         os.rename(old, path)  # killed between the two renames: the previous checkpoint comes back
     shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)  # killed while writing: never complete, never read
-def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
-    """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted."""
-    fmt = weights_format(path, trust_pickle, flag)
-    return cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
-
-
 def check_output(path: str, resume: bool, overwrite: bool) -> None:
     """Refuse to mix a new run into an old one, or to resume what cannot be resumed."""
     state = os.path.join(path, LAST, "trainer_state.json")

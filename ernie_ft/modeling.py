@@ -18,7 +18,7 @@ from .errors import UserError
 from .extension import same_pieces
 from .text import TextPipeline, saved_extension
 from .vocab import build_vocab, write_vocab
-from .weights import weights_format
+from .weights import from_pretrained
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
 SCRATCH = {
@@ -150,10 +150,9 @@ def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPi
         return cls(config)
     if source == "directory":
         _check_directory(model.model)
-        fmt = weights_format(model.model, model.trust_pickle)  # before PaddleNLP opens any file
     try:
-        net = (cls.from_pretrained(model.model, use_safetensors=fmt == "safetensors", **overrides)
-               if source == "directory" else cls.from_pretrained(model.model, **overrides))
+        net = (from_pretrained(cls, model.model, model.trust_pickle, **overrides) if source == "directory"
+               else cls.from_pretrained(model.model, **overrides))
     except UserError:
         raise
     except Exception as e:

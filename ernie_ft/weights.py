@@ -29,3 +29,10 @@ def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model")
                         "before safetensors, models saved by PaddleNLP), pass --trust-pickle; re-saving it then "
                         "(e.g. python -m ernie_ft export) writes safetensors")
     raise UserError(f"{flag} {path}: no model weights ({SAFE_WEIGHTS} or {PICKLE_WEIGHTS})")
+
+
+def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
+    """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted: the format
+    is decided (and a pickle refused) before PaddleNLP opens any file."""
+    fmt = weights_format(path, trust_pickle, flag)
+    return cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
