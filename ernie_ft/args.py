@@ -41,10 +41,16 @@ def _add_field(group, f: dataclasses.Field, doc: str) -> None:
 
 def train_parser(prog: str, description: str, task_cls=None) -> Parser:
     """The training command line: every config field (and task option) as a flag, all defaulting to 'not given'."""
+    corpus = getattr(task_cls, "reads_corpus", False)
+    data = "--corpus FILE... [--dev FILE]" if corpus else "--train FILE [--dev FILE] [--test FILE]"
     parser = Parser(prog=prog, description=description, allow_abbrev=False, argument_default=argparse.SUPPRESS,
-                    usage=f"{prog} [train] --train FILE [--dev FILE] [--test FILE] --model MODEL --output DIR "
+                    usage=f"{prog} [train] {data} --model MODEL --output DIR "
                           f"[options]\n       {prog} predict --model DIR --input FILE [--output FILE]")
     parser.add_argument("--config", help="YAML recipe with data:, model: and train: sections; flags override it")
+    if corpus:
+        parser.add_argument("--corpus", nargs="+", dest="train", metavar="FILE",
+                            help=".txt files (one document per line, or documents separated by blank lines), TSV, "
+                                 "CSV or JSONL (with --text-column), or glob patterns such as 'corpus/*.txt'")
     for section, cls in SECTIONS.items():
         group = parser.add_argument_group(f"{section} settings")
         docs = field_docs(cls)
@@ -74,6 +80,8 @@ def predict_parser(prog: str) -> Parser:
     parser.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
     parser.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
                         help="inference: run the model exported by python -m ernie_ft.export with Paddle Inference")
+    parser.add_argument("--top-k", type=int, help="fill-mask (a pretrain checkpoint): tokens predicted per [MASK] "
+                                                  "(default: 5)")
     parser.add_argument("--trust-pickle", action="store_true",
                     help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     return parser

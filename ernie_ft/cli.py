@@ -1,6 +1,7 @@
 """Every ``python -m ernie_ft`` command in one table.
 
     python -m ernie_ft classify|ner|qa [train] --train FILE ...   (also python -m ernie_ft.classify ...)
+    python -m ernie_ft pretrain [train] --corpus FILE... ...        (also python -m ernie_ft.pretrain ...)
     python -m ernie_ft --task tasks/multilabel_intent.py:MultiLabelIntent --train FILE ...
     python -m ernie_ft predict --model DIR --input FILE                (any task's checkpoint)
     python -m ernie_ft evaluate|export|vocab|serve ...
@@ -21,6 +22,7 @@ TASK_DESCRIPTIONS = {
     "classify": "Fine-tune ERNIE for text classification (single texts or sentence pairs).",
     "ner": "Fine-tune ERNIE for named-entity recognition (CoNLL, CLUENER or span JSONL).",
     "qa": "Fine-tune ERNIE for extractive question answering (SQuAD-style JSON or JSONL).",
+    "pretrain": "Pretrain ERNIE (masked language model, whole-word masking) on unlabelled text; predict fills [MASK].",
 }
 
 
@@ -53,7 +55,7 @@ def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
     ``task_cls`` is the class itself when the caller has it (a task file run as a script).
     """
     if argv and argv[0] == "predict":
-        return predict(argv[1:], f"{prog} predict")
+        return predict(argv[1:], f"{prog} predict", fill_mask=spec == "pretrain")
     train_argv = argv[1:] if argv and argv[0] == "train" else argv
 
     def train() -> int:
@@ -77,8 +79,10 @@ def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
     return run_guarded(train)
 
 
-def predict(argv: list[str], prog: str = "python -m ernie_ft predict") -> int:
+def predict(argv: list[str], prog: str = "python -m ernie_ft predict", fill_mask: Optional[bool] = None) -> int:
+    """``fill_mask``: True where only a pretrain checkpoint fits (``pretrain predict``), None for any."""
     options = parsers.predict_parser(prog).parse_args(argv)
+    options.fill_mask = fill_mask
 
     def run() -> None:
         from .predict import predict as write_predictions

@@ -11,6 +11,7 @@ import difflib
 import functools
 import inspect
 import math
+import os
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -238,6 +239,8 @@ def _coerce(value: Any, annotation: str, key: str) -> Any:
             if math.isnan(number):
                 raise ValueError
             return number
+        if isinstance(value, (list, tuple)):  # several files (--corpus a.txt b.txt, or a YAML list)
+            return os.pathsep.join(str(v) for v in value)
         return str(value)
     except (TypeError, ValueError):
         raise UserError(f"{key}: expected {base}, got {value!r}") from None

@@ -1,10 +1,17 @@
 """Classification metrics, a printable report and a confusion matrix (scikit-learn does the maths)."""
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Sequence
 
 import numpy as np
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a smaller value of ``metric`` is better (losses, errors, perplexity); else greater is."""
+    words = set(re.split(r"[^a-z]+", metric.lower()))
+    return bool(words & {"loss", "error", "perplexity", "ppl", "wer", "cer"})
 
 
 def _label_names(gold: list[str], pred: list[str], labels: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from .errors import UserError
 from .extension import same_pieces
 from .text import TextPipeline, saved_extension
 from .vocab import build_vocab, write_vocab
-from .weights import from_pretrained
+from .weights import describe_loading, from_pretrained
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
 SCRATCH = {
@@ -30,7 +31,9 @@ SCRATCH = {
                    max_position_embeddings=2048),  # ernie-3.0-medium-zh's shape
 }
 HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
-         "span": "ErnieForQuestionAnswering"}
+         "span": "ErnieForQuestionAnswering", "mlm": "ErnieForMaskedLM"}
+PER_TOKEN = ("token", "span")
+"""Heads with one output row per token; 'sequence' has one per input, 'mlm' one per masked position."""
 WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
 
 
@@ -44,6 +47,9 @@ def _scratch_preset(spec: str) -> dict:
 
 def _check_directory(path: str) -> None:
     files = set(os.listdir(path))
+    if "best" in files and os.path.isfile(os.path.join(path, "best", "config.json")) and "config.json" not in files:
+        raise UserError(f"--model {path} is a training run's output directory; pass its model: "
+                        f"--model {os.path.join(path, 'best')}")
     if not files & {"config.json", "model_config.json"} or not files & set(WEIGHT_FILES):
         raise UserError(f"--model {path}: not a PaddleNLP checkpoint directory (expected config.json and "
                         f"{WEIGHT_FILES[0]}; found {', '.join(sorted(files)) or 'nothing'})")
@@ -140,7 +146,7 @@ def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPi
     cls = model_class(head, custom_class)
     overrides = {} if model.dropout is None else {
         "hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
-    if head != "span":
+    if head in ("sequence", "token"):
         overrides["num_labels"] = num_labels
     source = kind(model.model)
     if source == "scratch":
@@ -159,6 +165,10 @@ def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPi
         if source == "directory":
             raise UserError(f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})") from None
         raise _offline_hint(model.model, str(e)) from None
+    if source == "directory":
+        loading = describe_loading(net, model.model)
+        if loading:
+            print(f"--model {model.model}: {loading}", file=sys.stderr)
     if pipeline.extension is not None and not (source == "directory" and saved_extension(model.model)):
         grow_embeddings(net, pipeline)
     if net.config.vocab_size < pipeline.vocab_size:
@@ -202,35 +212,51 @@ def forward(model, batch: dict):
     """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
     import paddle
 
+    extra = {"masked_positions": batch["masked_positions"]} if "masked_positions" in batch else {}
     out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                position_ids=batch.get("position_ids"))
+                position_ids=batch.get("position_ids"), **extra)
     return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
 
 
-def compute_logits(model, features: list[dict], pad_id: int, batch_size: int, precision=None,
-                   head: str = "sequence", parallel=None):
+def task_batching(task, pipeline, seed: int = 0) -> dict:
+    """``compute_logits`` keywords for a task that makes its own batches and summarises its outputs
+    (pretraining: evaluation's fixed masks, per-position rows); {} for the others."""
+    if not hasattr(task, "collate"):
+        return {}
+    return {"collate_fn": lambda features: task.collate(features, pipeline, seed, None),
+            "summarize": task.summarize}
+
+
+def compute_logits(model, features, pad_id: int, batch_size: int, precision=None,
+                   head: str = "sequence", parallel=None, collate_fn=None, summarize=None):
     """Model outputs for every feature, in feature order (numpy).
 
     A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
-    with one [tokens, outputs] array per feature, cut to the feature's own length. ``parallel``
-    lays the batches out for a tensor-parallel model (whose every rank runs every batch).
+    with one [tokens, outputs] array per feature, cut to the feature's own length; with
+    ``summarize(outputs, batch)`` (a task's, see ``task_batching``) the list holds its row per
+    input. ``collate_fn(features)`` replaces the usual batching. ``parallel`` lays the batches out
+    for a tensor-parallel model (whose every rank runs every batch).
     """
     import paddle
 
-    per_token = head != "sequence"
+    per_token = head in PER_TOKEN
     was_training = model.training
     model.eval()
-    sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], batch_size, shuffle=False)
+    lengths = getattr(features, "lengths", None)  # features read lazily from disk know theirs
+    lengths = [len(f["input_ids"]) for f in features] if lengths is None else lengths
+    sampler = LengthGroupedSampler(lengths, batch_size, shuffle=False)
     outputs = [None] * len(features)
     with paddle.no_grad():
         for indices in sampler.batches():
-            batch = to_tensors(collate([features[i] for i in indices], pad_id, head == "token"))
+            chosen = [features[i] for i in indices]
+            batch = to_tensors(collate_fn(chosen) if collate_fn else collate(chosen, pad_id, head == "token"))
             if parallel is not None:
                 batch = parallel.distribute(batch, split=False)
             with precision.autocast() if precision else contextlib.nullcontext():
                 logits = forward(model, batch)
-            logits = (parallel.dense(logits) if parallel is not None else logits).astype("float32").numpy()
+            logits = parallel.dense(logits) if parallel is not None else logits
+            rows = summarize(logits, batch) if summarize else logits.astype("float32").numpy()
             for row, i in enumerate(indices):
-                outputs[i] = logits[row, :len(features[i]["input_ids"])] if per_token else logits[row]
+                outputs[i] = rows[row][:len(chosen[row]["input_ids"])] if per_token else rows[row]
     model.train(was_training)
-    return outputs if per_token or not outputs else np.stack(outputs)
+    return outputs if per_token or summarize or not outputs else np.stack(outputs)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import warnings
 
 import numpy as np
+
+from .metrics import lower_is_better
 
 # Font family names (as matplotlib reports them) that cover Chinese, most preferred first.
 CJK_FONT_NAMES = ("Noto Sans CJK", "Noto Serif CJK", "WenQuanYi", "SimHei", "Source Han",
@@ -84,11 +85,6 @@ def _save(figure, path: str) -> str:
     return path
 
 
-def _lower_is_better(metric: str) -> bool:
-    words = set(re.split(r"[^a-z]+", metric.lower()))
-    return bool(words & {"loss", "error", "perplexity", "ppl", "wer", "cer"})
-
-
 def _smooth(values: np.ndarray, window: int) -> np.ndarray:
     kernel = np.ones(window) / window
     return np.convolve(values, kernel, mode="valid")
@@ -116,7 +112,7 @@ def plot_training_curves(history: list[dict], path: str, metric: str) -> str:
         best_step = None
         if dev:
             steps, values = map(np.asarray, zip(*dev))
-            best = int(np.argmin(values) if _lower_is_better(metric) else np.argmax(values))
+            best = int(np.argmin(values) if lower_is_better(metric) else np.argmax(values))
             best_step = steps[best]
             ax = axes[-1]
             ax.plot(steps, values, marker="o", markersize=3, color="tab:orange", label=f"dev {metric}")

@@ -8,7 +8,7 @@ from . import checkpoint, kernels, runtime
 from .config import DataConfig
 from .dataset import featurize
 from .errors import UserError
-from .modeling import compute_logits
+from .modeling import compute_logits, task_batching
 from .readers import TrainedColumn
 
 
@@ -58,7 +58,7 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
         loaded.task.check_labels(examples, loaded.labels, data, flag)
     split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data)
     logits = compute_logits(loaded.model, split.features, loaded.pipeline.pad_id, batch_size,
-                            head=loaded.task.head)
+                            head=loaded.task.head, **task_batching(loaded.task, loaded.pipeline))
     return examples, split.features, logits
 
 
@@ -66,6 +66,16 @@ def predict(args) -> None:
     """``python -m ernie_ft.<task> predict``: one JSON line per input record."""
     loaded, data = load_for_inference(args.model, args.device, {
         "text_column": args.text_column, "text_pair_column": args.text_pair_column}, args.engine, args.trust_pickle)
+    if getattr(args, "fill_mask", None) and loaded.task.head != "mlm":
+        raise UserError(f"--model {args.model}: a {loaded.task.name} checkpoint has no masked-language-model head; "
+                        "fill-mask needs a model trained by python -m ernie_ft.pretrain")
+    if getattr(args, "top_k", None) is not None:
+        if not hasattr(loaded.task, "top_k"):
+            raise UserError(f"--top-k is for fill-mask (a pretrain checkpoint); --model {args.model} is a "
+                            f"{loaded.task.name} checkpoint")
+        if args.top_k < 1:
+            raise UserError("--top-k must be at least 1")
+        loaded.task.top_k = args.top_k
     examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout

@@ -72,14 +72,16 @@ def read_text_file(path: str, flag: str = "--train") -> str:
     except UnicodeDecodeError as e:
         if utf16:
             raise UserError(f"{where} starts like UTF-16 but is damaged; save it as UTF-8") from None
-        raise UserError(_encoding_message(where, path, raw, e.start)) from None
+        raise UserError(encoding_message(where, path, raw, e.start)) from None
     if not text.strip():
         raise UserError(f"{where} is empty; it needs one record per line")
     return text
 
 
-def _encoding_message(where: str, path: str, raw: bytes, offset: int) -> str:
-    line = raw.count(b"\n", 0, offset) + 1
+def encoding_message(where: str, path: str, raw: bytes, offset: int, first_line: int = 1) -> str:
+    """What is wrong with bytes that are not UTF-8 (``raw`` starts at line ``first_line`` of ``path``)
+    and the iconv command that converts the file when it looks like GBK or Big5."""
+    line = raw.count(b"\n", 0, offset) + first_line
     scores = {}
     for name, codec in (("GBK/GB18030", "GB18030"), ("Big5", "BIG5")):
         try:

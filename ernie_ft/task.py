@@ -22,6 +22,7 @@ BUILTIN = {
     "classify": "ernie_ft.classify:Classification",
     "ner": "ernie_ft.ner:NER",
     "qa": "ernie_ft.qa:QA",
+    "pretrain": "ernie_ft.pretrain:Pretraining",
 }
 
 
@@ -31,9 +32,14 @@ class Task(Protocol):
     head: str
     """The model head: 'sequence' (one output row per input), 'token' or 'span'."""
     metric: str
-    """Default dev metric for picking the best checkpoint; greater is better."""
+    """Default dev metric for picking the best checkpoint; greater is better, except for losses and perplexity."""
     # Optional: `model_class: str` ('module:Class') replaces the head's PaddleNLP class, and
     # `bind(model)` hands the task the built model (for losses or decoders with parameters, e.g. a CRF).
+    # A task whose data streams from disk (pretraining) also has `reads_corpus = True` (its data flag
+    # is --corpus FILE...), `held_out(train, data)` -> (train, dev or None) when no --dev is given,
+    # `stream_features(examples, pipeline, data)` (features read lazily, or None for the usual path),
+    # `collate(features, pipeline, seed, epoch)` (its own batches: masks drawn per epoch) and
+    # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits).
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
         """Examples from a file; bad input raises UserError naming the file and line."""

@@ -22,9 +22,10 @@ from .config import RunConfig, TrainConfig
 from .dataset import Split, default_cache_dir, featurize, read_splits
 from .errors import UserError
 from .extension import needs_exact_spans
-from .modeling import compute_logits, forward, to_tensors
+from .modeling import compute_logits, forward, task_batching, to_tensors
 from .parallel import Parallel
 from .lock import release_output
+from .metrics import lower_is_better
 from .runlog import RunLog
 
 
@@ -131,7 +132,7 @@ def setup(task, cfg: RunConfig) -> Run:
              "precision": precision, "progress": Progress(global_batch=global_batch)}
     if parallel.is_main:
         print(f"device {device}, {parallel.describe()}, {threads} threads each; "
-              f"{'' if task.head == 'span' else f'{len(labels)} labels; '}"
+              f"{f'{len(labels)} labels; ' if labels else ''}"
               f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
               f"{global_batch * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
               f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "
@@ -206,16 +207,18 @@ def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float, boo
     """One optimizer step over ``group`` (``--grad-accum`` batches): (mean loss over replicas, the job's
     tokens, seconds, whether the fp16 loss scaler skipped the update)."""
     tic = time.perf_counter()  # data, forward, backward, update (not evaluation)
-    features, pad_id = run.splits["train"].features, run.pipeline.pad_id
+    features, task = run.splits["train"].features, run.task
     precision, optimizer = run.precision, run.state["optimizer"]
     tokens = 0
     for indices in group:
-        batch = run.parallel.distribute(to_tensors(collate([features[i] for i in indices], pad_id,
-                                                           run.task.head == "token")))
+        chosen = [features[i] for i in indices]
+        batch = (task.collate(chosen, run.pipeline, run.cfg.train.seed, run.progress.epoch) if hasattr(task, "collate")
+                 else collate(chosen, run.pipeline.pad_id, task.head == "token"))
+        batch = run.parallel.distribute(to_tensors(batch))
         with precision.autocast():
-            loss = run.task.loss(forward(run.model, batch), batch)
+            loss = task.loss(forward(run.model, batch), batch)
         precision.backward(loss / len(group))
-        tokens += sum(len(features[i]["input_ids"]) for i in indices)
+        tokens += sum(len(f["input_ids"]) for f in chosen)
     skipped = precision.step(optimizer)
     optimizer.clear_grad()
     run.state["scheduler"].step()
@@ -253,12 +256,16 @@ def metric_name(run: Run) -> str:
     return run.cfg.train.metric or run.task.metric
 
 
+
+
+
 def score(run: Run, split: Split) -> dict:
     """The task's metrics on ``split``: each example scored once across the job, every rank gets them."""
     parallel, features = run.parallel, split.features
     mine = parallel.share(len(features))
     outputs = compute_logits(run.net, [features[i] for i in mine], run.pipeline.pad_id, 2 * run.cfg.train.batch_size,
-                             run.precision, run.task.head, parallel)
+                             run.precision, run.task.head, parallel,
+                             **task_batching(run.task, run.pipeline, run.cfg.train.seed))
     logits = parallel.gather(mine, list(outputs))
     if run.task.head == "sequence":
         import numpy as np
@@ -274,7 +281,7 @@ def evaluate_dev(run: Run) -> None:
     if metric not in metrics:
         raise UserError(f"--metric {metric}: the task reports "
                         f"{', '.join(k for k, v in metrics.items() if isinstance(v, float))}")
-    improved = p.best is None or metrics[metric] > p.best
+    improved = p.best is None or (metrics[metric] < p.best if lower_is_better(metric) else metrics[metric] > p.best)
     if improved:
         p.best, p.best_step, p.bad_evals, p.dev = metrics[metric], p.step, 0, metrics
         save_best(run)

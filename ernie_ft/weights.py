@@ -36,3 +36,42 @@ def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--m
     is decided (and a pickle refused) before PaddleNLP opens any file."""
     fmt = weights_format(path, trust_pickle, flag)
     return cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
+
+
+def stored_names(path: str) -> set[str] | None:
+    """The tensor names in a model directory's safetensors (None for a pickle: not opened here)."""
+    import json
+
+    index = os.path.join(path, SAFE_INDEX)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            return set(json.load(f)["weight_map"])
+    if not os.path.isfile(os.path.join(path, SAFE_WEIGHTS)):
+        return None
+    from safetensors import safe_open
+
+    with safe_open(os.path.join(path, SAFE_WEIGHTS), framework="np") as f:
+        return set(f.keys())
+
+
+def describe_loading(model, path: str, prefix: str = "ernie.") -> str | None:
+    """One line: which of ``model``'s weights ``path`` did not hold (newly initialised) and which stored
+    tensors went unused (another head's); None when every weight came from the checkpoint."""
+    stored = stored_names(path)
+    if stored is None:
+        return None
+    own = list(model.state_dict())
+    known = {name for name in own if name in stored or name.removeprefix(prefix) in stored}
+    new = [name for name in own if name not in known]
+    used = known | {name.removeprefix(prefix) for name in known}
+    unused = sorted(stored - used)
+    if not new and not unused:
+        return None
+    def heads(names):  # classifier.weight -> classifier.*, cls.predictions.decoder.bias -> cls.predictions.*
+        return ", ".join(sorted({".".join(n.split(".")[:2 if n.count(".") > 1 else 1]) + ".*" for n in names}))
+    line = f"{len(known)} of {len(own)} weights loaded from the checkpoint"
+    if new:
+        line += f"; newly initialised: {heads(new)} ({len(new)} tensors)"
+    if unused:
+        line += f"; not used: {heads(unused)} ({len(unused)} tensors)"
+    return line

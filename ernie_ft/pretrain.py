@@ -1,0 +1,213 @@
+"""Masked-language-model pretraining on unlabelled text: ``python -m ernie_ft.pretrain``.
+
+Continue ERNIE's pretraining on a domain corpus (``--model`` a checkpoint or PaddleNLP name), or
+pretrain a small model from scratch (``--model scratch:tiny --vocab vocab.txt``), on the same
+trainer as the tasks. The corpus is packed into blocks (``corpus.py``), masked per block and
+epoch (``masking.py``), and the model is PaddleNLP's ``ErnieForMaskedLM``, its output projection
+tied to the word embeddings and applied only at the masked positions. The checkpoint loads in
+``classify``, ``ner`` and ``qa`` (``--model RUN/best``) and in PaddleNLP. ``predict`` fills in
+``[MASK]``s.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+import sys
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+import numpy as np
+
+from .config import DataConfig
+from .errors import UserError
+
+MASK_TEXT = "[MASK]"
+DEFAULT_DEV_FRACTION = 0.01
+
+
+@dataclass
+class Pretraining:
+    """Masked language modelling with whole-word (jieba) or per-token masks."""
+
+    name: str = "pretrain"
+    head: str = "mlm"
+    metric: str = "mlm_loss"
+    masking: str = "word"
+    """word: mask whole jieba words (--user-dict entries included) as units; char: each token on its own."""
+    mask_rate: float = 0.15
+    """Share of each block's tokens chosen for prediction (80% [MASK], 10% a random token, 10% unchanged)."""
+    dev_fraction: Optional[float] = None
+    """Share of the --corpus documents held out as dev when no --dev is given, picked by a hash of each document. Default: 0.01 (none when that picks no document); 0 turns it off."""
+    top_k: int = 5
+    """Predictions per [MASK] (predict)."""
+    reads_corpus: ClassVar[bool] = True
+    """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
+
+    def __post_init__(self):
+        if self.masking not in ("word", "char"):
+            raise UserError(f"--masking must be word or char, not {self.masking!r}")
+        if not 0 < self.mask_rate < 1:
+            raise UserError(f"--mask-rate {self.mask_rate}: give a share between 0 and 1, e.g. 0.15")
+        if self.dev_fraction is not None and not 0 <= self.dev_fraction < 1:
+            raise UserError(f"--dev-fraction {self.dev_fraction}: give a share between 0 and 1, e.g. 0.01")
+        if self.top_k < 1:
+            raise UserError("--top-k must be at least 1")
+
+    # -- data -------------------------------------------------------------------------------------------------
+
+    def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True):
+        """A corpus (training, --dev) checked and counted, or fill-mask texts (prediction)."""
+        from .corpus import scan
+        from .readers import read_examples
+
+        if labelled:
+            return scan(path, "--corpus" if flag == "--train" else flag, data.text_column)
+        examples = read_examples(path, text_column=data.text_column, label_column=None, require_label=False, flag=flag)
+        for e in examples:
+            if MASK_TEXT not in e.text:
+                raise UserError(f"{path}:{e.line}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token "
+                                "should be predicted, e.g. 今天天气很[MASK]。")
+        return examples
+
+    def held_out(self, train, data: DataConfig):
+        """(train, dev) when no --dev is given: documents held out by hash (see ``Corpus.held_out``)."""
+        fraction = DEFAULT_DEV_FRACTION if self.dev_fraction is None else self.dev_fraction
+        if fraction == 0:
+            return train, None
+        rest, dev = train.held_out(fraction)
+        if dev.documents == 0 or rest.documents == 0:
+            if self.dev_fraction is None:
+                print(f"note: --corpus has {train.documents} documents, too few to hold out {fraction:.0%} as dev; "
+                      "training without dev (give --dev FILE to evaluate)", file=sys.stderr)
+                return train, None
+            side = "no document" if dev.documents == 0 else "every document"
+            raise UserError(f"--dev-fraction {fraction} holds out {side} of the {train.documents} in --corpus; "
+                            "choose another share or give --dev FILE")
+        return rest, dev
+
+    def fit_labels(self, train):
+        return []
+
+    def check_labels(self, examples, labels, data, flag):
+        pass
+
+    def texts(self, examples):
+        """Every line of a corpus (a stream: for building a scratch vocabulary), or the fill-mask texts."""
+        if isinstance(examples, list):
+            return [e.text for e in examples]
+        return (line for _, lines in examples.iter_documents() for line in lines)
+
+    def stream_features(self, examples, pipeline, data: DataConfig):
+        """Packed blocks of a corpus, memory-mapped from the cache (None for fill-mask texts: featurize)."""
+        from .corpus import cached_blocks
+
+        if isinstance(examples, list):
+            return None
+        return cached_blocks(examples, pipeline, data.max_len, data.cache_dir, data.num_proc)
+
+    def featurize(self, examples, encodings, pipeline, labels, data):
+        """Fill-mask inputs: each [MASK] in the text becomes one mask token, whose position goes in '_masked'."""
+        self.vocabulary = id_to_token(pipeline)
+        features = []
+        for doc, (example, enc) in enumerate(zip(examples, encodings)):
+            spans = [(m.start(), m.end()) for m in re.finditer(re.escape(MASK_TEXT), example.text)]
+            ids, masked, span = [pipeline.cls_id], [], -1
+            for token, (start, _) in zip(enc.ids, enc.offsets):
+                inside = next((k for k, (a, b) in enumerate(spans) if a <= start < b), None)
+                if inside is None:
+                    ids.append(token)
+                elif inside != span:
+                    span = inside
+                    masked.append(len(ids))
+                    ids.append(pipeline.mask_id)
+            ids.append(pipeline.sep_id)
+            if len(ids) > data.max_len:
+                raise UserError(f"{example.source}:{example.line}: {len(ids)} tokens, over --max-len {data.max_len}; "
+                                "shorten the text around its [MASK]s")
+            features.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "_masked": masked, "doc": doc})
+        return features
+
+    def collate(self, features, pipeline, seed: int, epoch: Optional[int]) -> dict:
+        """A masked batch (``masking.mlm_batch``): epoch None gives evaluation's fixed masks."""
+        from .masking import mlm_batch
+
+        return mlm_batch(features, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline),
+                         self.mask_rate, self.masking == "word", seed, epoch)
+
+    # -- model outputs ----------------------------------------------------------------------------------------
+
+    def loss(self, logits, batch):
+        """Cross-entropy at the masked positions, each block weighing the same (so data-parallel replicas
+        average to exactly the loss of one process over the global batch)."""
+        import paddle.nn.functional as F
+
+        nll = F.cross_entropy(logits.astype("float32"), batch["masked_labels"].unsqueeze(-1), reduction="none")
+        return (nll.squeeze(-1) * batch["masked_weights"]).sum()
+
+    def summarize(self, logits, batch) -> list[np.ndarray]:
+        """Per input, one row per masked position: negative log-likelihood, correct (top-1), has a label,
+        then the ``top_k`` token ids and their probabilities."""
+        import paddle
+        import paddle.nn.functional as F
+
+        # softmax + cross_entropy, not log_softmax: Paddle 3.3's CPU log_softmax takes ~50 s on [800, 40000]
+        logits, labels = logits.astype("float32"), batch["masked_labels"]
+        top_p, top_ids = paddle.topk(F.softmax(logits, axis=-1), k=min(self.top_k, logits.shape[-1]), axis=-1)
+        nll = F.cross_entropy(logits, labels.clip(min=0).unsqueeze(-1), reduction="none").squeeze(-1)
+        known = (labels >= 0).numpy()
+        table = np.column_stack([np.where(known, nll.numpy(), 0.0), (top_ids[:, 0] == labels).numpy(), known,
+                                 top_ids.numpy(), top_p.numpy()])
+        rows, length = batch["input_ids"].shape
+        owner = batch["masked_positions"].numpy() // length
+        return [table[owner == r] for r in range(rows)]
+
+    def evaluate(self, outputs, features, examples, labels, data):
+        table = np.concatenate([o for o in outputs if len(o)]) if len(outputs) else np.zeros((0, 3))
+        known = table[:, 2] > 0
+        loss = float(table[known, 0].mean()) if known.any() else float("nan")
+        return {"mlm_loss": loss, "perplexity": float(math.exp(min(loss, 50.0))),
+                "masked_accuracy": float(table[known, 1].mean()) if known.any() else 0.0,
+                "masked_tokens": float(known.sum())}
+
+    def predict(self, outputs, features, examples, labels, data):
+        """Per text: the top-k tokens of each [MASK] and the text filled with the first of each."""
+        records = []
+        k = (outputs[0].shape[1] - 3) // 2 if len(outputs) else self.top_k
+        for example, rows in zip(examples, outputs):
+            masks = [[{"token": self.vocabulary.get(int(i), "[UNK]"), "score": round(float(p), 6)}
+                      for i, p in zip(row[3:3 + k], row[3 + k:3 + 2 * k])] for row in rows]
+            filled = example.text
+            for top in masks:
+                filled = filled.replace(MASK_TEXT, top[0]["token"].removeprefix("##"), 1)
+            records.append({"text": example.text, "masks": masks, "filled": filled})
+        return records
+
+
+@functools.lru_cache(maxsize=4)
+def _non_special(vocab_size: int, specials: tuple) -> np.ndarray:
+    return np.setdiff1d(np.arange(vocab_size), np.array(specials))
+
+
+def random_ids(pipeline) -> np.ndarray:
+    """The ids a masked token may be swapped for: every id but the special tokens'."""
+    return _non_special(pipeline.vocab_size, (pipeline.pad_id, pipeline.cls_id, pipeline.sep_id, pipeline.mask_id,
+                                              pipeline.unk_id))
+
+
+def id_to_token(pipeline) -> dict[int, str]:
+    tokens = {i: t for t, i in pipeline.vocab.items()}
+    if pipeline.extension is not None:
+        tokens.update((i, p) for p, i in pipeline.extension.ids.items())
+    return tokens
+
+
+def main(argv=None) -> int:
+    """``python -m ernie_ft.pretrain``: pretrain (the default) or ``predict`` (fill-mask)."""
+    from .cli import run_task
+
+    return run_task("pretrain", list(sys.argv[1:] if argv is None else argv), "python -m ernie_ft.pretrain")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

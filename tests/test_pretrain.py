@@ -1,0 +1,353 @@
+"""Pretraining: corpus packing, whole-word masking, the command line end to end, fill-mask, bad input."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import paddle
+import pytest
+import yaml
+
+from conftest import DATA, ROOT, saved_weights
+from helpers.rounding import ADAM_EPSILON, adam_drift
+from ernie_ft import corpus as corpus_mod
+from ernie_ft.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
+from ernie_ft.pretrain import main
+from ernie_ft.readers import read_examples
+from ernie_ft.text import TextPipeline
+from ernie_ft.vocab import build_vocab, write_vocab
+
+SENTENCES = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
+
+
+@pytest.fixture(scope="module")
+def texts_file(tmp_path_factory):
+    """The project's sample reviews as a .txt corpus, one document per line."""
+    path = tmp_path_factory.mktemp("corpus") / "reviews.txt"
+    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    write_vocab(build_vocab(SENTENCES + ["知识增强大模型"]), str(vocab))
+    return TextPipeline(str(vocab))
+
+
+def pack_texts(pipeline, lines, max_len):
+    packer = corpus_mod.Packer(max_len, pipeline.cls_id, pipeline.sep_id)
+    encodings = [pipeline.encode(line) for line in lines]
+    for enc in encodings:
+        packer.add(enc.ids, enc.word_ids)
+    packer.flush()
+    return encodings, packer.take()
+
+
+# -- packing --------------------------------------------------------------------------------------------------
+
+
+def test_packing_puts_every_corpus_token_in_exactly_one_block_in_order(pipeline):
+    lines = SENTENCES[:60] + ["很" * 100]  # a line longer than a block: one jieba word cut across blocks
+    encodings, blocks = pack_texts(pipeline, lines, max_len=32)
+    content = []
+    for ids, words in blocks:
+        assert len(ids) <= 32 and ids[0] == pipeline.cls_id and ids[-1] == pipeline.sep_id
+        inner = ids[1:-1]
+        assert inner[0] != pipeline.sep_id and np.all((inner == pipeline.sep_id) == (words[1:-1] == -1))
+        content += [t for t in inner.tolist() if t != pipeline.sep_id]
+    assert content == [t for enc in encodings for t in enc.ids]
+    lengths = np.array([len(ids) for ids, _ in blocks])
+    assert 1 - lengths.sum() / (len(blocks) * 32) < 0.1  # packed: little padding
+
+
+def test_a_line_is_cut_between_jieba_words_when_it_can_be(pipeline):
+    line = "这家酒店的服务非常好，房间干净整洁，早餐也很丰富，下次还会再来入住。" * 3
+    encodings, blocks = pack_texts(pipeline, [line], max_len=24)
+    words = encodings[0].word_ids
+    cuts = np.cumsum([len(ids) - 2 for ids, _ in blocks])[:-1]
+    assert len(cuts) >= 2 and all(words[c] != words[c - 1] for c in cuts)
+
+
+def test_corpus_documents_and_a_deterministic_held_out_split(tmp_path):
+    one_per_line = tmp_path / "lines.txt"
+    one_per_line.write_text("".join(f"第{i}条评论：服务很好。\n" for i in range(400)), encoding="utf-8")
+    paragraphs = tmp_path / "docs.txt"
+    paragraphs.write_text("第一段。\n第二段。\n\n另一篇文章。\n", encoding="utf-8")
+    assert len(corpus_mod.scan(str(one_per_line), "--corpus")) == 400
+    docs = corpus_mod.scan(str(paragraphs), "--corpus")
+    assert [lines for _, lines in docs.iter_documents()] == [["第一段。", "第二段。"], ["另一篇文章。"]]
+    corpus = corpus_mod.scan(str(tmp_path / "*.txt"), "--corpus")  # a glob: both files
+    train, dev = corpus.held_out(0.1)
+    assert train.documents + dev.documents == 402 and 20 <= dev.documents <= 60
+    dev_docs = [tuple(lines) for _, lines in dev.iter_documents()]
+    assert len(dev_docs) == dev.documents and dev_docs == [tuple(d) for _, d in corpus.held_out(0.1)[1].iter_documents()]
+    assert not set(dev_docs) & {tuple(lines) for _, lines in train.iter_documents()}
+
+
+def test_a_corpus_mixes_text_tsv_jsonl_and_the_contexts_of_squad_json():
+    import json as json_lib
+
+    files = [DATA / "sentiment_train.tsv", DATA / "ner_train.jsonl", DATA / "qa_train.json"]
+    corpus = corpus_mod.scan(os.pathsep.join(map(str, files)), "--corpus")
+    squad = json_lib.loads(files[2].read_text(encoding="utf-8"))["data"]
+    contexts = {p["context"] for article in squad for p in article["paragraphs"]}
+    texts = {" ".join(lines) for _, lines in corpus.iter_documents()}
+    assert contexts <= texts and set(SENTENCES) <= texts
+    ner_lines = files[1].read_text(encoding="utf-8").strip().splitlines()
+    assert len(corpus) == len(SENTENCES) + len(ner_lines) + len(contexts)
+
+
+def test_blocks_are_memory_mapped_from_an_arrow_file_that_datasets_opens(pipeline, texts_file, tmp_path):
+    import datasets
+
+    corpus = corpus_mod.scan(str(texts_file), "--corpus")
+    blocks, source = corpus_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
+    again, second = corpus_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
+    assert (source, second) == ("tokenised", "cache") and len(blocks) == len(again) > 10
+    table = datasets.Dataset.from_file(blocks.path)
+    assert table[3]["input_ids"] == blocks[3]["input_ids"].tolist() and len(table) == len(blocks)
+    assert blocks.lengths.tolist() == [len(b["input_ids"]) for b in blocks]
+
+
+# -- masking --------------------------------------------------------------------------------------------------
+
+
+def random_blocks(n, rng):
+    """Blocks of 40-128 tokens made of words of 1-4 tokens, with [CLS]/[SEP] (word -1)."""
+    for _ in range(n):
+        sizes = rng.integers(1, 5, size=rng.integers(15, 40))
+        words = np.repeat(np.arange(len(sizes)), sizes)
+        half = int(np.searchsorted(words, len(sizes) // 2))  # an inner [SEP] between two words
+        words = np.concatenate([[-1], words[:half], [-1], words[half:], [-1]])
+        yield rng.integers(10, 1000, size=len(words)), words
+
+
+@pytest.mark.parametrize("whole_word", [True, False])
+def test_masking_rate_80_10_10_whole_words_and_never_special_tokens(whole_word):
+    rng, rate = np.random.default_rng(0), 0.15
+    chosen_total = maskable_total = masked = swapped = kept = 0
+    for block, (ids, words) in enumerate(random_blocks(2000, rng)):
+        out, chosen, labels = mask_block(ids, words, block_rng(1, 0, block), rate, 3, np.arange(10, 1000), whole_word)
+        assert np.all(words[chosen] >= 0) and np.array_equal(labels, ids[chosen])  # specials never chosen
+        if whole_word:  # a word is chosen whole or not at all
+            for w in np.unique(words[chosen]):
+                assert set(np.flatnonzero(words == w)) <= set(chosen.tolist())
+        chosen_total += len(chosen)
+        maskable_total += int((words >= 0).sum())
+        masked += int((out[chosen] == 3).sum())
+        kept += int((out[chosen] == ids[chosen]).sum())
+        unchanged = np.setdiff1d(np.arange(len(ids)), chosen)
+        assert np.array_equal(out[unchanged], ids[unchanged])
+    swapped = chosen_total - masked - kept
+    assert abs(chosen_total / maskable_total - rate) < 0.01
+    assert abs(masked / chosen_total - MASK) < 0.02
+    assert abs(swapped / chosen_total - (RANDOM - MASK)) < 0.02  # a random token may equal the original: rare
+
+
+def test_masks_are_a_function_of_seed_epoch_and_block():
+    ids, words = next(random_blocks(1, np.random.default_rng(3)))
+    draw = lambda seed, epoch, block: mask_block(ids, words, block_rng(seed, epoch, block), 0.15, 3,
+                                                 np.arange(10, 1000))[1].tolist()
+    assert draw(1, 0, 5) == draw(1, 0, 5)
+    assert len({tuple(draw(1, epoch, 5)) for epoch in range(6)}) > 3  # drawn anew every epoch
+    assert draw(1, None, 5) == draw(1, None, 5) != draw(2, None, 5)  # evaluation: fixed masks
+
+
+def test_user_dictionary_words_and_jieba_words_are_masked_as_units(pipeline, tmp_path):
+    user_dict = tmp_path / "dict.txt"
+    user_dict.write_text("知识增强大模型 100000 n\n", encoding="utf-8")
+    text = "我们发布了知识增强大模型，效果很好。"
+    encodings, blocks = pack_texts(pipeline.replace(user_dict=str(user_dict)), [text], 64)
+    _, words = blocks[0]
+    start = text.index("知识")
+    unit = [k for k, (s, _) in enumerate(encodings[0].offsets) if start <= s < start + 7]
+    assert len(unit) == 7 and len({words[k + 1] for k in unit}) == 1  # one unit of 7 tokens
+    positions, unit_of = units(words, whole_word=True)
+    assert len(set(unit_of[np.isin(positions, np.array(unit) + 1)])) == 1
+    plain = pack_texts(pipeline, [text], 64)[1][0][1]
+    assert len({plain[k + 1] for k in unit}) > 1  # without the dictionary jieba splits it
+
+
+def test_batches_carry_flat_masked_positions_and_equal_block_weights(pipeline):
+    _, blocks = pack_texts(pipeline, SENTENCES[:20], max_len=40)
+    features = [{"input_ids": ids, "words": words, "doc": i} for i, (ids, words) in enumerate(blocks[:4])]
+    batch = mlm_batch(features, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, np.arange(5, 50), 0.15,
+                      True, seed=0, epoch=0)
+    rows, length = batch["input_ids"].shape
+    owner = batch["masked_positions"] // length
+    flat = np.stack([np.pad(f["input_ids"], (0, length - len(f["input_ids"]))) for f in features]).reshape(-1)
+    assert np.array_equal(flat[batch["masked_positions"]], batch["masked_labels"])
+    assert np.allclose(np.bincount(owner, weights=batch["masked_weights"]), 1 / rows)
+    first = features[0]["input_ids"]
+    inner = np.flatnonzero(first[:-1] == pipeline.sep_id)
+    if len(inner):  # token types: 1 after the block's first inner [SEP]
+        assert batch["token_type_ids"][0, inner[0]] == 0 and batch["token_type_ids"][0, inner[0] + 1] == 1
+
+
+def test_logits_at_masked_positions_equal_the_full_sequence_logits_there():
+    from paddlenlp.transformers import ErnieConfig, ErnieForMaskedLM
+
+    paddle.seed(0)
+    model = ErnieForMaskedLM(ErnieConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=64, use_task_id=False))
+    model.eval()
+    assert model.cls.predictions.decoder.weight is model.ernie.embeddings.word_embeddings.weight  # tied
+    ids = paddle.randint(5, 300, [3, 20])
+    positions = paddle.to_tensor([2, 7, 25, 41, 59])
+    full = model(input_ids=ids).reshape([-1, 300]).numpy()
+    np.testing.assert_allclose(model(input_ids=ids, masked_positions=positions).numpy(), full[positions.numpy()],
+                               rtol=1e-5, atol=1e-5)
+
+
+# -- the command line -----------------------------------------------------------------------------------------
+
+
+def pretrain_args(corpus, out, *extra):
+    return ["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "2",
+            "--batch-size", "8", "--lr", "1e-3", "--max-len", "48", "--threads", "1", "--seed", "3",
+            "--dev-fraction", "0.1", "--eval-steps", "4", "--log-steps", "2", *extra]
+
+
+@pytest.fixture(scope="module")
+def pretrained(texts_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("pretrain") / "run"
+    assert main(pretrain_args(texts_file, out, "--stop-after-steps", "8")) == 0
+    assert main(pretrain_args(texts_file, out, "--resume")) == 0
+    return out
+
+
+def test_pretraining_writes_best_by_dev_mlm_loss_and_its_metrics(pretrained):
+    metrics = json.loads((pretrained / "metrics.json").read_text(encoding="utf-8"))["dev"]
+    assert {"mlm_loss", "perplexity", "masked_accuracy"} <= set(metrics)
+    assert metrics["perplexity"] == pytest.approx(np.exp(metrics["mlm_loss"]), rel=1e-6)
+    evaluations = [json.loads(line) for line in (pretrained / "evaluations.jsonl").read_text().splitlines()]
+    assert len(evaluations) >= 3 and metrics["mlm_loss"] == min(e["mlm_loss"] for e in evaluations)
+    assert evaluations[-1]["mlm_loss"] < evaluations[0]["mlm_loss"]  # it learns
+
+
+def test_resumed_pretraining_equals_an_uninterrupted_run(pretrained, texts_file, tmp_path):
+    assert main(pretrain_args(texts_file, tmp_path / "straight")) == 0
+    straight = {k: v.numpy() for k, v in paddle.load(str(tmp_path / "straight" / "last" / "model.pdparams")).items()}
+    resumed = {k: v.numpy() for k, v in paddle.load(str(pretrained / "last" / "model.pdparams")).items()}
+    assert straight.keys() == resumed.keys()
+    for name in straight:
+        np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
+
+
+def test_the_checkpoint_loads_in_paddlenlp_and_its_encoder_arrives_unchanged_in_classify(pretrained, capsys):
+    from paddlenlp.transformers import ErnieForMaskedLM, ErnieModel
+
+    from ernie_ft.config import ModelConfig
+    from ernie_ft.modeling import build_model
+
+    best = pretrained / "best"
+    saved = saved_weights(best)
+    mlm = ErnieForMaskedLM.from_pretrained(str(best))
+    np.testing.assert_array_equal(mlm.cls.predictions.decoder.weight.numpy(), saved["ernie.embeddings.word_embeddings.weight"])
+    assert ErnieModel.from_pretrained(str(best)).config.hidden_size == 128
+    classifier = build_model(ModelConfig(str(best)), "sequence", 3, TextPipeline.from_dir(str(best)))
+    for name, value in classifier.state_dict().items():
+        if name.startswith("ernie."):
+            np.testing.assert_array_equal(value.numpy(), saved[name], err_msg=name)
+    note = capsys.readouterr().err
+    assert "newly initialised: classifier.*" in note and "not used: cls.predictions.*" in note
+
+
+def test_fill_mask_predicts_tokens_for_each_mask(pretrained, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("这家酒店的服务很[MASK]。\n质量[MASK][MASK]差了\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["predict", "--model", str(pretrained), "--input", str(source), "--output", str(out), "--top-k", "3"]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [len(r["masks"]) for r in records] == [1, 2] and all(len(m) == 3 for r in records for m in r["masks"])
+    for r in records:
+        assert "[MASK]" not in r["filled"] and r["filled"].startswith(r["text"][:2])
+        assert all(m[0]["score"] >= m[1]["score"] >= m[2]["score"] > 0 for m in r["masks"])
+
+
+def test_a_model_that_memorised_sentences_fills_in_their_masks(tmp_path):
+    # 15 one-token characters: with --max-len 17 each line is a block of its own, as a fill-mask input is
+    sentences = ["今天天气很好，我们去公园散步。", "这本书的内容非常精彩值得一读。", "火车站离这里不远，走路就能到。",
+                 "请把窗户关上吧，外面的风很大。"]
+    corpus = tmp_path / "memo.txt"
+    corpus.write_text("".join(s + "\n" for s in sentences * 4), encoding="utf-8")
+    out = tmp_path / "memo"
+    assert main(["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "150",
+                 "--batch-size", "16", "--lr", "2e-3", "--warmup", "0.1", "--max-len", "17", "--threads", "1",
+                 "--dev-fraction", "0", "--masking", "char", "--dropout", "0", "--log-steps", "50"]) == 0
+    masked = [s[:k] + "[MASK]" + s[k + 1:] for s, k in zip(sentences, (11, 5, 4, 3))]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(masked) + "\n", encoding="utf-8")
+    result = tmp_path / "out.jsonl"
+    assert main(["predict", "--model", str(out), "--input", str(source), "--output", str(result)]) == 0
+    records = [json.loads(line) for line in result.read_text(encoding="utf-8").splitlines()]
+    assert [r["filled"] for r in records] == sentences
+    assert all(r["masks"][0][0]["score"] > 0.5 for r in records)
+
+
+def test_two_data_parallel_processes_equal_one(tmp_path):
+    # Lines of 22 one-token characters pack two to a block of 48: 64 lines are 32 blocks, whole global
+    # batches of 8 (one process keeps a partial last batch that replicas would drop).
+    hanzi = "".join(c for c in "".join(SENTENCES) if "\u4e00" <= c <= "\u9fff")
+    corpus = tmp_path / "even.txt"
+    corpus.write_text("".join(hanzi[i:i + 22] + "\n" for i in range(0, 22 * 64, 22)), encoding="utf-8")
+    common = ["--corpus", str(corpus), "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48",
+              "--threads", "1", "--seed", "5", "--warmup", "0", "--dropout", "0", "--dev-fraction", "0",
+              "--adam-epsilon", str(ADAM_EPSILON), "--stop-after-steps", "4"]
+    assert main([*common, "--output", str(tmp_path / "one"), "--batch-size", "8", "--lr", "2e-3"]) == 0
+    proc = subprocess.run([sys.executable, "-m", "ernie_ft.pretrain", *common, "--output", str(tmp_path / "dp"),
+                           "--batch-size", "4", "--lr", "1e-3", "--nproc", "2"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, dp = (paddle.load(str(tmp_path / d / "last" / "model.pdparams")) for d in ("one", "dp"))
+    for name in one:  # same global batches, same masks: the same steps
+        np.testing.assert_allclose(dp[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3), err_msg=name)
+
+
+# -- bad input ------------------------------------------------------------------------------------------------
+
+
+def expect_error(capsys, argv, *fragments):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error:") and all(f in err[-1] for f in fragments), err
+    assert not any(line.startswith("Traceback") for line in err)
+
+
+def test_bad_corpora_are_one_clear_error_and_nothing_is_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n  \n", encoding="utf-8")
+    expect_error(capsys, pretrain_args(empty, out), "--corpus", "no text in", str(empty))
+    english = tmp_path / "english.txt"
+    english.write_text("just some english text\nand more of it\n", encoding="utf-8")
+    expect_error(capsys, pretrain_args(english, out), "no Chinese characters")
+    gbk = tmp_path / "gbk.txt"
+    gbk.write_bytes("第一行没问题\n".encode("utf-8") + "这一行是GBK编码的中文\n".encode("gbk"))
+    expect_error(capsys, pretrain_args(gbk, out), f"{gbk}:2", "not UTF-8", "iconv -f GB18030")
+    expect_error(capsys, pretrain_args(tmp_path / "missing-*.txt", out), "no file matches")
+    small = tmp_path / "small.txt"
+    small.write_text("只有一行中文。\n", encoding="utf-8")
+    expect_error(capsys, pretrain_args(small, out, "--dev-fraction", "0.001"), "--dev-fraction 0.001",
+                 "holds out no document")
+    expect_error(capsys, pretrain_args(small, out, "--max-len", "4096", "--dev-fraction", "0"), "--max-len 4096",
+                 "position limit")
+    assert not out.exists()
+
+
+def test_fill_mask_needs_masks_and_a_masked_language_model(pretrained, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("没有掩码的句子\n", encoding="utf-8")
+    expect_error(capsys, ["predict", "--model", str(pretrained), "--input", str(source)], f"{source}:1", "[MASK]")
+    classifier = tmp_path / "classifier"
+    shutil.copytree(pretrained / "best", classifier)  # the same weights, saved as a classifier would be
+    meta = yaml.safe_load((classifier / "ernie_ft.yaml").read_text(encoding="utf-8"))
+    meta["task"], meta["run"]["task"] = "classify", {}
+    (classifier / "ernie_ft.yaml").write_text(yaml.safe_dump(meta, allow_unicode=True), encoding="utf-8")
+    (classifier / "labels.json").write_text('["好", "坏"]', encoding="utf-8")
+    source.write_text("很[MASK]\n", encoding="utf-8")
+    expect_error(capsys, ["predict", "--model", str(classifier), "--input", str(source)], "classify checkpoint",
+                 "python -m ernie_ft.pretrain")
