@@ -30,6 +30,9 @@ def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: b
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
     loaded = load_model(source, trust_pickle=trust_pickle)
+    if loaded.task.head == "mlm":  # its graph would need the masked positions as an input
+        raise UserError(f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
+                        "predict with it as it is (dygraph), or fine-tune it and export the task model")
     spec = [paddle.static.InputSpec([None, None], "int64", name) for name in ("input_ids", "token_type_ids")]
     static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
     tmp = output.rstrip("/") + ".tmp"

@@ -43,6 +43,8 @@ class Pretraining:
     """Predictions per [MASK] (predict)."""
     reads_corpus: ClassVar[bool] = True
     """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
+    example_input: ClassVar[dict] = {"text": "今天天气很[MASK]。"}
+    """What ``serve`` warms the model up with."""
 
     def __post_init__(self):
         if self.masking not in ("word", "char"):
@@ -66,7 +68,7 @@ class Pretraining:
         examples = read_examples(path, text_column=data.text_column, label_column=None, require_label=False, flag=flag)
         for e in examples:
             if MASK_TEXT not in e.text:
-                raise UserError(f"{path}:{e.line}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token "
+                raise UserError(f"{flag}: {path}:{e.line}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token "
                                 "should be predicted, e.g. 今天天气很[MASK]。")
         return examples
 

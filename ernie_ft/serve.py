@@ -57,6 +57,7 @@ INPUT_FIELDS = {
     "classify": (("text",), ("text_pair",)),
     "ner": (("text",), ()),
     "qa": (("question", "context"), ("id",)),
+    "pretrain": (("text",), ()),  # fill-mask: a text with [MASK]s
 }
 
 
@@ -105,10 +106,10 @@ class ServedModel:
         return examples, features
 
     def logits(self, features: list[dict], batch_size: int):
-        from .modeling import compute_logits
+        from .modeling import compute_logits, task_batching
 
         return compute_logits(self.loaded.model, features, self.loaded.pipeline.pad_id, batch_size,
-                              head=self.task.head)
+                              head=self.task.head, **task_batching(self.task, self.loaded.pipeline))
 
     def answer(self, examples: list, features: list[dict], logits) -> list[dict]:
         return self.task.predict(logits, features, examples, self.labels, self.data)
@@ -337,7 +338,7 @@ class Service:
 
     async def warm_up(self) -> None:
         """One prediction through the whole path; then /readyz answers 200."""
-        example = {name: "你好，世界。" for name in self.served.required}
+        example = getattr(self.served.task, "example_input", None) or {name: "你好，世界。" for name in self.served.required}
         examples, features = await asyncio.get_running_loop().run_in_executor(
             self.prepare_pool, self.served.prepare, [example])
         self.served.answer(examples, features, await self.batcher.submit(features))

@@ -19,6 +19,7 @@ from conftest import DATA
 CLASSIFY_INPUTS = [{"text": "房间很干净，服务也好"}, {"text": "太差了"}, {"text": "位置不错", "text_pair": "早餐一般"},
                    {"text": "这家酒店" * 80}]  # a long text: several windows
 NER_INPUTS = [{"text": "吴敏昨天去苏州参加了星光科技公司的年会。"}, {"text": "今天天气很好"}]
+FILL_INPUTS = [{"text": "这家酒店的服务很[MASK]。"}, {"text": "质量[MASK][MASK]差，不推荐"}]
 QA_INPUTS = [{"question": "灯塔是哪一年建成的？", "context": "白沙角灯塔建于1903年，塔高三十六米。" * 6, "id": "q1"}]
 
 
@@ -46,6 +47,12 @@ def tagger(tmp_path_factory):
 def reader(tmp_path_factory):
     return train(tmp_path_factory, "qa", "--train", str(DATA / "qa_train.json"), "--max-len", "64",
                  "--doc-stride", "16")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    return train(tmp_path_factory, "pretrain", "--corpus", str(DATA / "sentiment_train.tsv"), "--max-len", "64",
+                 "--dev-fraction", "0")
 
 
 def client_for(model_dir, **limits):
@@ -102,7 +109,8 @@ def _close(a, b):
 
 
 @pytest.mark.parametrize("fixture,inputs,task", [("classifier", CLASSIFY_INPUTS, "classify"),
-                                                 ("tagger", NER_INPUTS, "ner"), ("reader", QA_INPUTS, "qa")])
+                                                 ("tagger", NER_INPUTS, "ner"), ("reader", QA_INPUTS, "qa"),
+                                                 ("pretrained", FILL_INPUTS, "pretrain")])
 def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
     model_dir = request.getfixturevalue(fixture)
     with client_for(model_dir) as client:
