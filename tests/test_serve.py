@@ -422,3 +422,19 @@ def test_the_page_highlights_entities_coloured_by_type_with_a_legend(browser, ta
         assert len(set(colours.values())) == len(colours)  # one colour per type
         browser.save_screenshot(str(tmp_path / "ner.png"))
         assert (tmp_path / "ner.png").stat().st_size > 1000
+
+
+def test_the_page_fills_in_masks_and_lists_each_ones_top_tokens(browser, pretrained, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    text = "质量[MASK][MASK]差，不推荐"
+    with page_and_api(browser, pretrained, tmp_path, text) as (result, api):
+        assert result.get_attribute("data-kind") == "fill-mask"
+        filled = browser.find_element(By.ID, "filled")
+        assert [m.text for m in filled.find_elements(By.TAG_NAME, "mark")] == [m[0]["token"] for m in api["masks"]]
+        for i, top in enumerate(api["masks"]):
+            rows = browser.find_element(By.ID, f"mask-{i}").find_elements(By.CSS_SELECTOR, ".bar-row")
+            assert [(r.get_attribute("data-token"), float(r.get_attribute("data-prob"))) for r in rows] == \
+                [(t["token"], t["score"]) for t in top]
+        browser.save_screenshot(str(tmp_path / "fill-mask.png"))
+        assert (tmp_path / "fill-mask.png").stat().st_size > 1000
