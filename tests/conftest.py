@@ -47,3 +47,32 @@ def tiny_checkpoint(tmp_path_factory) -> str:
     ErnieModel(config).save_pretrained(str(path), safe_serialization=True)
     ErnieTokenizer(str(vocab)).save_pretrained(str(path))
     return str(path)
+
+
+def pretrain_args(corpus, out, *extra) -> list:
+    """``python -m ernie_ft.pretrain`` flags for a quick scratch:tiny run (2 epochs of batch 8, dev every 4 steps)."""
+    return ["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "2",
+            "--batch-size", "8", "--lr", "1e-3", "--max-len", "48", "--threads", "1", "--seed", "3",
+            "--dev-fraction", "0.1", "--eval-steps", "4", "--log-steps", "2", *extra]
+
+
+@pytest.fixture(scope="session")
+def texts_file(tmp_path_factory):
+    """The project's sample reviews as a .txt corpus, one document per line."""
+    from ernie_ft.readers import read_examples
+
+    path = tmp_path_factory.mktemp("corpus") / "reviews.txt"
+    path.write_text("\n".join(e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pretrained(texts_file, tmp_path_factory):
+    """A pretraining run (its output directory) stopped after 8 steps and resumed to the end of 2 epochs."""
+    from ernie_ft.pretrain import main
+
+    out = tmp_path_factory.mktemp("pretrain") / "run"
+    assert main(pretrain_args(texts_file, out, "--stop-after-steps", "8")) == 0
+    assert main(pretrain_args(texts_file, out, "--resume")) == 0
+    return out

@@ -49,12 +49,6 @@ def reader(tmp_path_factory):
                  "--doc-stride", "16")
 
 
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory):
-    return train(tmp_path_factory, "pretrain", "--corpus", str(DATA / "sentiment_train.tsv"), "--max-len", "64",
-                 "--dev-fraction", "0")
-
-
 def client_for(model_dir, **limits):
     from ernie_ft.serve import Limits, ServedModel, create_app
 
@@ -112,7 +106,7 @@ def _close(a, b):
                                                  ("tagger", NER_INPUTS, "ner"), ("reader", QA_INPUTS, "qa"),
                                                  ("pretrained", FILL_INPUTS, "pretrain")])
 def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
-    model_dir = request.getfixturevalue(fixture)
+    model_dir = str(request.getfixturevalue(fixture))
     with client_for(model_dir) as client:
         info = client.get("/v1/info").json()
         served = client.post("/v1/predict", json={"inputs": inputs})
@@ -428,7 +422,7 @@ def test_the_page_fills_in_masks_and_lists_each_ones_top_tokens(browser, pretrai
     from selenium.webdriver.common.by import By
 
     text = "质量[MASK][MASK]差，不推荐"
-    with page_and_api(browser, pretrained, tmp_path, text) as (result, api):
+    with page_and_api(browser, str(pretrained), tmp_path, text) as (result, api):
         assert result.get_attribute("data-kind") == "fill-mask"
         filled = browser.find_element(By.ID, "filled")
         assert [m.text for m in filled.find_elements(By.TAG_NAME, "mark")] == [m[0]["token"] for m in api["masks"]]
