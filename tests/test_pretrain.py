@@ -253,7 +253,7 @@ def test_a_model_that_memorised_sentences_fills_in_their_masks(tmp_path):
     corpus = tmp_path / "memo.txt"
     corpus.write_text("".join(s + "\n" for s in sentences * 4), encoding="utf-8")
     out = tmp_path / "memo"
-    assert main(["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "100",
+    assert main(["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "150",
                  "--batch-size", "16", "--lr", "2e-3", "--warmup", "0.1", "--max-len", "17", "--threads", "1",
                  "--dev-fraction", "0", "--masking", "char", "--dropout", "0", "--log-steps", "50"]) == 0
     masked = [s[:k] + "[MASK]" + s[k + 1:] for s, k in zip(sentences, (11, 5, 4, 3))]
