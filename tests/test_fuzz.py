@@ -16,6 +16,7 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from ernie_ft.corpus import scan
 from ernie_ft.errors import UserError
 from ernie_ft.ner_formats import NerExample, read_ner, write_cluener, write_conll, write_spans
 from ernie_ft.qa_formats import read_qa
@@ -38,6 +39,9 @@ READERS = {
     "span jsonl": (".jsonl", lambda p: read_ner(p, "--train", "spans")),
     "squad json": (".json", lambda p: read_qa(p, "--train")),
     "squad jsonl": (".jsonl", lambda p: read_qa(p, "--train")),
+    "corpus txt": (".txt", lambda p: [d for _, d in scan(p, "--corpus").iter_documents()]),
+    "corpus jsonl": (".jsonl", lambda p: [d for _, d in scan(p, "--corpus").iter_documents()]),
+    "corpus squad json": (".json", lambda p: [d for _, d in scan(p, "--corpus").iter_documents()]),
 }
 
 
