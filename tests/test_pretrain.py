@@ -163,6 +163,23 @@ def test_user_dictionary_words_and_jieba_words_are_masked_as_units(pipeline, tmp
     assert len({plain[k + 1] for k in unit}) > 1  # without the dictionary jieba splits it
 
 
+def test_with_a_vocabulary_extension_a_words_pieces_are_masked_together(pipeline, tmp_path):
+    from ernie_ft.extension import learn, write
+
+    write(str(tmp_path / "ext"), learn(pipeline, SENTENCES, 80, min_frequency=2), pipeline.vocab_file,
+          pipeline.vocab_size, {})
+    extended = pipeline.replace(vocab_extension=str(tmp_path / "ext"))
+    encodings, blocks = pack_texts(extended, SENTENCES[:40], max_len=64)
+    pieces = 0
+    for ids, words in blocks:
+        positions, unit_of = units(words, whole_word=True)
+        for k in np.flatnonzero(ids >= pipeline.vocab_size):  # a learned piece
+            pieces += 1
+            word = words[k]  # every token of its jieba word is in the piece's masking unit
+            assert set(unit_of[positions == k]) == set(unit_of[np.isin(positions, np.flatnonzero(words == word))])
+    assert pieces > 20
+
+
 def test_batches_carry_flat_masked_positions_and_equal_block_weights(pipeline):
     _, blocks = pack_texts(pipeline, SENTENCES[:20], max_len=40)
     features = [{"input_ids": ids, "words": words, "doc": i} for i, (ids, words) in enumerate(blocks[:4])]
