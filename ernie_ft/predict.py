@@ -58,7 +58,8 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
         loaded.task.check_labels(examples, loaded.labels, data, flag)
     split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data)
     logits = compute_logits(loaded.model, split.features, loaded.pipeline.pad_id, batch_size,
-                            head=loaded.task.head, **task_batching(loaded.task, loaded.pipeline))
+                            head=loaded.task.head,  # the run's seed: evaluation draws the masks its dev scores had
+                            **task_batching(loaded.task, loaded.pipeline, loaded.run.get("train", {}).get("seed", 0)))
     return examples, split.features, logits
 
 

@@ -103,10 +103,11 @@ class Pretraining:
     def stream_features(self, examples, pipeline, data: DataConfig):
         """Packed blocks of a corpus, memory-mapped from the cache (None for fill-mask texts: featurize)."""
         from .corpus import cached_blocks
+        from .dataset import default_cache_dir
 
         if isinstance(examples, list):
             return None
-        return cached_blocks(examples, pipeline, data.max_len, data.cache_dir, data.num_proc)
+        return cached_blocks(examples, pipeline, data.max_len, data.cache_dir or default_cache_dir(), data.num_proc)
 
     def featurize(self, examples, encodings, pipeline, labels, data):
         """Fill-mask inputs: each [MASK] in the text becomes one mask token, whose position goes in '_masked'."""

@@ -251,6 +251,20 @@ def test_the_checkpoint_loads_in_paddlenlp_and_its_encoder_arrives_unchanged_in_
     assert "newly initialised: classifier.*" in note and "not used: cls.predictions.*" in note
 
 
+def test_evaluate_on_the_dev_file_reproduces_the_dev_metrics(texts_file, tmp_path):
+    from ernie_ft.cli import evaluate
+
+    dev = tmp_path / "dev.txt"
+    dev.write_text("房间干净，服务热情，早餐丰富。\n物流太慢了，包装也破了。\n这本书值得一读。\n", encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(pretrain_args(texts_file, out, "--dev", str(dev), "--stop-after-steps", "4", "--epochs", "1")) == 0
+    assert evaluate(["--model", str(out / "best"), "--input", str(dev), "--output-dir", str(tmp_path / "eval")]) == 0
+    expected = [json.loads(line) for line in (out / "evaluations.jsonl").read_text().splitlines()][-1]
+    scored = json.loads((tmp_path / "eval" / "metrics.json").read_text(encoding="utf-8"))
+    for key in ("mlm_loss", "masked_accuracy", "masked_tokens"):
+        assert scored[key] == pytest.approx(expected[key], rel=1e-5), key
+
+
 def test_fill_mask_predicts_tokens_for_each_mask(pretrained, tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("这家酒店的服务很[MASK]。\n质量[MASK][MASK]差了\n", encoding="utf-8")
