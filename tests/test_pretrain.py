@@ -211,6 +211,28 @@ def test_logits_at_masked_positions_equal_the_full_sequence_logits_there():
                                rtol=1e-5, atol=1e-5)
 
 
+def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_masked_position():
+    from ernie_ft.pretrain import Pretraining
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 3, size=(5, 50)).astype(np.float32)
+    batch = {"input_ids": paddle.zeros([2, 8], dtype="int64"), "masked_positions": paddle.to_tensor([1, 3, 9, 12, 15]),
+             "masked_labels": paddle.to_tensor([4, int(logits[1].argmax()), 7, -100, 9])}
+    rows = Pretraining(top_k=3).summarize(paddle.to_tensor(logits), batch)
+    assert [len(r) for r in rows] == [2, 3]  # positions 1, 3 in row 0; 9, 12, 15 in row 1
+    table = np.concatenate(rows)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    labels = np.array([4, logits[1].argmax(), 7, -100, 9])
+    known = labels >= 0
+    np.testing.assert_allclose(table[known, 0], -np.log(probs[known, labels[known]]), rtol=1e-5)
+    assert table[:, 1].tolist() == [float(l == p) for l, p in zip(labels, probs.argmax(1))] and table[1, 1] == 1
+    assert table[:, 2].tolist() == known.astype(float).tolist() and table[3, 0] == 0
+    top = np.argsort(-probs, axis=1)[:, :3]
+    assert np.array_equal(table[:, 3:6], top)
+    np.testing.assert_allclose(table[:, 6:9], np.take_along_axis(probs, top, axis=1), rtol=1e-5)
+
+
 # -- the command line -----------------------------------------------------------------------------------------
 
 
