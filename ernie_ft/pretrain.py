@@ -43,6 +43,8 @@ class Pretraining:
     """Predictions per [MASK] (predict)."""
     reads_corpus: ClassVar[bool] = True
     """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
+    tensor_parallel: ClassVar[bool] = False
+    """Not yet on a mesh: the flat masked positions would need a layout of their own (see parallel.distribute)."""
     example_input: ClassVar[dict] = {"text": "今天天气很[MASK]。"}
     """What ``serve`` warms the model up with."""
 

@@ -40,6 +40,7 @@ class Task(Protocol):
     # `stream_features(examples, pipeline, data)` (features read lazily, or None for the usual path),
     # `collate(features, pipeline, seed, epoch)` (its own batches: masks drawn per epoch) and
     # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits).
+    # `tensor_parallel = False` refuses --tensor-parallel before any process starts.
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
         """Examples from a file; bad input raises UserError naming the file and line."""

@@ -366,6 +366,8 @@ def test_bad_corpora_are_one_clear_error_and_nothing_is_written(tmp_path, capsys
                  "holds out no document")
     expect_error(capsys, pretrain_args(small, out, "--max-len", "4096", "--dev-fraction", "0"), "--max-len 4096",
                  "position limit")
+    expect_error(capsys, pretrain_args(small, out, "--nproc", "2", "--tensor-parallel", "2"), "--tensor-parallel",
+                 "data-parallel processes only")
     assert not out.exists()
 
 
