@@ -45,9 +45,17 @@ def assert_same_weights(a, b, atol):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """One process, global batch 8 at lr 2e-3: 6 steps, evaluated every 3."""
+    """One process, global batch 8 at lr 2e-3: 6 steps, evaluated every 3, the loss logged every step."""
     out = tmp_path_factory.mktemp("reference") / "run"
-    run(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6")
+    run(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6", "--log-steps", "1")
+    return out
+
+
+@pytest.fixture(scope="module")
+def data_parallel(tmp_path_factory):
+    """The reference run on 2 processes of batch 4 at --lr 1e-3 (scaled linearly to 2e-3)."""
+    out = tmp_path_factory.mktemp("data-parallel") / "run"
+    run(out, "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6", "--log-steps", "1")
     return out
 
 
@@ -64,28 +72,25 @@ def test_data_parallel_step_equals_one_process_on_the_same_global_batch(tmp_path
     assert_same_gradients(one, dp)
 
 
-def test_two_processes_equal_one_process_with_the_same_global_batch(reference, tmp_path):
-    run(tmp_path / "dp", "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6")  # linear
+def test_two_processes_equal_one_process_with_the_same_global_batch(reference, data_parallel, tmp_path):
     drift = adam_drift(6, 2e-3)
-    assert_same_weights(weights(reference), weights(tmp_path / "dp"), atol=drift)
+    assert_same_weights(weights(reference), weights(data_parallel), atol=drift)
     run(tmp_path / "unscaled", "--batch-size", "8", "--lr", "1e-3", "--stop-after-steps", "6")
     unscaled = weights(tmp_path / "unscaled")  # the comparison can fail: lr 1e-3 unscaled differs
     assert sum(not np.allclose(unscaled[n], v, rtol=0, atol=drift) for n, v in weights(reference).items()) > 30
-    logs = tmp_path / "dp" / "logs"
+    logs = data_parallel / "logs"
     assert (logs / "workerlog.0").is_file() and (logs / "workerlog.1").is_file()
     assert "lr 0.002 (--lr 0.001 scaled linear)" in (logs / "workerlog.0").read_text()
     assert "lr 0.002" not in (logs / "workerlog.1").read_text()  # only rank 0 reports and writes
-    dev = [json.loads(line) for line in (tmp_path / "dp" / "evaluations.jsonl").read_text().splitlines()]
+    dev = [json.loads(line) for line in (data_parallel / "evaluations.jsonl").read_text().splitlines()]
     ref = [json.loads(line) for line in (reference / "evaluations.jsonl").read_text().splitlines()]
     assert [d["accuracy"] for d in dev] == [r["accuracy"] for r in ref]  # every dev example scored once
 
 
-def test_logged_loss_is_the_mean_over_replicas(reference, tmp_path):
-    run(tmp_path / "dp", "--batch-size", "4", "--lr", "1e-3", "--nproc", "2", "--stop-after-steps", "6",
-        "--log-steps", "1")
-    run(tmp_path / "one", "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6", "--log-steps", "1")
-    losses = [[json.loads(line)["loss"] for line in (tmp_path / d / "train_log.jsonl").read_text().splitlines()]
-              for d in ("one", "dp")]
+def test_logged_loss_is_the_mean_over_replicas(reference, data_parallel):
+    losses = [[json.loads(line)["loss"] for line in (d / "train_log.jsonl").read_text().splitlines()]
+              for d in (reference, data_parallel)]
+    assert len(losses[0]) == 6
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
 
 
