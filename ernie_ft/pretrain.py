@@ -204,6 +204,7 @@ def random_ids(pipeline) -> np.ndarray:
                                               pipeline.unk_id))
 
 
+@functools.lru_cache(maxsize=4)  # once per pipeline, not per request of a server
 def id_to_token(pipeline) -> dict[int, str]:
     tokens = {i: t for t, i in pipeline.vocab.items()}
     if pipeline.extension is not None:
