@@ -64,34 +64,46 @@ def mask_block(ids: np.ndarray, words: np.ndarray, rng: np.random.Generator, rat
 
 
 def mlm_batch(features: list[dict], pad_id: int, sep_id: int, mask_id: int, random_ids: np.ndarray,
-              rate: float, whole_word: bool, seed: int, epoch: int | None) -> dict:
+              rate: float, whole_word: bool, seed: int, epoch: int | None, electra: bool = False) -> dict:
     """A padded batch with masks: 'input_ids', 'token_type_ids' (1 after a block's first inner [SEP]),
     'masked_positions' (flat indices into [batch x length]), 'masked_labels' and 'masked_weights'
-    (1 / (masked tokens of the row x rows), so every block weighs the same in the loss).
+    (1 / (masked tokens of the row x rows), so every block weighs the same in the loss). With
+    ``electra`` also 'original_ids' (the unmasked input), 'replace_uniform' (one draw in [0, 1) per
+    masked position, for the generator's sample) and 'token_weights' (1 / (tokens of the row x rows)).
 
     A feature with '_masked' (fill-mask inputs: the positions of the user's [MASK]s) keeps its ids
     and gets label -100 there; others are masked with ``block_rng(seed, epoch, feature['doc'])``.
     """
     rows, length = len(features), max(len(f["input_ids"]) for f in features)
     input_ids = np.full((rows, length), pad_id, dtype=np.int64)
+    original = np.full((rows, length), pad_id, dtype=np.int64)
     types = np.zeros((rows, length), dtype=np.int64)
-    positions, labels, weights = [], [], []
+    token_weights = np.zeros((rows, length), dtype=np.float32)
+    positions, labels, weights, uniforms = [], [], [], []
     for row, f in enumerate(features):
         ids = np.asarray(f["input_ids"])
         if "_masked" in f:
             masked, chosen = ids, np.asarray(f["_masked"], dtype=np.int64)
             targets = np.full(len(chosen), -100)
+            electra = False  # fill-mask: the generator alone
         else:
-            masked, chosen, targets = mask_block(ids, f["words"], block_rng(seed, epoch, f["doc"]), rate, mask_id,
-                                                 random_ids, whole_word)
+            rng = block_rng(seed, epoch, f["doc"])
+            masked, chosen, targets = mask_block(ids, f["words"], rng, rate, mask_id, random_ids, whole_word)
+            uniforms.append(rng.random(len(chosen)))
         input_ids[row, :len(ids)] = masked
+        original[row, :len(ids)] = ids
+        token_weights[row, :len(ids)] = 1.0 / (len(ids) * rows)
         seps = np.flatnonzero(ids[:-1] == sep_id)
         if len(seps):
             types[row, seps[0] + 1:len(ids)] = 1
         positions.append(row * length + chosen)
         labels.append(targets)
         weights.append(np.full(len(chosen), 1.0 / (max(1, len(chosen)) * rows)))
-    return {"input_ids": input_ids, "token_type_ids": types,
-            "masked_positions": np.concatenate(positions).astype(np.int64),
-            "masked_labels": np.concatenate(labels).astype(np.int64),
-            "masked_weights": np.concatenate(weights).astype(np.float32)}
+    batch = {"input_ids": input_ids, "token_type_ids": types,
+             "masked_positions": np.concatenate(positions).astype(np.int64),
+             "masked_labels": np.concatenate(labels).astype(np.int64),
+             "masked_weights": np.concatenate(weights).astype(np.float32)}
+    if electra:
+        batch.update(original_ids=original, replace_uniform=np.concatenate(uniforms).astype(np.float32),
+                     token_weights=token_weights)
+    return batch

@@ -32,6 +32,8 @@ SCRATCH = {
 }
 HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
          "span": "ErnieForQuestionAnswering", "mlm": "ErnieForMaskedLM"}
+MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform")
+"""Batch keys passed to the model besides the ids (pretraining: see masking.mlm_batch)."""
 PER_TOKEN = ("token", "span")
 """Heads with one output row per token; 'sequence' has one per input, 'mlm' one per masked position."""
 WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
@@ -212,7 +214,7 @@ def forward(model, batch: dict):
     """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
     import paddle
 
-    extra = {"masked_positions": batch["masked_positions"]} if "masked_positions" in batch else {}
+    extra = {k: batch[k] for k in MODEL_EXTRAS if k in batch}
     out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
                 position_ids=batch.get("position_ids"), **extra)
     return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out

@@ -33,6 +33,8 @@ class Pretraining:
     name: str = "pretrain"
     head: str = "mlm"
     metric: str = "mlm_loss"
+    objective: str = "mlm"
+    """mlm: masked language model; electra: replaced-token detection with a small generator (ELECTRA), whose discriminator is the saved encoder."""
     masking: str = "word"
     """word: mask whole jieba words (--user-dict entries included) as units; char: each token on its own."""
     mask_rate: float = 0.15
@@ -49,6 +51,10 @@ class Pretraining:
     """What ``serve`` warms the model up with."""
 
     def __post_init__(self):
+        if self.objective not in ("mlm", "electra"):
+            raise UserError(f"--objective must be mlm or electra, not {self.objective!r}")
+        if self.objective == "electra" and self.metric == "mlm_loss":
+            self.metric = "electra_loss"  # the generator's MLM loss says little about the discriminator
         if self.masking not in ("word", "char"):
             raise UserError(f"--masking must be word or char, not {self.masking!r}")
         if not 0 < self.mask_rate < 1:
@@ -57,6 +63,10 @@ class Pretraining:
             raise UserError(f"--dev-fraction {self.dev_fraction}: give a share between 0 and 1, e.g. 0.01")
         if self.top_k < 1:
             raise UserError("--top-k must be at least 1")
+
+    @property
+    def model_class(self) -> Optional[str]:
+        return "ernie_ft.electra:ErnieElectra" if self.objective == "electra" else None
 
     # -- data -------------------------------------------------------------------------------------------------
 
@@ -138,23 +148,40 @@ class Pretraining:
         from .masking import mlm_batch
 
         return mlm_batch(features, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline),
-                         self.mask_rate, self.masking == "word", seed, epoch)
+                         self.mask_rate, self.masking == "word", seed, epoch, electra=self.objective == "electra")
 
     # -- model outputs ----------------------------------------------------------------------------------------
 
-    def loss(self, logits, batch):
+    def loss(self, outputs, batch):
         """Cross-entropy at the masked positions, each block weighing the same (so data-parallel replicas
-        average to exactly the loss of one process over the global batch)."""
+        average to exactly the loss of one process over the global batch); for ELECTRA plus 50 x the
+        discriminator's per-token binary cross-entropy, weighted the same way."""
         import paddle.nn.functional as F
 
-        nll = F.cross_entropy(logits.astype("float32"), batch["masked_labels"].unsqueeze(-1), reduction="none")
-        return (nll.squeeze(-1) * batch["masked_weights"]).sum()
+        if not isinstance(outputs, dict):
+            nll = F.cross_entropy(outputs.astype("float32"), batch["masked_labels"].unsqueeze(-1), reduction="none")
+            return (nll.squeeze(-1) * batch["masked_weights"]).sum()
+        from .electra import DISCRIMINATOR_WEIGHT
 
-    def summarize(self, logits, batch) -> list[np.ndarray]:
+        replaced = (outputs["replaced"] != batch["original_ids"]).astype("float32")
+        bce = F.binary_cross_entropy_with_logits(outputs["discriminator"].astype("float32"), replaced, reduction="none")
+        return self.loss(outputs["generator"], batch) + DISCRIMINATOR_WEIGHT * (bce * batch["token_weights"]).sum()
+
+    def summarize(self, logits, batch) -> list:
         """Per input, one row per masked position: negative log-likelihood, correct (top-1), has a label,
-        then the ``top_k`` token ids and their probabilities."""
+        then the ``top_k`` token ids and their probabilities. ELECTRA's outputs give (those rows, [the
+        discriminator's summed binary cross-entropy, its correct tokens, tokens]) per input."""
         import paddle
         import paddle.nn.functional as F
+
+        if isinstance(logits, dict):
+            replaced = (logits["replaced"] != batch["original_ids"]).astype("float32")
+            scores = logits["discriminator"].astype("float32")
+            real = (batch["token_weights"] > 0).astype("float32")
+            bce = F.binary_cross_entropy_with_logits(scores, replaced, reduction="none") * real
+            hits = ((scores > 0).astype("float32") == replaced).astype("float32") * real
+            detection = np.stack([bce.sum(1).numpy(), hits.sum(1).numpy(), real.sum(1).numpy()], axis=1)
+            return list(zip(self.summarize(logits["generator"], batch), detection))
 
         # No log_softmax (Paddle 3.3's CPU kernel takes ~50 s on [800, 40000]) and no second [positions x
         # vocabulary] tensor: cross_entropy gives log-sum-exp - logit[target], hence the top tokens' probabilities.
@@ -172,12 +199,22 @@ class Pretraining:
         return [table[owner == r] for r in range(rows)]
 
     def evaluate(self, outputs, features, examples, labels, data):
+        detection = None
+        if outputs and isinstance(outputs[0], tuple):  # ELECTRA
+            outputs, detection = [o for o, _ in outputs], np.sum([d for _, d in outputs], axis=0)
         table = np.concatenate([o for o in outputs if len(o)]) if len(outputs) else np.zeros((0, 3))
         known = table[:, 2] > 0
         loss = float(table[known, 0].mean()) if known.any() else float("nan")
-        return {"mlm_loss": loss, "perplexity": float(math.exp(min(loss, 50.0))),
-                "masked_accuracy": float(table[known, 1].mean()) if known.any() else 0.0,
-                "masked_tokens": float(known.sum())}
+        metrics = {"mlm_loss": loss, "perplexity": float(math.exp(min(loss, 50.0))),
+                   "masked_accuracy": float(table[known, 1].mean()) if known.any() else 0.0,
+                   "masked_tokens": float(known.sum())}
+        if detection is not None:
+            from .electra import DISCRIMINATOR_WEIGHT
+
+            bce, hits, tokens = detection
+            metrics.update(replaced_loss=float(bce / tokens), replaced_accuracy=float(hits / tokens),
+                           electra_loss=loss + DISCRIMINATOR_WEIGHT * float(bce / tokens))
+        return metrics
 
     def predict(self, outputs, features, examples, labels, data):
         """Per text: the top-k tokens of each [MASK] and the text filled with the first of each."""

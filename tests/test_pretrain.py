@@ -319,7 +319,8 @@ def test_a_model_that_memorised_sentences_fills_in_their_masks(tmp_path):
     assert all(r["masks"][0][0]["score"] > 0.5 for r in records)
 
 
-def test_two_data_parallel_processes_equal_one(tmp_path):
+@pytest.mark.parametrize("objective", ["mlm", "electra"])
+def test_two_data_parallel_processes_equal_one(objective, tmp_path):
     # Lines of 22 one-token characters pack two to a block of 48: 64 lines are 32 blocks, whole global
     # batches of 8 (one process keeps a partial last batch that replicas would drop).
     hanzi = "".join(c for c in "".join(SENTENCES) if "\u4e00" <= c <= "\u9fff")
@@ -327,7 +328,7 @@ def test_two_data_parallel_processes_equal_one(tmp_path):
     corpus.write_text("".join(hanzi[i:i + 22] + "\n" for i in range(0, 22 * 64, 22)), encoding="utf-8")
     common = ["--corpus", str(corpus), "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48",
               "--threads", "1", "--seed", "5", "--warmup", "0", "--dropout", "0", "--dev-fraction", "0",
-              "--adam-epsilon", str(ADAM_EPSILON), "--stop-after-steps", "4"]
+              "--adam-epsilon", str(ADAM_EPSILON), "--stop-after-steps", "4", "--objective", objective]
     assert main([*common, "--output", str(tmp_path / "one"), "--batch-size", "8", "--lr", "2e-3"]) == 0
     proc = subprocess.run([sys.executable, "-m", "ernie_ft.pretrain", *common, "--output", str(tmp_path / "dp"),
                            "--batch-size", "4", "--lr", "1e-3", "--nproc", "2"],
@@ -336,6 +337,53 @@ def test_two_data_parallel_processes_equal_one(tmp_path):
     one, dp = (paddle.load(str(tmp_path / d / "last" / "model.pdparams")) for d in ("one", "dp"))
     for name in one:  # same global batches, same masks: the same steps
         np.testing.assert_allclose(dp[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3), err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def electra(texts_file, tmp_path_factory):
+    """ELECTRA pretraining, stopped halfway and resumed, and the same run uninterrupted."""
+    out = tmp_path_factory.mktemp("electra")
+    for name, stops in (("resumed", ("--stop-after-steps", "5")), ("straight", ())):
+        assert main(pretrain_args(texts_file, out / name, "--objective", "electra", *stops)) == 0
+    assert main(pretrain_args(texts_file, out / "resumed", "--objective", "electra", "--resume")) == 0
+    return out
+
+
+def test_electra_resumes_like_an_uninterrupted_run_and_picks_best_by_its_loss(electra):
+    straight, resumed = (paddle.load(str(electra / d / "last" / "model.pdparams")) for d in ("straight", "resumed"))
+    for name in straight:
+        np.testing.assert_array_equal(resumed[name].numpy(), straight[name].numpy(), err_msg=name)
+    metrics = json.loads((electra / "resumed" / "metrics.json").read_text(encoding="utf-8"))["dev"]
+    evaluations = [json.loads(line) for line in (electra / "resumed" / "evaluations.jsonl").read_text().splitlines()]
+    assert metrics["electra_loss"] == min(e["electra_loss"] for e in evaluations)
+    assert metrics["electra_loss"] == pytest.approx(metrics["mlm_loss"] + 50 * metrics["replaced_loss"])
+    assert 0.5 < metrics["replaced_accuracy"] <= 1
+
+
+def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_path):
+    from paddlenlp.transformers import ErnieModel
+
+    from ernie_ft.config import ModelConfig
+    from ernie_ft.electra import ErnieElectra
+    from ernie_ft.modeling import build_model
+
+    best = electra / "resumed" / "best"
+    saved = saved_weights(best)
+    model = ErnieElectra.from_pretrained(str(best))
+    assert model.generator.ernie.embeddings is model.ernie.embeddings  # shared
+    assert model.generator.cls.predictions.decoder.weight is model.ernie.embeddings.word_embeddings.weight
+    assert model.generator.config.num_hidden_layers < model.config.num_hidden_layers
+    encoder = ErnieModel.from_pretrained(str(best))
+    np.testing.assert_array_equal(encoder.encoder.layers[1].linear1.weight.numpy(),
+                                  saved["ernie.encoder.layers.1.linear1.weight"])
+    classifier = build_model(ModelConfig(str(best)), "sequence", 2, TextPipeline.from_dir(str(best)))
+    for name, value in classifier.state_dict().items():
+        if name.startswith("ernie."):
+            np.testing.assert_array_equal(value.numpy(), saved[name], err_msg=name)
+    source, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("服务很[MASK]\n", encoding="utf-8")  # fill-mask with its generator
+    assert main(["predict", "--model", str(best), "--input", str(source), "--output", str(out)]) == 0
+    assert len(json.loads(out.read_text(encoding="utf-8"))["masks"][0]) == 5
 
 
 # -- bad input ------------------------------------------------------------------------------------------------

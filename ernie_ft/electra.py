@@ -1,0 +1,54 @@
+"""ELECTRA's replaced-token detection on ERNIE (``python -m ernie_ft.pretrain --objective electra``).
+
+A small generator (an ``ErnieForMaskedLM`` of the same width with a third of the layers) fills the
+masked positions by sampling from its own predictions; the discriminator, a plain ``ErnieModel``
+under ``ernie.*`` with a one-logit head per token, learns which tokens were replaced, from every
+token rather than from the 15% masked. Both share the embeddings, as ELECTRA and ERNIE-Health do.
+The discriminator is what the tasks load: ``ErnieForSequenceClassification.from_pretrained(dir)``
+takes ``ernie.*`` and leaves ``generator.*`` unused.
+"""
+from __future__ import annotations
+
+import copy
+
+import paddle
+import paddle.nn as nn
+import paddle.nn.functional as F
+from paddlenlp.transformers import ErnieForMaskedLM, ErnieModel
+from paddlenlp.transformers.ernie.modeling import ErniePretrainedModel
+
+DISCRIMINATOR_WEIGHT = 50.0
+"""ELECTRA's weight of the replaced-token loss against the generator's MLM loss."""
+
+
+class ErnieElectra(ErniePretrainedModel):
+    base_model_prefix = "ernie"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.ernie = ErnieModel(config)
+        self.discriminator = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.GELU(),
+                                           nn.Linear(config.hidden_size, 1))
+        small = copy.deepcopy(config)
+        small.num_hidden_layers = max(1, config.num_hidden_layers // 3)
+        self.generator = ErnieForMaskedLM(small)
+        self.generator.ernie.embeddings = self.ernie.embeddings  # shared, and the output projection tied to them
+        self.generator.cls.predictions.decoder.weight = self.ernie.embeddings.word_embeddings.weight
+
+    def forward(self, input_ids, token_type_ids=None, position_ids=None, masked_positions=None,
+                original_ids=None, replace_uniform=None):
+        """The generator's logits at ``masked_positions``; with ``original_ids`` (the unmasked input) and
+        ``replace_uniform`` (one number in [0, 1) per masked position, drawn with the masks) also a sample
+        from them put in place of the originals, and the discriminator's per-token logits on that:
+        {"generator", "discriminator", "replaced"}."""
+        generated = self.generator(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
+                                   masked_positions=masked_positions)
+        if original_ids is None:
+            return generated
+        with paddle.no_grad():  # inverse-CDF sampling: the uniforms make it a function of (seed, epoch, block)
+            cdf = paddle.cumsum(F.softmax(generated.astype("float32"), axis=-1), axis=-1)
+            sampled = (cdf < replace_uniform.unsqueeze(-1)).astype("int64").sum(axis=-1)
+            sampled = sampled.clip(max=generated.shape[-1] - 1)
+            replaced = paddle.scatter(original_ids.flatten(), masked_positions, sampled).reshape(original_ids.shape)
+        hidden = self.ernie(replaced, token_type_ids=token_type_ids, position_ids=position_ids)[0]
+        return {"generator": generated, "discriminator": self.discriminator(hidden).squeeze(-1), "replaced": replaced}
