@@ -32,7 +32,7 @@ def _flag(name: str) -> str:
 
 def _add_field(group, f: dataclasses.Field, doc: str) -> None:
     default = f.default if f.default is not dataclasses.MISSING else None
-    help_text = doc + (f" (default: {default})" if default not in (None, "") else "")
+    help_text = (doc + (f" (default: {default})" if default not in (None, "") else "")).replace("%", "%%")  # argparse formats help
     if type_name(f) == "bool":
         group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
     else:

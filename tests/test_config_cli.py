@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from ernie_ft.args import parse_train_args
+from ernie_ft.cli import COMMANDS, main as cli_main
 from ernie_ft.config import build_config
 from ernie_ft.errors import UserError
 
@@ -46,6 +47,13 @@ def test_unknown_flag_suggests_the_closest_and_exits_2():
     assert proc.returncode == 2
     assert "unknown flag --epoch. Did you mean --epochs?" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_answers_help(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli_main([command, "--help"])
+    assert stop.value.code == 0 and "usage:" in capsys.readouterr().out
 
 
 def test_help_lists_the_flags_without_importing_paddle():
