@@ -2,7 +2,7 @@
 
 Continue ERNIE's pretraining on a domain corpus (``--model`` a checkpoint or PaddleNLP name), or
 pretrain a small model from scratch (``--model scratch:tiny --vocab vocab.txt``), on the same
-trainer as the tasks. The corpus is packed into blocks (``corpus.py``), masked per block and
+trainer as the tasks. The corpus is read (``corpus.py``) and packed into blocks (``blocks.py``), masked per block and
 epoch (``masking.py``), and the model is PaddleNLP's ``ErnieForMaskedLM``, its output projection
 tied to the word embeddings and applied only at the masked positions. The checkpoint loads in
 ``classify``, ``ner`` and ``qa`` (``--model RUN/best``) and in PaddleNLP. ``predict`` fills in
@@ -114,7 +114,7 @@ class Pretraining:
 
     def stream_features(self, examples, pipeline, data: DataConfig):
         """Packed blocks of a corpus, memory-mapped from the cache (None for fill-mask texts: featurize)."""
-        from .corpus import cached_blocks
+        from .blocks import cached_blocks
         from .dataset import default_cache_dir
 
         if isinstance(examples, list):

@@ -94,7 +94,8 @@ def dump_batches(corpus: str, tmp: str, steps: int) -> str:
     import numpy as np
 
     from ernie_ft.batching import LengthGroupedSampler
-    from ernie_ft.corpus import cached_blocks, scan
+    from ernie_ft.blocks import cached_blocks
+    from ernie_ft.corpus import scan
     from ernie_ft.pretrain import Pretraining
     from ernie_ft.text import TextPipeline
 

@@ -12,7 +12,7 @@ import yaml
 
 from conftest import DATA, ROOT, pretrain_args, saved_weights
 from helpers.rounding import ADAM_EPSILON, adam_drift
-from ernie_ft import corpus as corpus_mod
+from ernie_ft import blocks as blocks_mod, corpus as corpus_mod
 from ernie_ft.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
 from ernie_ft.pretrain import main
 from ernie_ft.readers import read_examples
@@ -30,7 +30,7 @@ def pipeline(tmp_path_factory):
 
 
 def pack_texts(pipeline, lines, max_len):
-    packer = corpus_mod.Packer(max_len, pipeline.cls_id, pipeline.sep_id)
+    packer = blocks_mod.Packer(max_len, pipeline.cls_id, pipeline.sep_id)
     encodings = [pipeline.encode(line) for line in lines]
     for enc in encodings:
         packer.add(enc.ids, enc.word_ids)
@@ -96,8 +96,8 @@ def test_blocks_are_memory_mapped_from_an_arrow_file_that_datasets_opens(pipelin
     import datasets
 
     corpus = corpus_mod.scan(str(texts_file), "--corpus")
-    blocks, source = corpus_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
-    again, second = corpus_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
+    blocks, source = blocks_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
+    again, second = blocks_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
     assert (source, second) == ("tokenised", "cache") and len(blocks) == len(again) > 10
     table = datasets.Dataset.from_file(blocks.path)
     assert table[3]["input_ids"] == blocks[3]["input_ids"].tolist() and len(table) == len(blocks)

@@ -25,7 +25,7 @@ def test_chnsenticorp_scratch_model_learns_well_above_chance(tmp_path):
 def test_pretraining_on_a_corpus_slice_predicts_masked_tokens_well_above_the_unigram_baseline(tmp_path):
     import numpy as np
 
-    from ernie_ft import corpus
+    from ernie_ft import blocks, corpus
     from ernie_ft.pretrain import Pretraining, main as pretrain
     from ernie_ft.text import TextPipeline
 
@@ -45,10 +45,10 @@ def test_pretraining_on_a_corpus_slice_predicts_masked_tokens_well_above_the_uni
     pipeline, task = TextPipeline.from_dir(str(out / "best")), Pretraining(masking="char")
     train, dev = corpus.scan(str(source), "--corpus").held_out(0.05)
     cache = str(tmp_path / "cache")
-    blocks = corpus.cached_blocks(train, pipeline, 64, cache)[0]
+    blocks = blocks.cached_blocks(train, pipeline, 64, cache)[0]
     tokens = np.concatenate([b["input_ids"][b["words"] >= 0] for b in blocks])
     commonest = np.bincount(tokens).argmax()
-    dev_blocks = corpus.cached_blocks(dev, pipeline, 64, cache)[0]
+    dev_blocks = blocks.cached_blocks(dev, pipeline, 64, cache)[0]
     labels = task.collate(list(dev_blocks), pipeline, 42, None)["masked_labels"]
     unigram = float((labels == commonest).mean())
     assert accuracy > 1.5 * unigram, (accuracy, unigram)
