@@ -35,6 +35,10 @@ class ErnieElectra(ErniePretrainedModel):
         self.generator.ernie.embeddings = self.ernie.embeddings  # shared, and the output projection tied to them
         self.generator.cls.predictions.decoder.weight = self.ernie.embeddings.word_embeddings.weight
 
+    def get_output_embeddings(self):
+        """The generator's projection, tied to the shared word embeddings (``resize_token_embeddings`` grows both)."""
+        return self.generator.cls.predictions.decoder
+
     def forward(self, input_ids, token_type_ids=None, position_ids=None, masked_positions=None,
                 original_ids=None, replace_uniform=None):
         """The generator's logits at ``masked_positions``; with ``original_ids`` (the unmasked input) and

@@ -184,7 +184,10 @@ def grow_embeddings(net, pipeline: TextPipeline) -> None:
     characters. The matrix grows when the pieces' ids run past it (config.vocab_size follows)."""
     base = net.get_input_embeddings().weight.numpy()
     if pipeline.vocab_size > base.shape[0]:
-        net.resize_token_embeddings(pipeline.vocab_size)
+        net.resize_token_embeddings(pipeline.vocab_size)  # a tied MLM projection and its bias grow too
+        for layer in net.sublayers():  # PaddleNLP's LM heads keep a second name for the old bias
+            if hasattr(layer, "decoder_bias") and hasattr(layer, "decoder"):
+                layer.decoder_bias = layer.decoder.bias
     embedding = net.get_input_embeddings()
     weight = embedding.weight.numpy().copy()
     for piece_id, char_ids in pipeline.extension.char_ids(pipeline.vocab, pipeline.unk_id).items():

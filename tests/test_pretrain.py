@@ -386,6 +386,28 @@ def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_p
     assert len(json.loads(out.read_text(encoding="utf-8"))["masks"][0]) == 5
 
 
+@pytest.mark.parametrize("objective", ["mlm", "electra"])
+def test_continued_pretraining_with_a_vocabulary_extension_saves_a_model_that_loads(objective, pretrained, electra,
+                                                                                   texts_file, tmp_path):
+    from ernie_ft.extension import learn, write
+
+    start = pretrained / "best" if objective == "mlm" else electra / "resumed" / "best"
+    base = TextPipeline.from_dir(str(start))
+    write(str(tmp_path / "ext"), learn(base, SENTENCES, 40, min_frequency=2), base.vocab_file, base.vocab_size, {})
+    out = tmp_path / "grown"
+    assert main(["--corpus", str(texts_file), "--model", str(start), "--vocab-extension", str(tmp_path / "ext"),
+                 "--output", str(out), "--objective", objective, "--epochs", "1", "--batch-size", "8",
+                 "--max-len", "48", "--threads", "1", "--stop-after-steps", "2", "--dev-fraction", "0.1",
+                 "--eval-steps", "2"]) == 0
+    saved = saved_weights(out / "best")
+    grown = base.vocab_size + 40
+    assert {k: v.shape[0] for k, v in saved.items() if "decoder" in k or "word_embeddings" in k} == {
+        k: grown for k in saved if "decoder" in k or "word_embeddings" in k}  # projection and bias grew with it
+    source, result = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("服务很[MASK]\n", encoding="utf-8")
+    assert main(["predict", "--model", str(out), "--input", str(source), "--output", str(result)]) == 0
+
+
 # -- bad input ------------------------------------------------------------------------------------------------
 
 
