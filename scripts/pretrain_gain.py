@@ -1,0 +1,100 @@
+"""What pretraining gives each task: pretrain scratch:tiny with each objective, fine-tune it on ChnSentiCorp,
+CLUENER (--crf) and CMRC 2018 with the same learning-rate grid as random initialisation, and print the table.
+
+    python scripts/pretrain_gain.py --out runs/gain [--rows random,mlm-char,mlm-word,electra] \
+        [--tasks chnsenticorp,cluener,cmrc2018] [--steps 2089] [--lrs 5e-4,1e-3] [--seeds 42] [--threads 2]
+
+Pretraining is ``tasks/pretrain_corpus.yaml`` (../shared/data/corpus plus the texts of the training
+splits; never a dev or test text) stopped after ``--steps`` optimizer steps; fine-tuning is each
+task's recipe in ``tasks/`` with ``--model`` set to the pretrained ``best/`` (or ``scratch:tiny`` for
+the random row) and each learning rate of the grid; the learning rate with the best dev score is
+reported, with its test score where the task has one. Every run writes its own directory under
+``--out`` and is skipped when its ``metrics.json`` exists, so the script resumes where it stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OBJECTIVES = {"mlm-char": ("--objective", "mlm", "--masking", "char"),
+              "mlm-word": ("--objective", "mlm", "--masking", "word"),
+              "electra": ("--objective", "electra", "--masking", "word")}
+TASKS = {  # recipe, module, dev metric, what the table shows
+    "chnsenticorp": ("tasks/chnsenticorp.yaml", "classify", "accuracy", ("accuracy",)),
+    "cluener": ("tasks/cluener.yaml", "ner", "f1", ("f1",)),
+    "cmrc2018": ("tasks/cmrc2018.yaml", "qa", "f1", ("em", "f1")),
+}
+
+
+def run(command: list[str], out: str, log: str) -> dict:
+    """Run a training command unless ``out/metrics.json`` exists; its metrics."""
+    metrics = os.path.join(out, "metrics.json")
+    if not os.path.isfile(metrics):
+        print("+", " ".join(command), flush=True)
+        with open(log, "w") as f:
+            subprocess.run(command, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+    with open(metrics, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def pretrain(row: str, args) -> str:
+    """The pretrained ``best/`` of ``row``, pretraining it first unless it exists."""
+    out = os.path.join(args.out, f"pre-{row}")
+    best = os.path.join(out, "best")
+    if not os.path.isdir(best):
+        command = [sys.executable, "-m", "ernie_ft.pretrain", "--config", "tasks/pretrain_corpus.yaml",
+                   *OBJECTIVES[row], "--stop-after-steps", str(args.steps), "--threads", str(args.threads),
+                   "--output", out, "--overwrite"]
+        print("+", " ".join(command), flush=True)
+        with open(out + ".log", "w") as f:
+            subprocess.run(command, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+    return best
+
+
+def fine_tune(row: str, model: str, task: str, lr: str, seed: str, args) -> dict:
+    recipe, module, _, _ = TASKS[task]
+    out = os.path.join(args.out, f"{task}-{row}-lr{lr}-seed{seed}")
+    model_flags = ["--model", "scratch:tiny"] if model == "scratch:tiny" else ["--model", model, "--vocab", ""]
+    extra = ["--crf"] if task == "cluener" else []
+    return run([sys.executable, "-m", f"ernie_ft.{module}", "--config", recipe, *model_flags, *extra, "--lr", lr,
+                "--seed", seed, "--threads", str(args.threads), "--output", out, "--overwrite"], out, out + ".log")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--rows", default="random,mlm-char,mlm-word,electra")
+    p.add_argument("--tasks", default="chnsenticorp,cluener,cmrc2018")
+    p.add_argument("--steps", type=int, default=2089, help="pretraining optimizer steps (2089: one epoch)")
+    p.add_argument("--lrs", default="5e-4,1e-3")
+    p.add_argument("--seeds", default="42")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    table = {}
+    for row in args.rows.split(","):
+        model = "scratch:tiny" if row == "random" else pretrain(row, args)
+        for task in args.tasks.split(","):
+            _, _, metric, shown = TASKS[task]
+            for seed in args.seeds.split(","):
+                runs = {lr: fine_tune(row, model, task, lr, seed, args) for lr in args.lrs.split(",")}
+                lr = max(runs, key=lambda k: runs[k]["dev"][metric])  # picked on dev
+                table.setdefault(row, {}).setdefault(task, []).append(
+                    {"lr": lr, "seed": seed, **{f"{split} {m}": runs[lr][split][m] for split in ("dev", "test")
+                                                 if split in runs[lr] for m in shown}})
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
+    print("| init | " + " | ".join(args.tasks.split(",")) + " |")
+    print("|---|" + "---|" * len(args.tasks.split(",")))
+    for row, tasks in table.items():
+        cells = ["; ".join(", ".join(f"{k} {v:.4g}" for k, v in r.items() if k not in ("lr", "seed")) +
+                           f" (lr {r['lr']}, seed {r['seed']})" for r in runs) for runs in tasks.values()]
+        print(f"| {row} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
