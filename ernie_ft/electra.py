@@ -50,7 +50,9 @@ class ErnieElectra(ErniePretrainedModel):
         if original_ids is None:
             return generated
         with paddle.no_grad():  # inverse-CDF sampling: the uniforms make it a function of (seed, epoch, block)
-            cdf = paddle.cumsum(F.softmax(generated.astype("float32"), axis=-1), axis=-1)
+            logits = generated.astype("float32").clone()  # not the tensor the MLM loss reads
+            logits[:, self.config.pad_token_id] = -1e9  # a sampled [PAD] would be masked out of the attention
+            cdf = paddle.cumsum(F.softmax(logits, axis=-1), axis=-1)
             sampled = (cdf < replace_uniform.unsqueeze(-1)).astype("int64").sum(axis=-1)
             sampled = sampled.clip(max=generated.shape[-1] - 1)
             replaced = paddle.scatter(original_ids.flatten(), masked_positions, sampled).reshape(original_ids.shape)
