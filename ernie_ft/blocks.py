@@ -154,13 +154,19 @@ def cached_blocks(corpus: Corpus, pipeline, max_len: int, cache_dir: str, num_pr
     """The blocks of ``corpus`` from the cache, packing them first on a miss; (blocks, 'cache' or 'tokenised').
 
     The cache file is named by the corpus bytes, the part, the pipeline and ``max_len``, written to
-    a temporary name and renamed into place, so a killed run never leaves half a file behind.
+    a temporary name and renamed into place, so a killed run never leaves half a file behind; a
+    cache file that does not open (damaged on disk) is rebuilt, with a warning.
     """
+    import pyarrow as pa
+
     key = hashlib.sha1(f"{corpus.digest}|{corpus.part}|{corpus.fraction!r}|{pipeline.fingerprint}|{max_len}"
                        .encode()).hexdigest()
     path = os.path.join(cache_dir, f"blocks-{key}.arrow")
     if os.path.isfile(path):
-        return Blocks(path), "cache"
+        try:
+            return Blocks(path), "cache"
+        except (pa.ArrowException, OSError, KeyError) as e:
+            print(f"warning: the block cache {path} is damaged ({e}); rebuilding it", file=sys.stderr)
     os.makedirs(cache_dir, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:

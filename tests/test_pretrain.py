@@ -102,6 +102,12 @@ def test_blocks_are_memory_mapped_from_an_arrow_file_that_datasets_opens(pipelin
     table = datasets.Dataset.from_file(blocks.path)
     assert table[3]["input_ids"] == blocks[3]["input_ids"].tolist() and len(table) == len(blocks)
     assert blocks.lengths.tolist() == [len(b["input_ids"]) for b in blocks]
+    expected, path = [b["input_ids"].tolist() for b in blocks], blocks.path
+    del blocks, again, table  # nothing maps the file any more: damage it on disk
+    with open(path, "r+b") as f:
+        f.truncate(1000)
+    rebuilt, third = blocks_mod.cached_blocks(corpus, pipeline, 48, str(tmp_path))
+    assert third == "tokenised" and [b["input_ids"].tolist() for b in rebuilt] == expected
 
 
 # -- masking --------------------------------------------------------------------------------------------------
