@@ -45,8 +45,8 @@ def test_pretraining_on_a_corpus_slice_predicts_masked_tokens_well_above_the_uni
     pipeline, task = TextPipeline.from_dir(str(out / "best")), Pretraining(masking="char")
     train, dev = corpus.scan(str(source), "--corpus").held_out(0.05)
     cache = str(tmp_path / "cache")
-    blocks = blocks.cached_blocks(train, pipeline, 64, cache)[0]
-    tokens = np.concatenate([b["input_ids"][b["words"] >= 0] for b in blocks])
+    train_blocks = blocks.cached_blocks(train, pipeline, 64, cache)[0]
+    tokens = np.concatenate([b["input_ids"][b["words"] >= 0] for b in train_blocks])
     commonest = np.bincount(tokens).argmax()
     dev_blocks = blocks.cached_blocks(dev, pipeline, 64, cache)[0]
     labels = task.collate(list(dev_blocks), pipeline, 42, None)["masked_labels"]
