@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
+
+import numpy as np
 
 
 from .errors import UserError
@@ -36,6 +39,8 @@ class Corpus:
     """Per .txt file: True when blank lines separate its documents, else one document per line."""
     digest: str = ""
     """SHA-1 of the files' bytes and the column: with ``part`` and ``fraction``, names the cache."""
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), compare=False, hash=False, repr=False)
+    """Every document's hash key (``_key``), in order (set by ``scan``): the held-out split without a re-read."""
 
     def __len__(self) -> int:
         return self.documents
@@ -43,21 +48,27 @@ class Corpus:
     def held_out(self, fraction: float) -> tuple["Corpus", "Corpus"]:
         """(train, dev) parts of the whole corpus: each document goes to dev with probability ``fraction``,
         decided by a hash of its text, so the same documents every run and in every process."""
-        dev_docs = sum(1 for _, doc in self.iter_documents() if _held_out(doc, fraction))
+        dev_docs = int((self.keys < np.uint64(_limit(fraction))).sum())
         return (replace(self, part="train", fraction=fraction, documents=self.documents - dev_docs),
                 replace(self, part="dev", fraction=fraction, documents=dev_docs))
 
     def iter_documents(self) -> Iterator[tuple[str, list[str]]]:
         """(file, lines) for every document of this part, in file order."""
+        limit = _limit(self.fraction)
         for path in self.files:
             for lines in _documents(path, self.flag, self.text_column, self.paragraphs.get(path, False)):
-                if self.part == "all" or _held_out(lines, self.fraction) == (self.part == "dev"):
+                if self.part == "all" or (_key(lines) < limit) == (self.part == "dev"):
                     yield path, lines
 
 
-def _held_out(lines: list[str], fraction: float) -> bool:
-    h = hashlib.sha1("\n".join(lines).encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(h[:8], "big") < fraction * 2.0 ** 64
+def _key(lines: list[str]) -> int:
+    """A document's place in [0, 2**64): the first 8 bytes of the SHA-1 of its text."""
+    return int.from_bytes(hashlib.sha1("\n".join(lines).encode("utf-8", "surrogatepass")).digest()[:8], "big")
+
+
+def _limit(fraction: float) -> int:
+    """Documents whose key is below this are held out."""
+    return math.ceil(fraction * 2.0 ** 64)
 
 
 def expand_files(spec: str, flag: str) -> tuple:
@@ -85,7 +96,7 @@ def scan(spec: str, flag: str, text_column: Optional[str] = None) -> Corpus:
     Any problem is a UserError naming the file and line, raised before anything is written."""
     files = expand_files(spec, flag)
     digest = hashlib.sha1(f"{PACK_VERSION}|{text_column}".encode())
-    paragraphs, documents, chinese = {}, 0, 0
+    paragraphs, keys, chinese = {}, [], 0
     for path in files:
         digest.update(f"|{os.path.basename(path)}|".encode())
         with open(path, "rb") as f:
@@ -94,15 +105,17 @@ def scan(spec: str, flag: str, text_column: Optional[str] = None) -> Corpus:
         if not path.lower().endswith(_TABULAR):
             paragraphs[path] = _has_blank_line_between(path)
         for lines in _documents(path, flag, text_column, paragraphs.get(path, False)):
-            documents += 1
+            keys.append(_key(lines))
             chinese += sum(len(_CJK.findall(line)) for line in lines) if chinese < 100 else 0
+    documents = len(keys)
     names = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
     if documents == 0:
         raise UserError(f"{flag}: no text in {names}; give UTF-8 text files with one document per line")
     if chinese == 0:
         raise UserError(f"{flag}: no Chinese characters in the {documents} documents of {names}; ernie_ft pretrains "
                         "Chinese models: check the files (and --text-column for TSV/CSV/JSONL)")
-    return Corpus(files, flag, text_column, documents=documents, paragraphs=paragraphs, digest=digest.hexdigest())
+    return Corpus(files, flag, text_column, documents=documents, paragraphs=paragraphs, digest=digest.hexdigest(),
+                  keys=np.array(keys, dtype=np.uint64))
 
 
 def _has_blank_line_between(path: str) -> bool:

@@ -75,24 +75,21 @@ def mlm_batch(features: list[dict], pad_id: int, sep_id: int, mask_id: int, rand
     and gets label -100 there; others are masked with ``block_rng(seed, epoch, feature['doc'])``.
     """
     rows, length = len(features), max(len(f["input_ids"]) for f in features)
+    electra = electra and not any("_masked" in f for f in features)  # fill-mask runs the generator alone
     input_ids = np.full((rows, length), pad_id, dtype=np.int64)
-    original = np.full((rows, length), pad_id, dtype=np.int64)
     types = np.zeros((rows, length), dtype=np.int64)
-    token_weights = np.zeros((rows, length), dtype=np.float32)
     positions, labels, weights, uniforms = [], [], [], []
     for row, f in enumerate(features):
         ids = np.asarray(f["input_ids"])
         if "_masked" in f:
             masked, chosen = ids, np.asarray(f["_masked"], dtype=np.int64)
             targets = np.full(len(chosen), -100)
-            electra = False  # fill-mask: the generator alone
         else:
             rng = block_rng(seed, epoch, f["doc"])
             masked, chosen, targets = mask_block(ids, f["words"], rng, rate, mask_id, random_ids, whole_word)
-            uniforms.append(rng.random(len(chosen)))
+            if electra:
+                uniforms.append(rng.random(len(chosen)))
         input_ids[row, :len(ids)] = masked
-        original[row, :len(ids)] = ids
-        token_weights[row, :len(ids)] = 1.0 / (len(ids) * rows)
         seps = np.flatnonzero(ids[:-1] == sep_id)
         if len(seps):
             types[row, seps[0] + 1:len(ids)] = 1
@@ -104,6 +101,11 @@ def mlm_batch(features: list[dict], pad_id: int, sep_id: int, mask_id: int, rand
              "masked_labels": np.concatenate(labels).astype(np.int64),
              "masked_weights": np.concatenate(weights).astype(np.float32)}
     if electra:
+        original = np.full((rows, length), pad_id, dtype=np.int64)
+        token_weights = np.zeros((rows, length), dtype=np.float32)
+        for row, f in enumerate(features):
+            original[row, :len(f["input_ids"])] = f["input_ids"]
+            token_weights[row, :len(f["input_ids"])] = 1.0 / (len(f["input_ids"]) * rows)
         batch.update(original_ids=original, replace_uniform=np.concatenate(uniforms).astype(np.float32),
                      token_weights=token_weights)
     return batch

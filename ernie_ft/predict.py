@@ -1,6 +1,7 @@
 """Prediction and evaluation with a saved checkpoint (dygraph)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -74,9 +75,7 @@ def predict(args) -> None:
         if not hasattr(loaded.task, "top_k"):
             raise UserError(f"--top-k is for fill-mask (a pretrain checkpoint); --model {args.model} is a "
                             f"{loaded.task.name} checkpoint")
-        if args.top_k < 1:
-            raise UserError("--top-k must be at least 1")
-        loaded.task.top_k = args.top_k
+        loaded.task = dataclasses.replace(loaded.task, top_k=args.top_k)  # checked as the task checks its options
     examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout

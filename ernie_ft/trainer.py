@@ -256,9 +256,6 @@ def metric_name(run: Run) -> str:
     return run.cfg.train.metric or run.task.metric
 
 
-
-
-
 def score(run: Run, split: Split) -> dict:
     """The task's metrics on ``split``: each example scored once across the job, every rank gets them."""
     parallel, features = run.parallel, split.features
