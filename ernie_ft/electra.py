@@ -49,12 +49,24 @@ class ErnieElectra(ErniePretrainedModel):
                                    masked_positions=masked_positions)
         if original_ids is None:
             return generated
-        with paddle.no_grad():  # inverse-CDF sampling: the uniforms make it a function of (seed, epoch, block)
-            logits = generated.astype("float32").clone()  # not the tensor the MLM loss reads
-            logits[:, self.config.pad_token_id] = -1e9  # a sampled [PAD] would be masked out of the attention
-            cdf = paddle.cumsum(F.softmax(logits, axis=-1), axis=-1)
-            sampled = (cdf < replace_uniform.unsqueeze(-1)).astype("int64").sum(axis=-1)
-            sampled = sampled.clip(max=generated.shape[-1] - 1)
-            replaced = paddle.scatter(original_ids.flatten(), masked_positions, sampled).reshape(original_ids.shape)
+        with paddle.no_grad():
+            replaced = self._replace(generated, original_ids, masked_positions, replace_uniform)
         hidden = self.ernie(replaced, token_type_ids=token_type_ids, position_ids=position_ids)[0]
         return {"generator": generated, "discriminator": self.discriminator(hidden).squeeze(-1), "replaced": replaced}
+
+    def _replace(self, generated, original_ids, masked_positions, replace_uniform):
+        """``original_ids`` with a sample from the generator at each masked position, by inverse CDF from
+        the uniforms (so a function of (seed, epoch, block)). On a tensor-parallel mesh it runs on whole
+        local tensors (Paddle 3.3 has no distributed cumsum) and the result is laid out like the input."""
+        layout = (original_ids.process_mesh, original_ids.placements) if original_ids.is_dist() else None
+        if layout is not None:
+            import paddle.distributed as dist
+
+            generated, original_ids, masked_positions, replace_uniform = (
+                dist.unshard_dtensor(t) for t in (generated, original_ids, masked_positions, replace_uniform))
+        logits = generated.astype("float32").clone()  # not the tensor the MLM loss reads
+        logits[:, self.config.pad_token_id] = -1e9  # a sampled [PAD] would be masked out of the attention
+        cdf = paddle.cumsum(F.softmax(logits, axis=-1), axis=-1)
+        sampled = (cdf < replace_uniform.unsqueeze(-1)).astype("int64").sum(axis=-1).clip(max=logits.shape[-1] - 1)
+        replaced = paddle.scatter(original_ids.flatten(), masked_positions, sampled).reshape(original_ids.shape)
+        return replaced if layout is None else dist.shard_tensor(replaced, *layout)

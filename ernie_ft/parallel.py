@@ -95,7 +95,9 @@ class Parallel:
         if self.mesh is not None:
             import paddle.distributed as dist
 
+            self._sharded = {}  # id(parameter) -> (parameter, its dist tensor); the parameter kept so ids stay unique
             model = dist.shard_layer(model, self.mesh, self._shard)
+            del self._sharded
         optimizer = make_optimizer(model)
         if self.mesh is not None:
             import paddle.distributed as dist
@@ -117,19 +119,25 @@ class Parallel:
 
         split = next((how for pattern, how in TENSOR_PARALLEL_PLAN.items() if re.search(pattern, name)), None)
         for key, param in list(layer.named_parameters(include_sublayers=False)):
+            if id(param) in self._sharded:  # tied (an MLM head's projection is the word embeddings): stays tied
+                setattr(layer, key, self._sharded[id(param)][1])
+                continue
             on_mp = dist.Replicate()
             if split == "column":
                 on_mp = dist.Shard(1 if key == "weight" else 0)  # paddle Linear weights are [in, out]
             elif split == "row" and key == "weight":
                 on_mp = dist.Shard(0)
-            setattr(layer, key, dist.shard_tensor(param, mesh, [dist.Replicate(), on_mp]))
+            self._sharded[id(param)] = (param, dist.shard_tensor(param, mesh, [dist.Replicate(), on_mp]))
+            setattr(layer, key, self._sharded[id(param)][1])
 
     # --- per batch -------------------------------------------------------------------------
-    def distribute(self, batch: dict, split: bool = True) -> dict:
+    def distribute(self, batch: dict, split: bool = True, whole: tuple = ()) -> dict:
         """Tensors for the model: on a mesh, dist tensors split over "dp" (``split``) or replicated.
 
-        Positions are passed explicitly on a mesh: PaddleNLP's ERNIE derives them with ops that
-        do not propagate the batch's placements.
+        The entries named in ``whole`` are not indexed by row (pretraining's flat masked positions
+        index the global batch): they stay whole on every rank, and Paddle's global view of the
+        tensors gathers what they point at. Positions are passed explicitly on a mesh: PaddleNLP's
+        ERNIE derives them with ops that do not propagate the batch's placements.
         """
         if self.mesh is None:
             return batch
@@ -137,8 +145,9 @@ class Parallel:
 
         ids = batch["input_ids"]
         batch = {**batch, "position_ids": paddle.arange(ids.shape[1], dtype="int64").expand_as(ids)}
-        placements = [dist.Shard(0) if split and self.dp > 1 else dist.Replicate(), dist.Replicate()]
-        return {k: dist.shard_tensor(v, self.mesh, placements) for k, v in batch.items()}
+        rows = [dist.Shard(0) if split and self.dp > 1 else dist.Replicate(), dist.Replicate()]
+        replicated = [dist.Replicate(), dist.Replicate()]
+        return {k: dist.shard_tensor(v, self.mesh, replicated if k in whole else rows) for k, v in batch.items()}
 
     def dense(self, tensor):
         """A full (gathered) tensor from a parameter, optimizer state or output; a collective on a mesh."""

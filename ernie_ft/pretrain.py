@@ -45,8 +45,8 @@ class Pretraining:
     """Predictions per [MASK] (predict)."""
     reads_corpus: ClassVar[bool] = True
     """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
-    tensor_parallel: ClassVar[bool] = False
-    """Not yet on a mesh: the flat masked positions would need a layout of their own (see parallel.distribute)."""
+    flat_fields: ClassVar[tuple] = ("masked_positions", "masked_labels", "masked_weights", "replace_uniform")
+    """Batch entries indexed by masked position (into the flattened batch), not by row: a mesh keeps them whole."""
     example_input: ClassVar[dict] = {"text": "今天天气很[MASK]。"}
     """What ``serve`` warms the model up with."""
 

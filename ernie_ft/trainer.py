@@ -214,7 +214,7 @@ def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float, boo
         chosen = [features[i] for i in indices]
         batch = (task.collate(chosen, run.pipeline, run.cfg.train.seed, run.progress.epoch) if hasattr(task, "collate")
                  else collate(chosen, run.pipeline.pad_id, task.head == "token"))
-        batch = run.parallel.distribute(to_tensors(batch))
+        batch = run.parallel.distribute(to_tensors(batch), whole=getattr(task, "flat_fields", ()))
         with precision.autocast():
             loss = task.loss(forward(run.model, batch), batch)
         precision.backward(loss / len(group))

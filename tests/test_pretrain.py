@@ -325,25 +325,56 @@ def test_a_model_that_memorised_sentences_fills_in_their_masks(tmp_path):
     assert all(r["masks"][0][0]["score"] > 0.5 for r in records)
 
 
-def test_two_data_parallel_processes_equal_one(tmp_path):
+def test_data_parallel_and_tensor_parallel_processes_equal_one(tmp_path):
     # ELECTRA: its loss is the MLM loss on the same masks plus the replaced-token loss on samples drawn
-    # from per-block uniforms, so one launch checks the masks, both losses' weighting and the sampling.
+    # from per-block uniforms, so one run checks the masks, both losses' weighting and the sampling.
     # Lines of 22 one-token characters pack two to a block of 48: 64 lines are 32 blocks, whole global
-    # batches of 8 (one process keeps a partial last batch that replicas would drop).
+    # batches of 8 (one process keeps a partial last batch that replicas would drop). The 2 x 2 mesh splits
+    # the matrices, keeps the flat masked positions whole on every rank and the head tied to the embeddings.
     hanzi = "".join(c for c in "".join(SENTENCES) if "\u4e00" <= c <= "\u9fff")
-    corpus = tmp_path / "even.txt"
+    corpus, dev = tmp_path / "even.txt", tmp_path / "dev.txt"
     corpus.write_text("".join(hanzi[i:i + 22] + "\n" for i in range(0, 22 * 64, 22)), encoding="utf-8")
-    common = ["--corpus", str(corpus), "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48",
-              "--threads", "1", "--seed", "5", "--warmup", "0", "--dropout", "0", "--dev-fraction", "0",
-              "--adam-epsilon", str(ADAM_EPSILON), "--stop-after-steps", "4", "--objective", "electra"]
+    dev.write_text("".join(hanzi[i:i + 30] + "\n" for i in range(22 * 64, 22 * 64 + 300, 30)), encoding="utf-8")
+    common = ["--corpus", str(corpus), "--dev", str(dev), "--model", "scratch:tiny", "--epochs", "1",
+              "--max-len", "48", "--threads", "1", "--seed", "5", "--warmup", "0", "--dropout", "0",
+              "--adam-epsilon", str(ADAM_EPSILON), "--stop-after-steps", "4", "--eval-steps", "2",
+              "--objective", "electra"]
     assert main([*common, "--output", str(tmp_path / "one"), "--batch-size", "8", "--lr", "2e-3"]) == 0
-    proc = subprocess.run([sys.executable, "-m", "ernie_ft.pretrain", *common, "--output", str(tmp_path / "dp"),
-                           "--batch-size", "4", "--lr", "1e-3", "--nproc", "2"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    one, dp = (paddle.load(str(tmp_path / d / "last" / "model.pdparams")) for d in ("one", "dp"))
-    for name in one:  # same global batches, same masks: the same steps
-        np.testing.assert_allclose(dp[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3), err_msg=name)
+    for name, layout in (("dp", ("--nproc", "2")), ("mesh", ("--nproc", "4", "--tensor-parallel", "2"))):
+        proc = subprocess.run([sys.executable, "-m", "ernie_ft.pretrain", *common, "--output", str(tmp_path / name),
+                               "--batch-size", "4", "--lr", "1e-3", *layout],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mesh 2 data-parallel x 2 tensor-parallel" in (tmp_path / "mesh" / "logs" / "workerlog.0").read_text()
+    one = paddle.load(str(tmp_path / "one" / "last" / "model.pdparams"))
+    evaluations = {}
+    for name in ("one", "dp", "mesh"):
+        run = paddle.load(str(tmp_path / name / "last" / "model.pdparams"))
+        assert run.keys() == one.keys()
+        for key in one:  # same global batches, same masks: the same steps
+            np.testing.assert_allclose(run[key].numpy(), one[key].numpy(), rtol=0, atol=adam_drift(4, 2e-3),
+                                       err_msg=f"{name}: {key}")
+        evaluations[name] = [json.loads(line) for line in (tmp_path / name / "evaluations.jsonl").read_text().splitlines()]
+    for name in ("dp", "mesh"):  # every dev block scored once, with the evaluation's fixed masks
+        assert [e["masked_tokens"] for e in evaluations[name]] == [e["masked_tokens"] for e in evaluations["one"]]
+        for got, want in zip(evaluations[name], evaluations["one"]):
+            assert got["electra_loss"] == pytest.approx(want["electra_loss"], rel=1e-4)
+
+
+def test_mixed_precision_and_recompute_pretraining_match_the_fp32_run(texts_file, tmp_path):
+    # On CPU Paddle computes these in fp32: the match is tight, and it checks that the losses, the tied head
+    # and the generator's sample go through autocast, the scaler and recomputed layers like the reference.
+    def run(name, *extra):
+        out = tmp_path / name
+        assert main(pretrain_args(texts_file, out, "--objective", "electra", "--stop-after-steps", "4", *extra)) == 0
+        return {k: v.numpy() for k, v in paddle.load(str(out / "last" / "model.pdparams")).items()}
+
+    reference = run("fp32")
+    for name, extra in (("fp16", ("--amp", "fp16", "--recompute")), ("bf16", ("--amp", "bf16", "--amp-level", "O2"))):
+        weights = run(name, *extra)
+        assert weights.keys() == reference.keys()
+        for key in reference:
+            np.testing.assert_allclose(weights[key].astype("float32"), reference[key], atol=1e-5, err_msg=f"{name}: {key}")
 
 
 @pytest.fixture(scope="module")
@@ -443,8 +474,6 @@ def test_bad_corpora_are_one_clear_error_and_nothing_is_written(tmp_path, capsys
                  "holds out no document")
     expect_error(capsys, pretrain_args(small, out, "--max-len", "4096", "--dev-fraction", "0"), "--max-len 4096",
                  "position limit")
-    expect_error(capsys, pretrain_args(small, out, "--nproc", "2", "--tensor-parallel", "2"), "--tensor-parallel",
-                 "data-parallel processes only")
     assert not out.exists()
 
 
