@@ -371,3 +371,22 @@ def test_crf_transitions_train_under_data_parallelism_like_one_process(tmp_path)
     for name in one:
         np.testing.assert_allclose(two[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3),
                                    err_msg=name)
+
+
+def test_dictionary_baseline_tags_the_longest_training_entity_and_skips_mostly_plain_words(capsys):
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("baseline_ner", ROOT / "scripts" / "baseline_ner.py")
+    baseline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(baseline)
+    train = [NerExample("北京大学在北京", ((0, 4, "ORG"), (5, 7, "LOC")), 1, "t"),
+             NerExample("北京大学很大", ((0, 4, "ORG"),), 2, "t"),
+             NerExample("大学生和大学生去大学", ((8, 10, "ORG"),), 3, "t")]  # 大学: 1 of 3 labelled
+    dictionary = baseline.build_dictionary(train, 0.5)
+    assert dictionary == {"北京大学": "ORG", "北京": "LOC"}
+    assert baseline.tag("我在北京大学和北京", dictionary, 4) == [(2, 6, "ORG"), (7, 9, "LOC")]
+    assert baseline.main(["--train", TRAIN, "--dev", DEV]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["dictionary"] > 0 and 0 < scores["f1"] <= 1 and scores["support"] > 0
