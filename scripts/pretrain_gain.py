@@ -44,15 +44,15 @@ def run(command: list[str], out: str, log: str) -> dict:
 def pretrain(row: str, args) -> str:
     """The pretrained ``best/`` of ``row``, pretraining it first unless it exists."""
     out = os.path.join(args.out, f"pre-{row}")
-    best = os.path.join(out, "best")
-    if not os.path.isdir(best):
+    if not os.path.isfile(os.path.join(out, "metrics.json")):  # written when the run ends; a stopped one resumes
+        again = "--resume" if os.path.isdir(os.path.join(out, "last")) else "--overwrite"
         command = [sys.executable, "-m", "ernie_ft.pretrain", "--config", "tasks/pretrain_corpus.yaml",
                    *OBJECTIVES[row], "--stop-after-steps", str(args.steps), "--threads", str(args.threads),
-                   "--output", out, "--overwrite"]
+                   "--output", out, again]
         print("+", " ".join(command), flush=True)
-        with open(out + ".log", "w") as f:
+        with open(out + ".log", "a") as f:
             subprocess.run(command, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-    return best
+    return os.path.join(out, "best")
 
 
 def fine_tune(row: str, model: str, task: str, lr: str, seed: str, args) -> dict:
