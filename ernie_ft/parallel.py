@@ -9,6 +9,7 @@ around checkpoints, the way accelerate's ``prepare`` and ``gather_for_metrics`` 
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Callable
@@ -95,9 +96,7 @@ class Parallel:
         if self.mesh is not None:
             import paddle.distributed as dist
 
-            self._sharded = {}  # id(parameter) -> (parameter, its dist tensor); the parameter kept so ids stay unique
-            model = dist.shard_layer(model, self.mesh, self._shard)
-            del self._sharded
+            model = dist.shard_layer(model, self.mesh, functools.partial(self._shard, {}))
         optimizer = make_optimizer(model)
         if self.mesh is not None:
             import paddle.distributed as dist
@@ -114,21 +113,25 @@ class Parallel:
         """The bare model inside a ``prepare``d one."""
         return model._layers if isinstance(model, paddle.DataParallel) else model
 
-    def _shard(self, name: str, layer, mesh) -> None:
+    @staticmethod
+    def _shard(sharded: dict, name: str, layer, mesh) -> None:
+        """Lay out ``layer``'s own parameters by the plan; ``sharded`` (id -> (parameter, dist tensor), the
+        parameter kept so that ids stay unique) keeps a tied parameter tied: an MLM head's projection is
+        the word embeddings, and two dist tensors of it would train apart."""
         import paddle.distributed as dist
 
         split = next((how for pattern, how in TENSOR_PARALLEL_PLAN.items() if re.search(pattern, name)), None)
         for key, param in list(layer.named_parameters(include_sublayers=False)):
-            if id(param) in self._sharded:  # tied (an MLM head's projection is the word embeddings): stays tied
-                setattr(layer, key, self._sharded[id(param)][1])
+            if id(param) in sharded:
+                setattr(layer, key, sharded[id(param)][1])
                 continue
             on_mp = dist.Replicate()
             if split == "column":
                 on_mp = dist.Shard(1 if key == "weight" else 0)  # paddle Linear weights are [in, out]
             elif split == "row" and key == "weight":
                 on_mp = dist.Shard(0)
-            self._sharded[id(param)] = (param, dist.shard_tensor(param, mesh, [dist.Replicate(), on_mp]))
-            setattr(layer, key, self._sharded[id(param)][1])
+            sharded[id(param)] = (param, dist.shard_tensor(param, mesh, [dist.Replicate(), on_mp]))
+            setattr(layer, key, sharded[id(param)][1])
 
     # --- per batch -------------------------------------------------------------------------
     def distribute(self, batch: dict, split: bool = True, whole: tuple = ()) -> dict:

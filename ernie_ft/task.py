@@ -39,7 +39,8 @@ class Task(Protocol):
     # is --corpus FILE...), `held_out(train, data)` -> (train, dev or None) when no --dev is given,
     # `stream_features(examples, pipeline, data)` (features read lazily, or None for the usual path),
     # `collate(features, pipeline, seed, epoch)` (its own batches: masks drawn per epoch) and
-    # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits).
+    # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits);
+    # its `flat_fields` name the batch entries not indexed by row, which a mesh keeps whole on every rank.
     # `tensor_parallel = False` refuses --tensor-parallel before any process starts.
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
