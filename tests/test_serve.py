@@ -3,6 +3,7 @@ readiness and SIGTERM draining, against tiny checkpoints of each built-in task."
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -328,7 +329,7 @@ def test_the_page_is_one_offline_file_that_calls_the_api(classifier):
 # elsewhere these tests skip, naming what is missing.
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     webdriver = pytest.importorskip("selenium.webdriver")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
@@ -336,12 +337,14 @@ def browser():
         pytest.skip("Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
+    scratch = tmp_path_factory.mktemp("chromium")  # its profile and singleton socket, not left in /tmp
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,900",
-                 "--lang=zh-CN"):
+                 "--lang=zh-CN", f"--user-data-dir={scratch / 'profile'}"):
         options.add_argument(flag)
     from selenium.webdriver.chrome.service import Service
 
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    service = Service(driver_path, env={**os.environ, "TMPDIR": str(scratch)})
+    driver = webdriver.Chrome(service=service, options=options)
     yield driver
     driver.quit()
 
