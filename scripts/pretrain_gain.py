@@ -9,7 +9,8 @@ splits; never a dev or test text) stopped after ``--steps`` optimizer steps; fin
 task's recipe in ``tasks/`` with ``--model`` set to the pretrained ``best/`` (or ``scratch:tiny`` for
 the random row) and each learning rate of the task's grid (two around its recipe's, the same for every
 row; ``--lrs`` replaces them); the learning rate with the best dev score is
-reported, with its test score where the task has one. Every run writes its own directory under
+reported, with its test score where the task has one; further ``--seeds`` rerun that learning rate (the
+table gives their mean and range). Every run writes its own directory under
 ``--out`` and is skipped when its ``metrics.json`` exists, so the script resumes where it stopped.
 """
 from __future__ import annotations
@@ -81,20 +82,28 @@ def main() -> None:
         model = "scratch:tiny" if row == "random" else pretrain(row, args)
         for task in args.tasks.split(","):
             _, _, metric, shown, grid = TASKS[task]
-            for seed in args.seeds.split(","):
-                runs = {lr: fine_tune(row, model, task, lr, seed, args) for lr in (args.lrs or grid).split(",")}
-                lr = max(runs, key=lambda k: runs[k]["dev"][metric])  # picked on dev
-                table.setdefault(row, {}).setdefault(task, []).append(
-                    {"lr": lr, "seed": seed, **{f"{split} {m}": runs[lr][split][m] for split in ("dev", "test")
-                                                 if split in runs[lr] for m in shown}})
+            first, *others = args.seeds.split(",")
+            runs = {lr: fine_tune(row, model, task, lr, first, args) for lr in (args.lrs or grid).split(",")}
+            lr = max(runs, key=lambda k: runs[k]["dev"][metric])  # picked on dev, with the first seed
+            results = [runs[lr]] + [fine_tune(row, model, task, lr, seed, args) for seed in others]
+            table.setdefault(row, {})[task] = {"lr": lr, "seeds": [first, *others], **{
+                f"{split} {m}": [r[split][m] for r in results] for split in ("dev", "test") if split in runs[lr]
+                for m in shown}}
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(table, f, indent=1)
+    print(f"seeds {args.seeds}: the mean, and the lowest and highest where there are several\n")
     print("| init | " + " | ".join(args.tasks.split(",")) + " |")
     print("|---|" + "---|" * len(args.tasks.split(",")))
     for row, tasks in table.items():
-        cells = ["; ".join(", ".join(f"{k} {v:.4g}" for k, v in r.items() if k not in ("lr", "seed")) +
-                           f" (lr {r['lr']}, seed {r['seed']})" for r in runs) for runs in tasks.values()]
-        print(f"| {row} | " + " | ".join(cells) + " |")
+        print(f"| {row} | " + " | ".join(", ".join(f"{k} {spread(v)}" for k, v in cell.items() if k not in ("lr", "seeds"))
+                                         + f" (lr {cell['lr']})" for cell in tasks.values()) + " |")
+
+
+def spread(values: list[float]) -> str:
+    """'0.8933' for one value; 'mean (lowest-highest)' for several."""
+    digits = 2 if max(values) > 1 else 4  # F1/EM in percent
+    mean = f"{sum(values) / len(values):.{digits}f}"
+    return mean if len(values) == 1 else f"{mean} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 if __name__ == "__main__":
