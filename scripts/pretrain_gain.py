@@ -95,13 +95,13 @@ def main() -> None:
     print("| init | " + " | ".join(args.tasks.split(",")) + " |")
     print("|---|" + "---|" * len(args.tasks.split(",")))
     for row, tasks in table.items():
-        print(f"| {row} | " + " | ".join(", ".join(f"{k} {spread(v)}" for k, v in cell.items() if k not in ("lr", "seeds"))
-                                         + f" (lr {cell['lr']})" for cell in tasks.values()) + " |")
+        print(f"| {row} | " + " | ".join(", ".join(f"{k} {spread(v, 2 if TASKS[task][1] == 'qa' else 4)}"
+                                                   for k, v in cell.items() if k not in ("lr", "seeds"))
+                                         + f" (lr {cell['lr']})" for task, cell in tasks.items()) + " |")
 
 
-def spread(values: list[float]) -> str:
-    """'0.8933' for one value; 'mean (lowest-highest)' for several."""
-    digits = 2 if max(values) > 1 else 4  # F1/EM in percent
+def spread(values: list[float], digits: int) -> str:
+    """'0.8933' for one value; 'mean (lowest-highest)' for several (QA's EM and F1 are percentages: 2 digits)."""
     mean = f"{sum(values) / len(values):.{digits}f}"
     return mean if len(values) == 1 else f"{mean} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
