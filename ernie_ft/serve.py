@@ -9,9 +9,9 @@
 A prediction is what ``predict`` writes for the same input: the request's inputs are read by the
 task's own reader (as JSON Lines) and cut into the same windows. Requests are parsed off the
 event loop; their windows wait in a bounded queue and run through the model together, up to
-``max_batch_size`` windows or ``max_wait_ms`` after the first one arrived (dynamic batching), on
-one model thread. A full queue answers 503 with Retry-After; bad requests get a 4xx whose JSON
-names the field. uvicorn drains in-flight requests on SIGTERM, then the process exits 0.
+``max_batch_size`` windows or ``max_wait_ms`` after the first one arrived (dynamic batching; no
+wait when no other request is being read), on one model thread. A full queue answers 503 with
+Retry-After; bad requests get a 4xx whose JSON names the field. uvicorn drains in-flight requests on SIGTERM, then the process exits 0.
 """
 import asyncio
 import collections
@@ -36,7 +36,8 @@ class Limits:
     max_batch_size: int = 32
     """Most windows in one forward pass."""
     max_wait_ms: float = 5.0
-    """How long the first queued request waits for others to share its batch."""
+    """How long the first queued request waits for others to share its batch (only while other requests are
+    being read: a request alone runs at once)."""
     max_queue: int = 256
     """Most requests waiting for the model; more get 503."""
     max_inputs: int = 64
@@ -148,14 +149,15 @@ class Stats:
 class Batcher:
     """Windows of concurrent requests, run through ``run(features)`` together on one thread.
 
-    ``submit`` waits for its own rows of the result. A batch closes at ``max_batch_size`` windows or
-    ``max_wait_ms`` after its first job; a request with more windows than that runs alone (``run``
-    cuts it into batches). At most ``max_queue`` requests wait; ``submit`` raises QueueFull beyond.
+    ``submit`` waits for its own rows of the result. A batch closes at ``max_batch_size`` windows,
+    ``max_wait_ms`` after its first job, or once no request is ``incoming`` (being read); a request
+    with more windows than that runs alone (``run`` cuts it into batches). At most ``max_queue`` requests wait; ``submit`` raises QueueFull beyond.
     """
 
     def __init__(self, run, limits: Limits, stats: Stats):
         self.run, self.limits, self.stats = run, limits, stats
         self.queue: collections.deque[_Job] = collections.deque()
+        self.incoming = 0  # requests being read (prepared) that will submit next: company worth waiting for
         self.wakeup = asyncio.Event()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="ernie_ft-model")
         self.task: Optional[asyncio.Task] = None
@@ -196,7 +198,7 @@ class Batcher:
                 self.wakeup.clear()
                 await self.wakeup.wait()
             deadline = loop.time() + self.limits.max_wait_ms / 1000
-            while (sum(len(j.features) for j in self.queue) < self.limits.max_batch_size
+            while (self.incoming and sum(len(j.features) for j in self.queue) < self.limits.max_batch_size
                    and loop.time() < deadline):
                 self.wakeup.clear()
                 try:
@@ -357,11 +359,14 @@ class Service:
         if not self.ready:
             return _error(503, "model", "the model is still loading", {"Retry-After": "1"})
         inputs = [item.model_dump(exclude_none=True) for item in body.inputs]
+        self.batcher.incoming += 1
         try:
             examples, features = await asyncio.get_running_loop().run_in_executor(
                 self.prepare_pool, self.served.prepare, inputs)
         except UserError as e:
             return _error(422, "inputs", str(e))
+        finally:
+            self.batcher.incoming -= 1  # then submit queues it without yielding to the batcher in between
         try:
             logits = await self.batcher.submit(features)
         except QueueFull:

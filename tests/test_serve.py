@@ -192,6 +192,24 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
     assert max(sizes) > 1 and max(sizes) <= 16  # concurrent requests shared forward passes, within the limit
 
 
+def test_a_request_alone_does_not_wait_for_company(classifier):
+    # With no other request being read nothing can join its batch: it must run at once, not after
+    # max_wait_ms (10 minutes here, so waiting would time the request out).
+    from ernie_ft.serve import ServedModel, create_app, Limits
+
+    served = ServedModel(classifier, "dygraph", "cpu")
+
+    async def scenario():
+        app = create_app(served, Limits(max_wait_ms=600_000))
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+                while (await client.get("/readyz")).status_code != 200:
+                    await asyncio.sleep(0.01)
+                return await client.post("/v1/predict", json={"inputs": [{"text": "很好"}]})
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)).status_code == 200  # the warm-up too ran at once
+
+
 def _run(served, texts):
     examples, features = served.prepare([{"text": t} for t in texts])
     return examples, features, served.logits(features, 64)
