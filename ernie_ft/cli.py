@@ -66,9 +66,6 @@ def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
 
         if config.parallel.gpus is not None:  # before reading any data or starting any process
             launch.check_gpus(config.parallel.gpus)
-        if config.parallel.tensor_parallel > 1 and not getattr(cls, "tensor_parallel", True):
-            raise UserError(f"--tensor-parallel: {spec} runs on data-parallel processes only (--nproc, --gpus, "
-                            "--ips); drop --tensor-parallel")
         if launch.needs_launch(config.parallel):
             if not config.train.output:
                 raise UserError("--output is required (the directory for the model, metrics and logs)")

@@ -11,7 +11,8 @@ task's own reader (as JSON Lines) and cut into the same windows. Requests are pa
 event loop; their windows wait in a bounded queue and run through the model together, up to
 ``max_batch_size`` windows or ``max_wait_ms`` after the first one arrived (dynamic batching; no
 wait when no other request is being read), on one model thread. A full queue answers 503 with
-Retry-After; bad requests get a 4xx whose JSON names the field. uvicorn drains in-flight requests on SIGTERM, then the process exits 0.
+Retry-After; bad requests get a 4xx whose JSON names the field. uvicorn drains in-flight requests
+on SIGTERM, then the process exits 0.
 """
 import asyncio
 import collections
@@ -151,7 +152,8 @@ class Batcher:
 
     ``submit`` waits for its own rows of the result. A batch closes at ``max_batch_size`` windows,
     ``max_wait_ms`` after its first job, or once no request is ``incoming`` (being read); a request
-    with more windows than that runs alone (``run`` cuts it into batches). At most ``max_queue`` requests wait; ``submit`` raises QueueFull beyond.
+    with more windows than that runs alone (``run`` cuts it into batches). At most ``max_queue``
+    requests wait; ``submit`` raises QueueFull beyond.
     """
 
     def __init__(self, run, limits: Limits, stats: Stats):

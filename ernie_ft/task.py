@@ -41,7 +41,6 @@ class Task(Protocol):
     # `collate(features, pipeline, seed, epoch)` (its own batches: masks drawn per epoch) and
     # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits);
     # its `flat_fields` name the batch entries not indexed by row, which a mesh keeps whole on every rank.
-    # `tensor_parallel = False` refuses --tensor-parallel before any process starts.
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
         """Examples from a file; bad input raises UserError naming the file and line."""
