@@ -166,7 +166,9 @@ def serve_parser(prog: str) -> Parser:
     p.add_argument("--trust-pickle", action="store_true",
                     help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     defaults = Limits()
-    for name, help_text in (("max_batch_size", "most windows in one forward pass (1: no dynamic batching)"),
+    for name, help_text in (("max_batch_size", "most windows run together (1: no dynamic batching)"),
+                            ("forward_batch_size", "most windows in one forward pass of a dynamic batch, sorted by "
+                                                   "length (0: 16 on a CPU, --max-batch-size on a GPU)"),
                             ("max_wait_ms", "how long a request waits for others to share its batch"),
                             ("max_queue", "most requests waiting for the model; more get 503 + Retry-After"),
                             ("max_inputs", "most inputs in one request"),

@@ -136,8 +136,7 @@ def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
         from .serve import Limits, serve as run_server
 
         quiet_libraries()
-        limits = Limits(options.max_batch_size, options.max_wait_ms, options.max_queue, options.max_inputs,
-                        options.max_chars, options.max_body_bytes)
+        limits = Limits(**{name: getattr(options, name) for name in Limits.__dataclass_fields__})
         return run_server(options.model, options.host, options.port, options.engine, options.device, limits,
                           options.export, options.workers, trust_pickle=options.trust_pickle)
 

@@ -24,18 +24,23 @@ import signal
 import tempfile
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 from .errors import UserError
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+CPU_FORWARD_BATCH = 16
+"""Windows per forward pass on a CPU (the fastest per window of 1-32 for nano, ``bench_serve.py --model-only``)."""
 
 
 @dataclass(frozen=True)
 class Limits:
     max_batch_size: int = 32
-    """Most windows in one forward pass."""
+    """Most windows in one dynamic batch (the windows of the requests that run together)."""
+    forward_batch_size: int = 0
+    """Most windows in one forward pass: a dynamic batch runs as passes of this size, sorted by length
+    (0: ``CPU_FORWARD_BATCH`` on a CPU, ``max_batch_size`` on a GPU)."""
     max_wait_ms: float = 5.0
     """How long the first queued request waits for others to share its batch (only while other requests are
     being read: a request alone runs at once)."""
@@ -50,7 +55,7 @@ class Limits:
 
     def check(self) -> None:
         for name, value in asdict(self).items():
-            if value <= 0 and not (name == "max_wait_ms" and value == 0):
+            if value < 0 or value == 0 and name not in ("max_wait_ms", "forward_batch_size"):
                 raise UserError(f"--{name.replace('_', '-')} must be positive, not {value}")
 
 
@@ -73,6 +78,8 @@ class ServedModel:
     ``answer``."""
 
     def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", trust_pickle: bool = False):
+        import paddle
+
         from . import checkpoint
         from .export import graph_file
         from .predict import load_for_inference
@@ -82,6 +89,7 @@ class ServedModel:
         self.model_dir, self.engine = model_dir, engine
         self.loaded, self.data = load_for_inference(model_dir, device, {}, engine, trust_pickle)
         self.task, self.labels = self.loaded.task, self.loaded.labels
+        self.on_gpu = paddle.device.get_device().startswith("gpu")
         self.required, self.optional = input_fields(self.task)
         # each request's inputs pass through one small file here, read by the task's own reader
         self._tmp = tempfile.mkdtemp(prefix="ernie_ft-serve-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -324,6 +332,9 @@ class Service:
     """What the routes share: the model, its batcher, the parsing threads, the counters, readiness."""
 
     def __init__(self, served: ServedModel, limits: Limits):
+        if not limits.forward_batch_size:  # CPU: a pass of 32 windows costs more per window than two of 16
+            limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu
+                             else min(CPU_FORWARD_BATCH, limits.max_batch_size))
         self.served, self.limits, self.stats = served, limits, Stats()
         self.schema = request_model(served.required, served.optional, limits)
         self.ready = False
@@ -331,7 +342,7 @@ class Service:
         self.prepare_pool = ThreadPoolExecutor(2, thread_name_prefix="ernie_ft-prepare")
 
     async def start(self) -> asyncio.Task:
-        self.batcher = Batcher(lambda features: self.served.logits(features, self.limits.max_batch_size),
+        self.batcher = Batcher(lambda features: self.served.logits(features, self.limits.forward_batch_size),
                                self.limits, self.stats)
         self.batcher.start()
         return asyncio.get_running_loop().create_task(self.warm_up())
@@ -407,7 +418,7 @@ def create_app(served: ServedModel, limits: Limits = Limits()):
 
     @app.get("/v1/info")
     async def info():
-        return {**served.info(limits), "ready": service.ready}
+        return {**served.info(service.limits), "ready": service.ready}
 
     @app.get("/v1/stats")
     async def stats():

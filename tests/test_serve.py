@@ -117,6 +117,7 @@ def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
     assert_same_records(served.json()["predictions"], written)
     assert_same_records(one_by_one, written)
     assert info["task"] == task and info["engine"] == "dygraph" and info["ready"]
+    assert info["limits"]["forward_batch_size"] == 16  # 0 given: the CPU's pass size
     assert set(info["inputs"]["required"]) <= set(inputs[0])
 
 
@@ -165,15 +166,21 @@ def test_a_qa_input_without_context_names_the_field(reader):
     assert response.status_code == 422 and response.json()["error"]["field"] == "inputs[0].context"
 
 
-def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classifier):
+@pytest.mark.parametrize("forward_batch_size", [0, 5])
+def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classifier, forward_batch_size, monkeypatch):
+    from ernie_ft import modeling
     from ernie_ft.serve import ServedModel, create_app, Limits
 
     served = ServedModel(classifier, "dygraph", "cpu")
     texts = [f"第{i}号房间{'很干净' if i % 2 else '太吵了'}" + "好" * (i % 7) for i in range(48)]
     expected = {t: r for t, r in zip(texts, served.answer(*_run(served, texts)))}
+    passes = []  # the batch size of every forward pass the server makes
+    forward = modeling.forward
+    monkeypatch.setattr(modeling, "forward", lambda model, batch: passes.append(len(batch["input_ids"])) or
+                        forward(model, batch))
 
     async def scenario():
-        app = create_app(served, Limits(max_batch_size=16, max_wait_ms=50))
+        app = create_app(served, Limits(max_batch_size=16, max_wait_ms=50, forward_batch_size=forward_batch_size))
         transport = httpx.ASGITransport(app=app)
         async with app.router.lifespan_context(app):
             async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -189,7 +196,11 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
         assert record["text"] == text and _close(record, expected[text])
     sizes = {int(k): v for k, v in stats["batch_sizes"].items()}
     assert stats["requests"] == 48 and sum(k * v for k, v in sizes.items()) == 48 + 1  # + the warm-up
-    assert max(sizes) > 1 and max(sizes) <= 16  # concurrent requests shared forward passes, within the limit
+    assert max(sizes) > 1 and max(sizes) <= 16  # concurrent requests shared dynamic batches, within the limit
+    # each dynamic batch ran as passes of at most --forward-batch-size windows (0: 16 on a CPU)
+    limit = forward_batch_size or 16
+    assert sum(passes) == 48 + 1 and max(passes) <= limit
+    assert len(passes) == sum(-(-size // limit) * count for size, count in sizes.items())
 
 
 def test_a_request_alone_does_not_wait_for_company(classifier):
