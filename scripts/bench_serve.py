@@ -8,7 +8,9 @@ A nano-shape classifier (4 x 312, ernie-3.0-nano-zh's shape, ERNIE 3.0 vocabular
 steps on ChnSentiCorp (the weights do not change the cost), then served three ways, one at a time, on the
 loopback interface:
 
-- ``ernie_ft serve`` with dynamic batching (``--max-batch-size 32 --max-wait-ms 5``),
+- ``ernie_ft serve`` with dynamic batching (``--max-batch-size 32 --max-wait-ms 5``; on a CPU each batch runs
+  as forward passes of at most 16 windows),
+- the same with one forward pass per batch (``--forward-batch-size 32``, the sub-batching's baseline),
 - the same with batching off (``--max-batch-size 1``),
 - the endpoint most users write: FastAPI calling PaddleNLP's ``ErnieForSequenceClassification`` and its
   tokenizer per request (a plain ``def`` route, so FastAPI runs it on its thread pool), same checkpoint,
@@ -69,6 +71,7 @@ from pydantic import BaseModel
 from paddlenlp.transformers import ErnieForSequenceClassification, ErnieTokenizer
 
 model_dir = sys.argv[1]
+paddle.set_device(sys.argv[3])
 tokenizer = ErnieTokenizer.from_pretrained(model_dir)
 model = ErnieForSequenceClassification.from_pretrained(model_dir)
 model.eval()
@@ -213,8 +216,8 @@ def run_level(server: Server, path: str, body, texts, clients: int, args) -> dic
             "histogram": histogram, "peak_rss_mib": server.peak_rss / 2 ** 20}
 
 
-def stacks(model: str, tmp: str, engine: str) -> dict:
-    serve = [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", "cpu",
+def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
+    serve = [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", device,
              *(["--export"] if engine == "inference" else ["--engine", "dygraph"])]
     baseline = os.path.join(tmp, "baseline_server.py")
     with open(baseline, "w", encoding="utf-8") as f:
@@ -223,9 +226,12 @@ def stacks(model: str, tmp: str, engine: str) -> dict:
     return {
         "ernie_ft serve (dynamic batching)": (serve + ["--max-batch-size", "32", "--max-wait-ms", "5"], "/v1/predict",
                                               lambda t: {"inputs": [{"text": t}]}, env),
+        "ernie_ft serve (dynamic batching, one pass per batch)": (
+            serve + ["--max-batch-size", "32", "--max-wait-ms", "5", "--forward-batch-size", "32"], "/v1/predict",
+            lambda t: {"inputs": [{"text": t}]}, env),
         "ernie_ft serve (batch size 1)": (serve + ["--max-batch-size", "1", "--max-wait-ms", "0"], "/v1/predict",
                                           lambda t: {"inputs": [{"text": t}]}, env),
-        "FastAPI + PaddleNLP per request": ([sys.executable, baseline, model, "{port}"], "/predict",
+        "FastAPI + PaddleNLP per request": ([sys.executable, baseline, model, "{port}", device], "/predict",
                                             lambda t: {"text": t}, env),
     }
 
@@ -241,6 +247,8 @@ def main() -> None:
                                            "the same work for every server)")
     p.add_argument("--engine", default="inference", choices=("inference", "dygraph"),
                    help="ernie_ft's engine: inference exports the model first (serve --export), as deployments do")
+    p.add_argument("--device", default="cpu", help="where both servers run the model: cpu, or gpu:N with "
+                                                   "paddlepaddle-gpu (--model-only stays on the CPU)")
     p.add_argument("--soak", type=float, help="instead: this many seconds at --clients[0] against ernie_ft serve")
     p.add_argument("--model-only", action="store_true",
                    help="instead: the model's cost per window by batch size and engine, without HTTP (the ceiling "
@@ -260,7 +268,7 @@ def main() -> None:
               "| peak RSS MiB |")
         print("|---|---|---|---|---|---|---|---|---|")
         results = {}
-        for name, (command, path, body, env) in stacks(model, tmp, args.engine).items():
+        for name, (command, path, body, env) in stacks(model, tmp, args.engine, args.device).items():
             if args.only and args.only not in name:
                 continue
             server = Server(command, os.path.join(tmp, "server.log"), env)
@@ -310,7 +318,7 @@ def soak(model: str, texts: list[str], args, tmp: str) -> None:
     import httpx
 
     clients = args.clients[0]
-    command = [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", "cpu",
+    command = [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", args.device,
                *(["--export"] if args.engine == "inference" else ["--engine", "dygraph"])]
     server = Server(command, os.path.join(tmp, "server.log"), {"MKL_DEBUG_CPU_TYPE": "5"})
     try:
