@@ -4,7 +4,7 @@ memory-mapped, so a corpus larger than RAM must not raise the peak.
     python scripts/bench_corpus_memory.py [--copies 1 5] [--steps 20] [--num-proc 2] [--threads 2]
 
 For each entry of ``--copies``, a corpus of that many copies of ``../shared/data/corpus`` (43 MiB of text
-each; the copies are hard links or files under a temporary directory, never in the repository) is
+each; the copies are files under a temporary directory, never in the repository) is
 pretrained from scratch (``scratch:tiny``, ERNIE 3.0 vocabulary, max length 128) for ``--steps`` steps
 with a fresh cache directory, so the run reads, checks, tokenises and packs every byte. A sampler adds
 up the RSS of the process and its tokenising workers every 0.1 s. Prints one table row per corpus:
@@ -18,6 +18,7 @@ import argparse
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,10 +36,7 @@ def make_corpus(directory: str, copies: int) -> tuple[list[str], int]:
     files = []
     for k in range(copies):
         for source in sorted(glob.glob(os.path.join(SHARED, "corpus", "*.txt"))):
-            target = os.path.join(directory, f"copy{k}-{os.path.basename(source)}")
-            with open(source, "rb") as f, open(target, "wb") as g:
-                g.write(f.read())
-            files.append(target)
+            files.append(shutil.copyfile(source, os.path.join(directory, f"copy{k}-{os.path.basename(source)}")))
     return files, sum(os.path.getsize(f) for f in files)
 
 

@@ -5,7 +5,7 @@
     python scripts/bench_serve.py --cut 120                       # reviews cut to one window: the same work
 
 A nano-shape classifier (4 x 312, ernie-3.0-nano-zh's shape, ERNIE 3.0 vocabulary) is trained for a few
-steps on ChnSentiCorp (the weights do not change the cost), then served three ways, one at a time, on the
+steps on ChnSentiCorp (the weights do not change the cost), then served four ways, one at a time, on the
 loopback interface:
 
 - ``ernie_ft serve`` with dynamic batching (``--max-batch-size 32 --max-wait-ms 5``; on a CPU each batch runs
@@ -216,9 +216,14 @@ def run_level(server: Server, path: str, body, texts, clients: int, args) -> dic
             "histogram": histogram, "peak_rss_mib": server.peak_rss / 2 ** 20}
 
 
+def serve_command(model: str, engine: str, device: str) -> list[str]:
+    """``ernie_ft serve`` on ``{port}``: exported first for Paddle Inference, as deployments do, or dygraph."""
+    return [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", device,
+            *(["--export"] if engine == "inference" else ["--engine", "dygraph"])]
+
+
 def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
-    serve = [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", device,
-             *(["--export"] if engine == "inference" else ["--engine", "dygraph"])]
+    serve = serve_command(model, engine, device)
     baseline = os.path.join(tmp, "baseline_server.py")
     with open(baseline, "w", encoding="utf-8") as f:
         f.write(BASELINE)
@@ -318,9 +323,7 @@ def soak(model: str, texts: list[str], args, tmp: str) -> None:
     import httpx
 
     clients = args.clients[0]
-    command = [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", args.device,
-               *(["--export"] if args.engine == "inference" else ["--engine", "dygraph"])]
-    server = Server(command, os.path.join(tmp, "server.log"), {"MKL_DEBUG_CPU_TYPE": "5"})
+    server = Server(serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), {"MKL_DEBUG_CPU_TYPE": "5"})
     try:
         server.wait_ready()
         start, minute = time.monotonic(), []
