@@ -2,10 +2,14 @@
 CLUENER (--crf) and CMRC 2018 with the same learning-rate grid as random initialisation, and print the table.
 
     python scripts/pretrain_gain.py --out runs/gain [--rows random,mlm-char,mlm-word,electra] \
-        [--tasks chnsenticorp,cluener,cmrc2018] [--steps 2089] [--lrs 5e-4,1e-3] [--seeds 42] [--threads 2]
+        [--tasks chnsenticorp,cluener,cmrc2018] [--steps 2089] [--lrs 5e-4,1e-3] [--seeds 42] [--threads 2] \
+        [--pretrain-args "--lr 1e-3 --epochs 2" --tag lr1e-3-2ep]
 
 Pretraining is ``tasks/pretrain_corpus.yaml`` (../shared/data/corpus plus the texts of the training
-splits; never a dev or test text) stopped after ``--steps`` optimizer steps; fine-tuning is each
+splits; never a dev or test text) with ``--pretrain-args`` added to its command, stopped after ``--steps``
+optimizer steps when given (else it runs its whole schedule); ``--tag`` names such a variant in every
+directory and in the table. A row ``NAME=DIR`` fine-tunes an existing pretrained model ``DIR`` under the
+name ``NAME`` (e.g. ``best/`` copied from the middle of a longer run). Fine-tuning is each
 task's recipe in ``tasks/`` with ``--model`` set to the pretrained ``best/`` (or ``scratch:tiny`` for
 the random row) and each learning rate of the task's grid (two around its recipe's, the same for every
 row; ``--lrs`` replaces them); the learning rate with the best dev score for the first seed is reported,
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -45,16 +50,22 @@ def run(command: list[str], out: str, log: str) -> dict:
 
 def pretrain(row: str, args) -> str:
     """The pretrained ``best/`` of ``row``, pretraining it first unless it exists."""
-    out = os.path.join(args.out, f"pre-{row}")
+    out = os.path.join(args.out, f"pre-{row_name(row, args)}")
     if not os.path.isfile(os.path.join(out, "metrics.json")):  # written when the run ends; a stopped one resumes
         again = "--resume" if os.path.isdir(os.path.join(out, "last")) else "--overwrite"
+        stop = ["--stop-after-steps", str(args.steps)] if args.steps else []
         command = [sys.executable, "-m", "ernie_ft.pretrain", "--config", "tasks/pretrain_corpus.yaml",
-                   *OBJECTIVES[row], "--stop-after-steps", str(args.steps), "--threads", str(args.threads),
+                   *OBJECTIVES[row], *shlex.split(args.pretrain_args), *stop, "--threads", str(args.threads),
                    "--output", out, again]
         print("+", " ".join(command), flush=True)
         with open(out + ".log", "a") as f:
             subprocess.run(command, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
     return os.path.join(out, "best")
+
+
+def row_name(row: str, args) -> str:
+    """``row`` with ``--tag`` appended: the name of its directories and of its line in the table."""
+    return f"{row}-{args.tag}" if args.tag and row in OBJECTIVES else row
 
 
 def fine_tune(row: str, model: str, task: str, lr: str, seed: str, args) -> dict:
@@ -71,7 +82,9 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--rows", default="random,mlm-char,mlm-word,electra")
     p.add_argument("--tasks", default="chnsenticorp,cluener,cmrc2018")
-    p.add_argument("--steps", type=int, default=2089, help="pretraining optimizer steps (2089: one epoch)")
+    p.add_argument("--steps", type=int, help="stop pretraining after this many optimizer steps (2089: one epoch)")
+    p.add_argument("--pretrain-args", default="", help='flags added to the pretraining command, e.g. "--lr 1e-3"')
+    p.add_argument("--tag", default="", help="names the --pretrain-args variant in its directories and the table")
     p.add_argument("--lrs", help="learning rates for every task (default: each task's grid in TASKS)")
     p.add_argument("--seeds", default="42")
     p.add_argument("--threads", type=int, default=2)
@@ -79,7 +92,11 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     table = {}
     for row in args.rows.split(","):
-        model = "scratch:tiny" if row == "random" else pretrain(row, args)
+        if "=" in row:  # NAME=DIR: an existing pretrained model
+            row, model = row.split("=", 1)
+        else:
+            model = "scratch:tiny" if row == "random" else pretrain(row, args)
+            row = row_name(row, args)
         for task in args.tasks.split(","):
             _, _, metric, shown, grid = TASKS[task]
             first, *others = args.seeds.split(",")
