@@ -178,3 +178,37 @@ def plot_confusion_matrix(names: list[str], matrix, path: str, title: str = "Con
         ax.set_ylabel("gold")
         ax.set_title(f"{title}\n{total} examples, accuracy {accuracy:.1%}")
         return _save(figure, path)
+
+
+def plot_series(series: dict[str, list[tuple[float, float]]], path: str, xlabel: str, ylabel: str,
+                title: str, reference: tuple[str, float] | None = None) -> str:
+    """Overlay several runs' curves on one axis, e.g. held-out masked accuracy against tokens seen.
+
+    In: `series` maps a run's name to its (x, y) points (a run with no points is listed in the legend
+    as such); the PNG `path`, axis labels and title; `reference` an optional (label, y) drawn as a
+    dashed horizontal line (a baseline such as the unigram model's accuracy).
+    Out: writes the PNG (each run's last point is annotated with its value) and returns `path`.
+    """
+    with _chinese_text():
+        figure = _new_figure(7.5, 4.2)
+        ax = figure.add_subplot()
+        for name, points in series.items():
+            if not points:
+                ax.plot([], [], label=f"{name} (no points)")
+                continue
+            xs, ys = map(np.asarray, zip(*sorted(points)))
+            (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=name)
+            ax.annotate(f"{ys[-1]:.3f}", (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 0),
+                        fontsize=8, color=line.get_color(), va="center")
+        if reference is not None:
+            label, value = reference
+            ax.axhline(value, color="0.4", linestyle="--", linewidth=1, label=f"{label} {value:.3f}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        if series or reference is not None:
+            ax.legend(loc="best", fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+        return _save(figure, path)

@@ -26,6 +26,8 @@ import shlex
 import subprocess
 import sys
 
+import yaml
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OBJECTIVES = {"mlm-char": ("--objective", "mlm", "--masking", "char"),
               "mlm-word": ("--objective", "mlm", "--masking", "word"),
@@ -42,7 +44,7 @@ def run(command: list[str], out: str, log: str) -> dict:
     metrics = os.path.join(out, "metrics.json")
     if not os.path.isfile(metrics):
         print("+", " ".join(command), flush=True)
-        with open(log, "w") as f:
+        with open(log, "a") as f:  # append: never truncate the log of a run that holds the directory
             subprocess.run(command, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
     with open(metrics, encoding="utf-8") as f:
         return json.load(f)
@@ -90,13 +92,18 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    saved = os.path.join(args.out, "results.json")
     table = {}
+    if os.path.isfile(saved):
+        with open(saved, encoding="utf-8") as f:
+            table = json.load(f)
     for row in args.rows.split(","):
         if "=" in row:  # NAME=DIR: an existing pretrained model
             row, model = row.split("=", 1)
         else:
             model = "scratch:tiny" if row == "random" else pretrain(row, args)
             row = row_name(row, args)
+        table.setdefault(row, {})["model"] = model
         for task in args.tasks.split(","):
             _, _, metric, shown, grid = TASKS[task]
             first, *others = args.seeds.split(",")
@@ -106,13 +113,35 @@ def main() -> None:
             table.setdefault(row, {})[task] = {"lr": lr, "seeds": [first, *others], **{
                 f"{split} {m}": [r[split][m] for r in results] for split in ("dev", "test") if split in runs[lr]
                 for m in shown}}
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+    with open(saved, "w", encoding="utf-8") as f:
         json.dump(table, f, indent=1)
     print(f"seeds {args.seeds}: the mean, and the lowest and highest where there are several\n")
-    print("| init | " + " | ".join(args.tasks.split(",")) + " |")
-    print("|---|" + "---|" * len(args.tasks.split(",")))
-    for row, tasks in table.items():
-        print(f"| {row} | " + " | ".join(table_cell(task, cell) for task, cell in tasks.items()) + " |")
+    print("| init | " + " | ".join(TASKS) + " |")
+    print("|---|" + "---|" * len(TASKS))
+    for row, cells in table.items():
+        print(f"| {row} | " + " | ".join(table_cell(task, cells[task]) if task in cells else "" for task in TASKS)
+              + " |")
+    print("\ncurves:", plot_pretraining(table, os.path.join(args.out, "pretraining.png")))
+
+
+def plot_pretraining(table: dict, path: str) -> str:
+    """Each pretrained row's held-out masked accuracy against the tokens its pretraining had seen."""
+    from ernie_ft.plots import plot_series
+
+    series = {}
+    for row, cells in table.items():
+        run = os.path.dirname(cells.get("model", ""))  # <run>/best: the run's evaluations and resolved config beside it
+        if not os.path.isfile(os.path.join(run, "evaluations.jsonl")):
+            continue
+        with open(os.path.join(cells["model"], "ernie_ft.yaml"), encoding="utf-8") as f:
+            config = yaml.safe_load(f)["run"]
+        train = config["train"]  # one process, as this script runs it: tokens per step, in millions
+        tokens = train["batch_size"] * train["grad_accum"] * config["data"]["max_len"] / 1e6
+        with open(os.path.join(run, "evaluations.jsonl"), encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        series[row] = [(r["step"] * tokens, r["masked_accuracy"]) for r in records if "masked_accuracy" in r]
+    return plot_series(series, path, "tokens seen (millions)", "held-out masked accuracy",
+                       "Pretraining scratch tiny (2 x 128)")
 
 
 def table_cell(task: str, cell: dict) -> str:

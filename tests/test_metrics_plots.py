@@ -130,6 +130,22 @@ def test_training_curves_png(tmp_path):
         assert_png(tmp_path / name)
 
 
+@pytest.mark.parametrize("cjk_font_available", [True, False])
+def test_series_png(tmp_path, monkeypatch, cjk_font_available):
+    if not cjk_font_available:
+        monkeypatch.setattr(plots, "find_cjk_font", lambda: None)
+    series = {"全词 MLM lr 1e-3": [(6.6, 0.142), (3.3, 0.122), (16.5, 0.149)],  # unsorted: drawn in x order
+              "one point": [(1.0, 0.1)], "nothing yet": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = plots.plot_series(series, str(tmp_path / "sub" / "runs.png"), "tokens seen (M)",
+                                "held-out masked accuracy", "Pretraining", reference=("unigram", 0.052))
+        plots.plot_series({}, str(tmp_path / "empty.png"), "x", "y", "no runs")
+    assert out == str(tmp_path / "sub" / "runs.png")
+    assert_png(tmp_path / "sub" / "runs.png")
+    assert_png(tmp_path / "empty.png")
+
+
 def test_importing_is_cheap():
     import subprocess
     import sys
