@@ -14,7 +14,7 @@ from conftest import DATA, ROOT, pretrain_args, saved_weights
 from helpers.rounding import ADAM_EPSILON, adam_drift
 from ernie_ft import blocks as blocks_mod, corpus as corpus_mod
 from ernie_ft.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
-from ernie_ft.pretrain import main
+from ernie_ft.pretrain import main, random_ids
 from ernie_ft.readers import read_examples
 from ernie_ft.text import TextPipeline
 from ernie_ft.vocab import build_vocab, write_vocab
@@ -491,3 +491,41 @@ def test_fill_mask_needs_masks_and_a_masked_language_model(pretrained, tmp_path,
     source.write_text("很[MASK]\n", encoding="utf-8")
     expect_error(capsys, ["predict", "--model", str(classifier), "--input", str(source)], "classify checkpoint",
                  "python -m ernie_ft.pretrain")
+
+
+def load_script(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_count_tables_keep_the_most_frequent_follower_and_break_ties_by_smaller_id():
+    probe = load_script("probe_mlm")
+    first = np.array([5, 5, 5, 7, 7, 9])
+    second = np.array([1, 2, 2, 4, 3, 0])
+    assert probe.commonest_after(first, second, vocab=10) == {5: 2, 7: 3, 9: 0}
+
+
+def test_the_order_probe_reproduces_the_runs_dev_accuracy_and_its_unigram_floor(pretrained, capsys):
+    probe = load_script("probe_mlm")
+    assert probe.main(["--model", str(pretrained / "best")]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    metrics = json.loads((pretrained / "metrics.json").read_text(encoding="utf-8"))["dev"]
+    # the same dev blocks and masks as the run's evaluation, so the model scores what the run reported
+    assert report["masked_tokens"] == metrics["masked_tokens"]
+    assert report["model"] == pytest.approx(metrics["masked_accuracy"], abs=1e-4)
+    assert 0 <= report["model, shuffled"] <= 1
+    # the unigram floor, recomputed here: the commonest training token, scored on the dev masks
+    pipeline = TextPipeline.from_dir(str(pretrained / "best"))
+    run = yaml.safe_load((pretrained / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]
+    train, dev = corpus_mod.scan(run["data"]["train"], "--corpus").held_out(0.1)
+    cache = str(pretrained / "probe-cache")
+    train_blocks = blocks_mod.cached_blocks(train, pipeline, 48, cache)[0]
+    tokens = np.concatenate([np.asarray(b["input_ids"])[np.asarray(b["words"]) >= 0] for b in train_blocks])
+    dev_blocks = list(blocks_mod.cached_blocks(dev, pipeline, 48, cache)[0])
+    labels = mlm_batch(dev_blocks, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline),
+                       0.15, True, 3, None)["masked_labels"]  # the fixture's seed 3; evaluation's masks
+    assert report["unigram"] == pytest.approx(float((labels == np.bincount(tokens).argmax()).mean()), abs=1e-4)
