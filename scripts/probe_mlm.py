@@ -19,7 +19,9 @@ floors that tell how much of a model's masked accuracy needs more than local sta
 Then the model itself (loaded with PaddleNLP's ``ErnieForMaskedLM``) on the same masks twice: as
 evaluated ("model") and with the unmasked text tokens of every block shuffled in place ("model,
 shuffled": the masked positions, specials and block length unchanged, only the order of the context
-lost). Equal scores mean the model reads its context as a bag of tokens. Prints one JSON line.
+lost). Equal scores mean the model reads its context as a bag of tokens. With them, the mean norm of
+the position embeddings the blocks use (1 to max_len - 1), of those they never reach (still at their
+initial scale) and of the word embeddings: how loud position is in the model's input. Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -128,12 +130,26 @@ def main(argv=None) -> int:
         for row in range(rows):
             keep = np.flatnonzero(context[row])
             shuffled[row, keep] = ids[row, rng.permutation(keep)]
+        scores.update(embedding_norms(args.model, data["max_len"]))
         scores["model"] = model_accuracy(args.model, ids, batch["token_type_ids"], batch["masked_positions"], labels)
         scores["model, shuffled"] = model_accuracy(args.model, shuffled, batch["token_type_ids"],
                                                    batch["masked_positions"], labels)
     print(json.dumps({"masking": masking, "masked_tokens": masked, "dev_blocks": rows,
                       **{name: round(value, 4) for name, value in scores.items()}}, ensure_ascii=False))
     return 0
+
+
+def embedding_norms(model_dir: str, max_len: int) -> dict:
+    """Mean L2 norms of the position embeddings used (1..max_len-1) and unused (max_len..), and of the word embeddings."""
+    from safetensors.numpy import load_file
+
+    weights = load_file(os.path.join(model_dir, "model.safetensors"))
+    positions = next(v for k, v in weights.items() if k.endswith("position_embeddings.weight"))
+    words = next(v for k, v in weights.items() if k.endswith("word_embeddings.weight"))
+    norms = np.linalg.norm(positions, axis=1)
+    return {"position norm, used": float(norms[1:max_len].mean()),
+            "position norm, unused": float(norms[max_len:].mean()) if len(norms) > max_len else float("nan"),
+            "word norm": float(np.linalg.norm(words, axis=1).mean())}
 
 
 def model_accuracy(model_dir: str, ids: np.ndarray, types: np.ndarray, positions: np.ndarray, labels: np.ndarray,
