@@ -92,11 +92,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    saved = os.path.join(args.out, "results.json")
-    table = {}
-    if os.path.isfile(saved):
-        with open(saved, encoding="utf-8") as f:
-            table = json.load(f)
+    table = {}  # this call's cells, merged into results.json at the end
     for row in args.rows.split(","):
         if "=" in row:  # NAME=DIR: an existing pretrained model
             row, model = row.split("=", 1)
@@ -113,8 +109,7 @@ def main() -> None:
             table.setdefault(row, {})[task] = {"lr": lr, "seeds": [first, *others], **{
                 f"{split} {m}": [r[split][m] for r in results] for split in ("dev", "test") if split in runs[lr]
                 for m in shown}}
-    with open(saved, "w", encoding="utf-8") as f:
-        json.dump(table, f, indent=1)
+    table = merge_results(os.path.join(args.out, "results.json"), table)
     print(f"seeds {args.seeds}: the mean, and the lowest and highest where there are several\n")
     print("| init | " + " | ".join(TASKS) + " |")
     print("|---|" + "---|" * len(TASKS))
@@ -122,6 +117,21 @@ def main() -> None:
         print(f"| {row} | " + " | ".join(table_cell(task, cells[task]) if task in cells else "" for task in TASKS)
               + " |")
     print("\ncurves:", plot_pretraining(table, os.path.join(args.out, "pretraining.png")))
+
+
+def merge_results(path: str, new: dict) -> dict:
+    """``new`` cells written over those of ``path`` (read now, so calls running side by side on other tasks
+    keep each other's cells); the merged table."""
+    table = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            table = json.load(f)
+    for row, cells in new.items():
+        table.setdefault(row, {}).update(cells)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return table
 
 
 def plot_pretraining(table: dict, path: str) -> str:
