@@ -19,7 +19,8 @@ floors that tell how much of a model's masked accuracy needs more than local sta
 Then the model itself (loaded with PaddleNLP's ``ErnieForMaskedLM``) on the same masks twice: as
 evaluated ("model") and with the unmasked text tokens of every block shuffled in place ("model,
 shuffled": the masked positions, specials and block length unchanged, only the order of the context
-lost). Equal scores mean the model reads its context as a bag of tokens. With them, the mean norm of
+lost), with the gap between the two and its paired standard error over the masked tokens. Equal scores
+mean the model reads its context as a bag of tokens. With them, the mean norm of
 the position embeddings the blocks use (1 to max_len - 1), of those they never reach (still at their
 initial scale) and of the word embeddings: how loud position is in the model's input. Prints one JSON line.
 """
@@ -131,9 +132,11 @@ def main(argv=None) -> int:
             keep = np.flatnonzero(context[row])
             shuffled[row, keep] = ids[row, rng.permutation(keep)]
         scores.update(embedding_norms(args.model, data["max_len"]))
-        scores["model"] = model_accuracy(args.model, ids, batch["token_type_ids"], batch["masked_positions"], labels)
-        scores["model, shuffled"] = model_accuracy(args.model, shuffled, batch["token_type_ids"],
-                                                   batch["masked_positions"], labels)
+        ordered = model_hits(args.model, ids, batch["token_type_ids"], batch["masked_positions"], labels)
+        unordered = model_hits(args.model, shuffled, batch["token_type_ids"], batch["masked_positions"], labels)
+        gap = ordered.astype(float) - unordered
+        scores.update({"model": ordered.mean(), "model, shuffled": unordered.mean(), "order gap": gap.mean(),
+                       "order gap, standard error": gap.std(ddof=1) / np.sqrt(len(gap))})  # paired, per token
     print(json.dumps({"masking": masking, "masked_tokens": masked, "dev_blocks": rows,
                       **{name: round(value, 4) for name, value in scores.items()}}, ensure_ascii=False))
     return 0
@@ -152,24 +155,24 @@ def embedding_norms(model_dir: str, max_len: int) -> dict:
             "word norm": float(np.linalg.norm(words, axis=1).mean())}
 
 
-def model_accuracy(model_dir: str, ids: np.ndarray, types: np.ndarray, positions: np.ndarray, labels: np.ndarray,
-                   rows_per_pass: int = 64) -> float:
-    """Top-1 accuracy of ``ErnieForMaskedLM`` at the masked ``positions`` (flat indices into ``ids``)."""
+def model_hits(model_dir: str, ids: np.ndarray, types: np.ndarray, positions: np.ndarray, labels: np.ndarray,
+               rows_per_pass: int = 64) -> np.ndarray:
+    """Whether ``ErnieForMaskedLM``'s top-1 token is the label, at each masked position (flat indices into ``ids``)."""
     import paddle
     from paddlenlp.transformers import ErnieForMaskedLM
 
     paddle.set_device("cpu")
     model = ErnieForMaskedLM.from_pretrained(model_dir)
     model.eval()
-    length, hits = ids.shape[1], 0
+    length, hits = ids.shape[1], np.zeros(len(labels), bool)
     for start in range(0, len(ids), rows_per_pass):
         stop = min(start + rows_per_pass, len(ids))
         inside = (positions >= start * length) & (positions < stop * length)
         with paddle.no_grad():
             logits = model(paddle.to_tensor(ids[start:stop]), token_type_ids=paddle.to_tensor(types[start:stop]),
                            masked_positions=paddle.to_tensor(positions[inside] - start * length))
-        hits += int((logits.numpy().argmax(-1) == labels[inside]).sum())
-    return hits / len(labels)
+        hits[inside] = logits.numpy().argmax(-1) == labels[inside]
+    return hits
 
 
 if __name__ == "__main__":

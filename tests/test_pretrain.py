@@ -518,6 +518,8 @@ def test_the_order_probe_reproduces_the_runs_dev_accuracy_and_its_unigram_floor(
     assert report["masked_tokens"] == metrics["masked_tokens"]
     assert report["model"] == pytest.approx(metrics["masked_accuracy"], abs=1e-4)
     assert 0 <= report["model, shuffled"] <= 1
+    assert report["order gap"] == pytest.approx(report["model"] - report["model, shuffled"], abs=2e-4)
+    assert report["order gap, standard error"] >= 0
     # the unigram floor, recomputed here: the commonest training token, scored on the dev masks
     pipeline = TextPipeline.from_dir(str(pretrained / "best"))
     run = yaml.safe_load((pretrained / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]
