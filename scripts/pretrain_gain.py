@@ -140,10 +140,11 @@ def plot_pretraining(table: dict, path: str) -> str:
 
     series = {}
     for row, cells in table.items():
-        run = os.path.dirname(cells.get("model", ""))  # <run>/best: the run's evaluations and resolved config beside it
-        if not os.path.isfile(os.path.join(run, "evaluations.jsonl")):
+        model = cells.get("model", "")
+        run = os.path.dirname(model)  # <run>/best: the run's evaluations beside it
+        if not os.path.isdir(model) or not os.path.isfile(os.path.join(run, "evaluations.jsonl")):
             continue
-        with open(os.path.join(cells["model"], "ernie_ft.yaml"), encoding="utf-8") as f:
+        with open(os.path.join(model, "ernie_ft.yaml"), encoding="utf-8") as f:
             config = yaml.safe_load(f)["run"]
         train = config["train"]  # one process, as this script runs it: tokens per step, in millions
         tokens = train["batch_size"] * train["grad_accum"] * config["data"]["max_len"] / 1e6

@@ -3,7 +3,7 @@
     python scripts/probe_mlm.py --model runs/pre/best [--masking word|char] [--no-model]
 
 Reads the pretraining run's resolved config beside ``--model`` (``ernie_ft.yaml``: corpus, ``--max-len``,
-seed, held-out share, masking), packs the same train and dev blocks (from the block cache when the run
+seed, held-out share or --dev file, masking), packs the same train and dev blocks (from the block cache when the run
 built it) and draws the same dev masks as the run's evaluation. Three predictors, fitted by counting
 the training blocks' tokens, score every masked dev position:
 
@@ -32,14 +32,11 @@ import os
 import sys
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ernie_ft import blocks, corpus  # noqa: E402
-from ernie_ft.dataset import default_cache_dir  # noqa: E402
-from ernie_ft.pretrain import DEFAULT_DEV_FRACTION, Pretraining  # noqa: E402
-from ernie_ft.text import TextPipeline  # noqa: E402
+from ernie_ft.checkpoint import load_model, resolve_model_dir  # noqa: E402
+from ernie_ft.config import DataConfig  # noqa: E402
 
 
 def commonest_after(first: np.ndarray, second: np.ndarray, vocab: int) -> dict[int, int]:
@@ -76,21 +73,18 @@ def main(argv=None) -> int:
     p.add_argument("--no-model", action="store_true", help="the count tables only")
     args = p.parse_args(argv)
 
-    with open(os.path.join(args.model, "ernie_ft.yaml"), encoding="utf-8") as f:
-        run = yaml.safe_load(f)["run"]
-    data, task_cfg = run["data"], run["task"]
-    if data.get("dev"):
-        sys.exit("error: this run evaluated on --dev; the baseline reads only held-out shares of --corpus")
-    task = Pretraining(**task_cfg)  # the config keeps the fields that differ from the defaults
+    args.model = resolve_model_dir(args.model)  # a run's directory or its best/
+    loaded = load_model(args.model, weights=False)  # task, text pipeline and resolved run config of the checkpoint
+    task, pipeline, run = loaded.task, loaded.pipeline, loaded.run
     if args.masking:
         task.masking = args.masking
-    masking = task.masking
-    pipeline = TextPipeline.from_dir(args.model)
-    fraction = DEFAULT_DEV_FRACTION if task.dev_fraction is None else task.dev_fraction
-    train, dev = corpus.scan(data["train"], "--corpus", data.get("text_column")).held_out(fraction)
-    cache = data.get("cache_dir") or default_cache_dir()
-    train_blocks = blocks.cached_blocks(train, pipeline, data["max_len"], cache, data.get("num_proc") or 1)[0]
-    dev_blocks = list(blocks.cached_blocks(dev, pipeline, data["max_len"], cache)[0])
+    data = DataConfig(**run["data"])
+    train = task.read(data.train, data, "--train")
+    train, dev = (train, task.read(data.dev, data, "--dev")) if data.dev else task.held_out(train, data)
+    if dev is None:
+        sys.exit(f"error: {args.model}: the run held out no dev text, so there are no dev masks to score")
+    train_blocks = task.stream_features(train, pipeline, data)[0]
+    dev_blocks = list(task.stream_features(dev, pipeline, data)[0])
     vocab = pipeline.vocab_size
     unigram, after, before, between = fit(train_blocks, vocab)
 
@@ -131,13 +125,13 @@ def main(argv=None) -> int:
         for row in range(rows):
             keep = np.flatnonzero(context[row])
             shuffled[row, keep] = ids[row, rng.permutation(keep)]
-        scores.update(embedding_norms(args.model, data["max_len"]))
+        scores.update(embedding_norms(args.model, data.max_len))
         ordered = model_hits(args.model, ids, batch["token_type_ids"], batch["masked_positions"], labels)
         unordered = model_hits(args.model, shuffled, batch["token_type_ids"], batch["masked_positions"], labels)
         gap = ordered.astype(float) - unordered
         scores.update({"model": ordered.mean(), "model, shuffled": unordered.mean(), "order gap": gap.mean(),
                        "order gap, standard error": gap.std(ddof=1) / np.sqrt(len(gap))})  # paired, per token
-    print(json.dumps({"masking": masking, "masked_tokens": masked, "dev_blocks": rows,
+    print(json.dumps({"masking": task.masking, "masked_tokens": masked, "dev_blocks": rows,
                       **{name: round(value, 4) for name, value in scores.items()}}, ensure_ascii=False))
     return 0
 
