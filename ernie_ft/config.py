@@ -118,7 +118,7 @@ class TrainConfig:
     device: str = "auto"
     """cpu, gpu, gpu:N, or auto (a GPU when Paddle has one)."""
     threads: int = 0
-    """Math threads per process on CPU; 0 uses every core."""
+    """Math threads per process on CPU; 0 shares the cores this process may use (its affinity) among the processes."""
 
     def __post_init__(self):
         if self.amp not in ("off", "fp16", "bf16"):

@@ -80,7 +80,9 @@ class InferenceModel:
         else:
             config.disable_gpu()
             config.enable_mkldnn()
-            config.set_cpu_math_library_num_threads(threads or os.cpu_count() or 1)
+            from .runtime import available_cores
+
+            config.set_cpu_math_library_num_threads(threads or available_cores())
         self.predictor = inference.create_predictor(config)
 
     def eval(self):

@@ -63,13 +63,22 @@ def select_device(device: str) -> str:
     return device
 
 
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a container's or Slurm's cpuset),
+    which can be fewer than the machine's ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def set_threads(threads: int, processes: int = 1) -> int:
-    """Give Paddle's CPU math library ``threads`` threads (default: the cores shared by the processes).
+    """Give Paddle's CPU math library ``threads`` threads (default: the available cores shared by the processes).
 
     Paddle uses one math thread unless told otherwise, whatever OMP_NUM_THREADS says. The fused
     kernels of ``ernie_ft.kernels`` get the same number.
     """
-    n = threads or max(1, (os.cpu_count() or 1) // processes)
+    n = threads or max(1, available_cores() // processes)
     paddle.base.core.set_num_threads(n)
     kernels.set_threads(n)
     return n

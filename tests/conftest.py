@@ -9,6 +9,20 @@ DATA = ROOT / "data"
 SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
+def pytest_configure(config):
+    """Under ``pytest -n N`` (scripts/test.sh), give each worker its own share of the cores.
+
+    Workers and the processes they start inherit the affinity, and ernie_ft's default thread count
+    follows it (``runtime.available_cores``), so N workers never run N times the math threads the
+    cores can take.
+    """
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker and workers and hasattr(os, "sched_setaffinity"):
+        cores, n = sorted(os.sched_getaffinity(0)), int(workers)
+        if len(cores) >= n:
+            os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) % n::n])
+
+
 def saved_weights(model_dir) -> dict:
     """name -> numpy array of a model directory's safetensors weights (as ernie_ft writes them)."""
     from safetensors.numpy import load_file

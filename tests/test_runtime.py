@@ -1,4 +1,8 @@
-"""Mixed precision and recompute against a plain fp32 reference run."""
+"""Threads, mixed precision and recompute (against a plain fp32 reference run)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import paddle
 import paddle.nn.functional as F
@@ -77,3 +81,14 @@ def test_amp_and_recompute_through_the_command_line_match_the_reference(tiny_che
         for key in reference:
             np.testing.assert_allclose(weights[key].astype("float32"), reference[key].astype("float32"), atol=1e-5,
                                        err_msg=key)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity API on this platform")
+def test_default_threads_follow_the_cores_the_process_may_use():
+    # taskset, a container's cpuset or Slurm can give a process fewer cores than the machine has
+    code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from ernie_ft import runtime; print(runtime.set_threads(0), runtime.set_threads(0, processes=2), "
+            "runtime.set_threads(3))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "1", "3"]
