@@ -134,25 +134,42 @@ def merge_results(path: str, new: dict) -> dict:
     return table
 
 
+def evaluations(run: str) -> list[dict]:
+    """A pretraining run's dev evaluations (``evaluations.jsonl``), in order."""
+    with open(os.path.join(run, "evaluations.jsonl"), encoding="utf-8") as f:
+        return [r for r in map(json.loads, filter(str.strip, f)) if "masked_accuracy" in r]
+
+
+def pretraining_curve(model: str) -> list[tuple[float, float]]:
+    """(tokens seen in millions, held-out masked accuracy) at each evaluation of the pretraining run whose
+    ``best/`` (or a copy of it beside it) is ``model``; [] for a model that is not one.
+
+    A run that continued another run's checkpoint (``--model RUN/best``) counts that run's tokens too, up
+    to the evaluation its ``best/`` was saved at (the lowest dev loss), so the curve continues its base's.
+    """
+    run, saved = os.path.dirname(model), os.path.join(model, "ernie_ft.yaml")
+    if not (os.path.isdir(model) and os.path.isfile(os.path.join(run, "evaluations.jsonl"))
+            and os.path.isfile(saved)):
+        return []
+    with open(saved, encoding="utf-8") as f:
+        config = yaml.safe_load(f)["run"]
+    train = config["train"]  # one process, as this script runs it: tokens per step, in millions
+    per_step = train["batch_size"] * train["grad_accum"] * config["data"]["max_len"] / 1e6
+    start, base = 0.0, str(config["model"]["model"])
+    base_curve = pretraining_curve(base)
+    if base_curve:
+        losses = [r.get("electra_loss", r.get("mlm_loss")) for r in evaluations(os.path.dirname(base))]
+        start = base_curve[losses.index(min(losses))][0]
+    return [(start + r["step"] * per_step, r["masked_accuracy"]) for r in evaluations(run)]
+
+
 def plot_pretraining(table: dict, path: str) -> str:
     """Each pretrained row's held-out masked accuracy against the tokens its pretraining had seen."""
     from ernie_ft.plots import plot_series
 
-    series = {}
-    for row, cells in table.items():
-        model = cells.get("model", "")
-        run = os.path.dirname(model)  # <run>/best: the run's evaluations beside it
-        if not os.path.isdir(model) or not os.path.isfile(os.path.join(run, "evaluations.jsonl")):
-            continue
-        with open(os.path.join(model, "ernie_ft.yaml"), encoding="utf-8") as f:
-            config = yaml.safe_load(f)["run"]
-        train = config["train"]  # one process, as this script runs it: tokens per step, in millions
-        tokens = train["batch_size"] * train["grad_accum"] * config["data"]["max_len"] / 1e6
-        with open(os.path.join(run, "evaluations.jsonl"), encoding="utf-8") as f:
-            records = [json.loads(line) for line in f if line.strip()]
-        series[row] = [(r["step"] * tokens, r["masked_accuracy"]) for r in records if "masked_accuracy" in r]
-    return plot_series(series, path, "tokens seen (millions)", "held-out masked accuracy",
-                       "Pretraining scratch tiny (2 x 128)")
+    series = {row: pretraining_curve(cells.get("model", "")) for row, cells in table.items()}
+    return plot_series({row: points for row, points in series.items() if points}, path, "tokens seen (millions)",
+                       "held-out masked accuracy", "Pretraining scratch tiny (2 x 128)")
 
 
 def table_cell(task: str, cell: dict) -> str:

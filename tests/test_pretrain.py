@@ -531,3 +531,26 @@ def test_the_order_probe_reproduces_the_runs_dev_accuracy_and_its_unigram_floor(
     labels = mlm_batch(dev_blocks, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline),
                        0.15, True, 3, None)["masked_labels"]  # the fixture's seed 3; evaluation's masks
     assert report["unigram"] == pytest.approx(float((labels == np.bincount(tokens).argmax()).mean()), abs=1e-4)
+
+
+def test_the_pretraining_curve_of_a_continued_run_starts_where_its_base_checkpoint_was_saved(pretrained, tmp_path):
+    gain = load_script("pretrain_gain")
+    per_step = 8 * 48 / 1e6  # pretrain_args: batch 8 of 48 tokens, millions of tokens per step
+    base = tmp_path / "base"
+    shutil.copytree(pretrained / "best", base / "best")
+    records = [json.loads(line) for line in (pretrained / "evaluations.jsonl").read_text().splitlines()]
+    records = [r for r in records if "masked_accuracy" in r]
+    best = min(records, key=lambda r: r["mlm_loss"])
+    records.append({**best, "step": records[-1]["step"] + 8, "mlm_loss": best["mlm_loss"] + 1})  # a worse last one
+    (base / "evaluations.jsonl").write_text("\n".join(map(json.dumps, records)) + "\n")
+    assert gain.pretraining_curve(str(base / "best")) == [
+        pytest.approx((r["step"] * per_step, r["masked_accuracy"])) for r in records]
+    # a run that continued from best/: its steps count from the tokens best/ had seen (its lowest dev loss)
+    continued = tmp_path / "continued"
+    shutil.copytree(base / "best", continued / "best")
+    saved = yaml.safe_load((continued / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))
+    saved["run"]["model"]["model"] = str(base / "best")
+    (continued / "best" / "ernie_ft.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
+    (continued / "evaluations.jsonl").write_text(json.dumps({"step": 4, "mlm_loss": 1.0, "masked_accuracy": 0.5}))
+    assert gain.pretraining_curve(str(continued / "best")) == [pytest.approx(((best["step"] + 4) * per_step, 0.5))]
+    assert gain.pretraining_curve(str(tmp_path / "no-run")) == []
