@@ -20,6 +20,7 @@ exists, so the script resumes where it stopped; a stopped pretraining run resume
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shlex
@@ -110,7 +111,7 @@ def main() -> None:
                 f"{split} {m}": [r[split][m] for r in results] for split in ("dev", "test") if split in runs[lr]
                 for m in shown}}
     table = merge_results(os.path.join(args.out, "results.json"), table)
-    print(f"seeds {args.seeds}: the mean, and the lowest and highest where there are several\n")
+    print("each cell: the mean over its seeds, and the lowest and highest where there are several\n")
     print("| init | " + " | ".join(TASKS) + " |")
     print("|---|" + "---|" * len(TASKS))
     for row, cells in table.items():
@@ -120,18 +121,34 @@ def main() -> None:
 
 
 def merge_results(path: str, new: dict) -> dict:
-    """``new`` cells written over those of ``path`` (read now, so calls running side by side on other tasks
-    keep each other's cells); the merged table."""
-    table = {}
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            table = json.load(f)
-    for row, cells in new.items():
-        table.setdefault(row, {}).update(cells)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(table, f, indent=1)
-    os.replace(path + ".tmp", path)
+    """``new`` cells merged into those of ``path`` under a lock, so calls running side by side keep each
+    other's cells: a cell at the same learning rate keeps the seeds only the file has (a call with
+    ``--seeds 42,44`` does not drop seed 43 of an earlier call), one at a new learning rate replaces it.
+    The merged table."""
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = {}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                table = json.load(f)
+        for row, cells in new.items():
+            for key, cell in cells.items():
+                old = table.setdefault(row, {}).get(key)
+                table[row][key] = merge_seeds(old, cell) if isinstance(cell, dict) and isinstance(old, dict) \
+                    and old.get("lr") == cell["lr"] else cell
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(table, f, indent=1)
+        os.replace(path + ".tmp", path)
     return table
+
+
+def merge_seeds(old: dict, new: dict) -> dict:
+    """One cell with the seeds of both (``new``'s values where both have a seed), in seed order."""
+    metrics = [k for k in new if k not in ("lr", "seeds")]
+    by_seed = {s: [old[m][i] for m in metrics] for i, s in enumerate(old["seeds"]) if all(m in old for m in metrics)}
+    by_seed.update({s: [new[m][i] for m in metrics] for i, s in enumerate(new["seeds"])})
+    seeds = sorted(by_seed, key=int)
+    return {"lr": new["lr"], "seeds": seeds, **{m: [by_seed[s][j] for s in seeds] for j, m in enumerate(metrics)}}
 
 
 def evaluations(run: str) -> list[dict]:
@@ -173,7 +190,8 @@ def plot_pretraining(table: dict, path: str) -> str:
 
 
 def table_cell(task: str, cell: dict) -> str:
-    """'dev accuracy 0.8953 (0.8933-0.8975), ... (lr 1e-3)': each score's mean over the seeds and its range."""
+    """'dev accuracy 0.8953 (0.8933-0.8975), ... (lr 1e-3, seeds 42,43,44)': each score's mean over the seeds
+    and its range."""
     digits = 2 if TASKS[task][1] == "qa" else 4  # QA's EM and F1 are percentages
     scores = []
     for name, values in cell.items():
@@ -181,7 +199,7 @@ def table_cell(task: str, cell: dict) -> str:
             mean = f"{sum(values) / len(values):.{digits}f}"
             scores.append(f"{name} {mean}" if len(values) == 1 else
                           f"{name} {mean} ({min(values):.{digits}f}-{max(values):.{digits}f})")
-    return ", ".join(scores) + f" (lr {cell['lr']})"
+    return ", ".join(scores) + f" (lr {cell['lr']}, seeds {','.join(cell['seeds'])})"
 
 
 if __name__ == "__main__":

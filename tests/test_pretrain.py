@@ -554,3 +554,23 @@ def test_the_pretraining_curve_of_a_continued_run_starts_where_its_base_checkpoi
     (continued / "evaluations.jsonl").write_text(json.dumps({"step": 4, "mlm_loss": 1.0, "masked_accuracy": 0.5}))
     assert gain.pretraining_curve(str(continued / "best")) == [pytest.approx(((best["step"] + 4) * per_step, 0.5))]
     assert gain.pretraining_curve(str(tmp_path / "no-run")) == []
+
+
+def test_the_gain_table_keeps_every_seed_of_calls_run_side_by_side(tmp_path):
+    gain = load_script("pretrain_gain")
+    path = str(tmp_path / "results.json")
+
+    def cell(lr, seeds):
+        return {"lr": lr, "seeds": seeds, "dev f1": [float(s) for s in seeds], "dev em": [-float(s) for s in seeds]}
+
+    gain.merge_results(path, {"mlm": {"model": "a", "cmrc2018": cell("1e-3", ["42", "43"])}})
+    gain.merge_results(path, {"random": {"cluener": cell("2e-3", ["42"])}})
+    table = gain.merge_results(path, {"mlm": {"model": "a", "cmrc2018": cell("1e-3", ["44", "42"])}})
+    assert table["mlm"]["cmrc2018"] == cell("1e-3", ["42", "43", "44"])  # seed 43 kept, seed order
+    assert table["random"]["cluener"] == cell("2e-3", ["42"])  # another row's cell untouched
+    assert gain.table_cell("cmrc2018", table["mlm"]["cmrc2018"]) == (
+        "dev f1 43.00 (42.00-44.00), dev em -43.00 (-44.00--42.00) (lr 1e-3, seeds 42,43,44)")
+    # a new learning rate picked for the first seed: the cell is replaced, not mixed across rates
+    table = gain.merge_results(path, {"mlm": {"cmrc2018": cell("5e-4", ["42"])}})
+    assert table["mlm"]["cmrc2018"] == cell("5e-4", ["42"])
+    assert json.loads((tmp_path / "results.json").read_text()) == table
