@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import UserError
 from .qa_formats import read_qa
-from .qa_metrics import METRIC_NAMES, METRICS, qa_scores
+from .qa_metrics import METRIC_NAMES, METRICS, qa_scores, shared_answer_share
 from .windows import pack_inputs, window_owner, window_spans
 
 NO_ANSWER = "no_answer"
@@ -270,6 +270,14 @@ class QA:
             label = "metrics.json" if metric == self.qa_metric else "for comparison"
             lines.append(f"{METRIC_NAMES[metric]} metric ({label}): EM {scores['em']:.2f} F1 {scores['f1']:.2f} "
                          f"(percent, {len(examples)} questions{split})")
+        contexts = [e.context for e in examples]
+        shared, asked = shared_answer_share(contexts, [a["start"] if a["answer"] else None for a in answers])
+        if asked:
+            gold, _ = shared_answer_share(contexts, [e.spans[0][0] if e.spans else None for e in examples])
+            lines.append(f"answered at the same place as another question on the same context: {100 * shared:.1f}% "
+                         f"of the {asked} questions that share a context (gold answers: {100 * gold:.1f}%)"
+                         + ("; far above the gold share: the model answers the context more than the question"
+                            if shared > 2 * gold + 0.1 else ""))
         return "\n".join(lines + [f"predictions: {paths['predictions.json']} (id -> answer, the input of the "
                                   f"official evaluation scripts); n-best: {paths['nbest_predictions.json']}"])
 

@@ -11,6 +11,7 @@ from ernie_ft.config import DataConfig
 from ernie_ft.errors import UserError
 from ernie_ft.qa import QA, best_answers, main
 from ernie_ft.qa_formats import QAExample, locate_answer, read_qa
+from ernie_ft.qa_metrics import shared_answer_share
 
 TRAIN, DEV, DEV_JSONL, V2 = (str(DATA / n) for n in ("qa_train.json", "qa_dev.json", "qa_dev.jsonl", "qa_v2.json"))
 
@@ -288,6 +289,16 @@ def test_evaluate_reproduces_dev_metrics_from_json_and_jsonl(trained, tmp_path, 
     printed = capsys.readouterr().out
     assert f"CMRC 2018 metric (metrics.json): EM {dev['em']:.2f} F1 {dev['f1']:.2f}" in printed
     assert "SQuAD metric (for comparison)" in printed
+    # the questions answered where another question on their context was, against the gold answers' share
+    examples = read_qa(DEV, "--dev")[0]
+    nbest = json.loads((tmp_path / "jsonl" / "nbest_predictions.json").read_text(encoding="utf-8"))
+    contexts = [e.context for e in examples]
+    share, asked = shared_answer_share(contexts, [next((a["start"] for a in nbest[e.id] if a["text"] == predictions[e.id]
+                                                          and predictions[e.id]), None) for e in examples])
+    gold = shared_answer_share(contexts, [e.spans[0][0] for e in examples])[0]
+    assert asked > 0 and gold < 0.5
+    assert (f"answered at the same place as another question on the same context: {100 * share:.1f}% of the "
+            f"{asked} questions that share a context (gold answers: {100 * gold:.1f}%)") in printed
 
 
 def test_predict_cuts_answers_from_the_context_with_an_n_best_list(trained, tmp_path):

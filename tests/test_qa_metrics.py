@@ -4,7 +4,7 @@ import random
 import pytest
 
 from ernie_ft.qa_metrics import (cmrc_em, cmrc_f1, longest_common_substring, mixed_segmentation, qa_scores,
-                                 remove_punctuation, squad_em, squad_f1, word_tokenize)
+                                 remove_punctuation, shared_answer_share, squad_em, squad_f1, word_tokenize)
 
 
 def test_mixed_segmentation_splits_chinese_and_punctuation_and_keeps_other_runs_as_words():
@@ -95,3 +95,11 @@ def test_longest_common_substring_matches_the_official_dynamic_programme():
         a = [rng.choice("甲乙丙丁") for _ in range(rng.randint(0, 12))]
         b = [rng.choice("甲乙丙丁") for _ in range(rng.randint(0, 12))]
         assert longest_common_substring(a, b) == official(a, b), (a, b)
+
+
+def test_the_shared_answer_share_counts_questions_answered_where_another_on_their_context_was():
+    contexts = ["甲", "甲", "甲", "乙", "乙", "丙"]  # 丙 has one question: not counted
+    assert shared_answer_share(contexts, [3, 3, 7, 0, 5, 9]) == (pytest.approx(2 / 5), 5)
+    assert shared_answer_share(contexts, [3, 3, 3, 0, 0, 9]) == (1.0, 5)
+    assert shared_answer_share(contexts, [None, None, 1, 0, 5, 9]) == (0.0, 5)  # no answer is never shared
+    assert shared_answer_share(["甲", "乙"], [1, 1]) == (0.0, 0)
