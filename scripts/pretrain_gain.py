@@ -162,7 +162,9 @@ def pretraining_curve(model: str) -> list[tuple[float, float]]:
     ``best/`` (or a copy of it beside it) is ``model``; [] for a model that is not one.
 
     A run that continued another run's checkpoint (``--model RUN/best``) counts that run's tokens too, up
-    to the evaluation its ``best/`` was saved at (the lowest dev loss), so the curve continues its base's.
+    to the evaluation its ``best/`` was saved at (the lowest dev loss), so the curve continues its base's. A
+    copy of ``best/`` taken while the run was stopped by ``--stop-after-steps`` ends at that step, though the
+    run was resumed later.
     """
     run, saved = os.path.dirname(model), os.path.join(model, "ernie_ft.yaml")
     if not (os.path.isdir(model) and os.path.isfile(os.path.join(run, "evaluations.jsonl"))
@@ -177,7 +179,8 @@ def pretraining_curve(model: str) -> list[tuple[float, float]]:
     if base_curve:
         losses = [r.get("electra_loss", r.get("mlm_loss")) for r in evaluations(os.path.dirname(base))]
         start = base_curve[losses.index(min(losses))][0]
-    return [(start + r["step"] * per_step, r["masked_accuracy"]) for r in evaluations(run)]
+    stop = train.get("stop_after_steps") or float("inf")  # a copy saved while the run was stopped there
+    return [(start + r["step"] * per_step, r["masked_accuracy"]) for r in evaluations(run) if r["step"] <= stop]
 
 
 def plot_pretraining(table: dict, path: str) -> str:

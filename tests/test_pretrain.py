@@ -553,6 +553,14 @@ def test_the_pretraining_curve_of_a_continued_run_starts_where_its_base_checkpoi
     (continued / "best" / "ernie_ft.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
     (continued / "evaluations.jsonl").write_text(json.dumps({"step": 4, "mlm_loss": 1.0, "masked_accuracy": 0.5}))
     assert gain.pretraining_curve(str(continued / "best")) == [pytest.approx(((best["step"] + 4) * per_step, 0.5))]
+    # a copy of best/ taken while the run was stopped by --stop-after-steps: its curve ends there
+    saved["run"]["train"]["stop_after_steps"] = 3
+    (continued / "best-stopped").mkdir()
+    (continued / "best-stopped" / "ernie_ft.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
+    with open(continued / "evaluations.jsonl", "a") as f:
+        f.write("\n" + json.dumps({"step": 2, "mlm_loss": 1.5, "masked_accuracy": 0.4}))
+    assert gain.pretraining_curve(str(continued / "best-stopped")) == [pytest.approx(((best["step"] + 2) * per_step, 0.4))]
+    assert len(gain.pretraining_curve(str(continued / "best"))) == 2
     assert gain.pretraining_curve(str(tmp_path / "no-run")) == []
 
 
