@@ -15,8 +15,8 @@ def test_chnsenticorp_scratch_model_learns_well_above_chance(tmp_path):
     small_test.write_text("\n".join(test.read_text(encoding="utf-8").splitlines()[:401]) + "\n", encoding="utf-8")
     out = tmp_path / "out"
     args = ["--train", str(small_train), "--test", str(small_test), "--model", "scratch:tiny", "--vocab", str(vocab),
-            "--output", str(out), "--epochs", "2", "--batch-size", "32", "--lr", "1e-3", "--max-len", "64",
-            "--stride", "16"]
+            "--output", str(out), "--epochs", "1", "--batch-size", "32", "--lr", "1e-3", "--max-len", "128",
+            "--stride", "32"]  # 0.79 here, in 25 s on 2 cores (2 epochs of 64-token windows: 0.82 in 60 s)
     assert main(args) == 0
     accuracy = json.loads((out / "metrics.json").read_text())["test"]["accuracy"]
     assert accuracy > 0.70, accuracy  # chance is about 0.5; TF-IDF + LR on the full train split gets 0.93
