@@ -145,7 +145,7 @@ def merge_results(path: str, new: dict) -> dict:
 def merge_seeds(old: dict, new: dict) -> dict:
     """One cell with the seeds of both (``new``'s values where both have a seed), in seed order."""
     metrics = [k for k in new if k not in ("lr", "seeds")]
-    by_seed = {s: [old[m][i] for m in metrics] for i, s in enumerate(old["seeds"]) if all(m in old for m in metrics)}
+    by_seed = {s: [old[m][i] for m in metrics] for i, s in enumerate(old["seeds"])}
     by_seed.update({s: [new[m][i] for m in metrics] for i, s in enumerate(new["seeds"])})
     seeds = sorted(by_seed, key=int)
     return {"lr": new["lr"], "seeds": seeds, **{m: [by_seed[s][j] for s in seeds] for j, m in enumerate(metrics)}}
