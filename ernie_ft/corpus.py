@@ -15,10 +15,10 @@ import numpy as np
 
 
 from .errors import UserError
-from .readers import TEXT_COLUMNS, encoding_message, read_records
+from .readers import PAIR_COLUMNS, TEXT_COLUMNS, encoding_message, read_records
 
-PACK_VERSION = 1
-"""Bump when packing changes, so old caches stop matching."""
+PACK_VERSION = 2
+"""Bump when packing changes, so old caches stop matching (2: a pair column's text joins its record)."""
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _TABULAR = (".tsv", ".csv", ".jsonl", ".json", ".jsonlines")
 
@@ -30,6 +30,8 @@ class Corpus:
     files: tuple
     flag: str
     text_column: Optional[str] = None
+    pair_column: Optional[str] = None
+    """A tabular record's second text (default text_b or sentence2 when present): its lines follow the first's."""
     part: str = "all"
     """'all', or the 'train' or 'dev' side of a ``fraction`` hold-out (by a hash of each document)."""
     fraction: float = 0.0
@@ -56,7 +58,8 @@ class Corpus:
         """(file, lines) for every document of this part, in file order."""
         limit = _limit(self.fraction)
         for path in self.files:
-            for lines in _documents(path, self.flag, self.text_column, self.paragraphs.get(path, False)):
+            for lines in _documents(path, self.flag, self.text_column, self.pair_column,
+                                    self.paragraphs.get(path, False)):
                 if self.part == "all" or (_key(lines) < limit) == (self.part == "dev"):
                     yield path, lines
 
@@ -91,11 +94,11 @@ def expand_files(spec: str, flag: str) -> tuple:
     return tuple(dict.fromkeys(files))
 
 
-def scan(spec: str, flag: str, text_column: Optional[str] = None) -> Corpus:
+def scan(spec: str, flag: str, text_column: Optional[str] = None, pair_column: Optional[str] = None) -> Corpus:
     """Read every file once: check it (UTF-8, some Chinese text) and count its documents.
     Any problem is a UserError naming the file and line, raised before anything is written."""
     files = expand_files(spec, flag)
-    digest = hashlib.sha1(f"{PACK_VERSION}|{text_column}".encode())
+    digest = hashlib.sha1(f"{PACK_VERSION}|{text_column}|{pair_column}".encode())
     paragraphs, keys, chinese = {}, [], 0
     for path in files:
         digest.update(f"|{os.path.basename(path)}|".encode())
@@ -104,7 +107,7 @@ def scan(spec: str, flag: str, text_column: Optional[str] = None) -> Corpus:
                 digest.update(block)
         if not path.lower().endswith(_TABULAR):
             paragraphs[path] = _has_blank_line_between(path)
-        for lines in _documents(path, flag, text_column, paragraphs.get(path, False)):
+        for lines in _documents(path, flag, text_column, pair_column, paragraphs.get(path, False)):
             keys.append(_key(lines))
             chinese += sum(len(_CJK.findall(line)) for line in lines) if chinese < 100 else 0
     documents = len(keys)
@@ -114,7 +117,7 @@ def scan(spec: str, flag: str, text_column: Optional[str] = None) -> Corpus:
     if chinese == 0:
         raise UserError(f"{flag}: no Chinese characters in the {documents} documents of {names}; ernie_ft pretrains "
                         "Chinese models: check the files (and --text-column for TSV/CSV/JSONL)")
-    return Corpus(files, flag, text_column, documents=documents, paragraphs=paragraphs, digest=digest.hexdigest(),
+    return Corpus(files, flag, text_column, pair_column, documents=documents, paragraphs=paragraphs, digest=digest.hexdigest(),
                   keys=np.array(keys, dtype=np.uint64))
 
 
@@ -131,8 +134,9 @@ def _has_blank_line_between(path: str) -> bool:
     return False
 
 
-def _documents(path: str, flag: str, text_column: Optional[str], paragraphs: bool) -> Iterator[list[str]]:
-    """The documents of one file, each a list of non-empty lines."""
+def _documents(path: str, flag: str, text_column: Optional[str], pair_column: Optional[str],
+               paragraphs: bool) -> Iterator[list[str]]:
+    """The documents of one file, each a list of non-empty lines (a tabular record's text, then its pair's)."""
     if path.lower().endswith(".json") and _is_squad(path):  # reading comprehension: each context once
         from .qa_formats import read_qa
 
@@ -150,11 +154,19 @@ def _documents(path: str, flag: str, text_column: Optional[str], paragraphs: boo
         if column not in columns:
             raise UserError(f"{flag}: {path} has no {'column ' + repr(column) if column else 'text column'}; columns "
                             f"found: {', '.join(columns)}. Name the text column with --text-column")
+        pair = pair_column if pair_column is not None else next((lowered[c] for c in PAIR_COLUMNS if c in lowered), None)
+        if pair is not None and pair not in columns:
+            raise UserError(f"{flag}: {path} has no column {pair!r} (--text-pair-column); columns found: "
+                            f"{', '.join(columns)}")
         for line, record in rows:
-            text = record.get(column)
-            if not isinstance(text, str):
-                raise UserError(f"{flag}: {path}:{line}: {column!r} is {type(text).__name__}, not text")
-            lines = [s for s in (part.strip() for part in text.splitlines()) if s]
+            lines = []
+            for name in (column, pair) if pair is not None and pair != column else (column,):
+                text = record.get(name)
+                if text is None and name == pair:  # a record without a second text
+                    continue
+                if not isinstance(text, str):
+                    raise UserError(f"{flag}: {path}:{line}: {name!r} is {type(text).__name__}, not text")
+                lines += [s for s in (part.strip() for part in text.splitlines()) if s]
             if lines:
                 yield lines
         return

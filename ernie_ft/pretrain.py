@@ -76,7 +76,7 @@ class Pretraining:
         from .readers import read_examples
 
         if labelled:
-            return scan(path, "--corpus" if flag == "--train" else flag, data.text_column)
+            return scan(path, "--corpus" if flag == "--train" else flag, data.text_column, data.text_pair_column)
         examples = read_examples(path, text_column=data.text_column, label_column=None, require_label=False, flag=flag)
         for e in examples:
             if MASK_TEXT not in e.text:

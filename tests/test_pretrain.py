@@ -92,6 +92,24 @@ def test_a_corpus_mixes_text_tsv_jsonl_and_the_contexts_of_squad_json():
     assert len(corpus) == len(SENTENCES) + len(ner_lines) + len(contexts)
 
 
+def test_a_sentence_pair_file_gives_both_texts_of_each_record_as_one_document(tmp_path, capsys):
+    pairs = tmp_path / "pairs.tsv"  # a matching task's training file: task-adaptive pretraining reads both texts
+    pairs.write_text("label\ttext_a\ttext_b\n1\t花呗怎么还款\t花呗如何还钱\n0\t今天天气很好\t\n", encoding="utf-8")
+    assert [d for _, d in corpus_mod.scan(str(pairs), "--corpus").iter_documents()] == [
+        ["花呗怎么还款", "花呗如何还钱"], ["今天天气很好"]]
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text('{"sentence1": "借呗能提前还吗", "sentence2": "借呗可以提前还款吗", "note": "转账"}\n',
+                     encoding="utf-8")
+    assert [d for _, d in corpus_mod.scan(str(jsonl), "--corpus").iter_documents()] == [
+        ["借呗能提前还吗", "借呗可以提前还款吗"]]
+    named = corpus_mod.scan(str(jsonl), "--corpus", text_column="sentence2", pair_column="note")
+    assert [d for _, d in named.iter_documents()] == [["借呗可以提前还款吗", "转账"]]
+    assert named.digest != corpus_mod.scan(str(jsonl), "--corpus").digest  # another cache
+    expect_error(capsys, pretrain_args(pairs, tmp_path / "out", "--text-pair-column", "question"),
+                 str(pairs), "'question'", "--text-pair-column", "label, text_a, text_b")
+    assert not (tmp_path / "out").exists()
+
+
 def test_blocks_are_memory_mapped_from_an_arrow_file_that_datasets_opens(pipeline, texts_file, tmp_path):
     import datasets
 
