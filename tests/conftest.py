@@ -1,5 +1,6 @@
 """Shared fixtures: tiny random ERNIE checkpoints in PaddleNLP's real format, and data paths."""
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,28 @@ def pytest_configure(config):
         cores, n = sorted(os.sched_getaffinity(0)), int(workers)
         if len(cores) >= n:
             os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) % n::n])
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the moment: a test's capsys, or pytest's own capture."""
+
+    def write(self, text):
+        return sys.stderr.write(text)
+
+    def flush(self):
+        sys.stderr.flush()
+
+
+@pytest.fixture(autouse=True)
+def _paddlenlp_logs_follow_stderr():
+    """PaddleNLP's log handler keeps the ``sys.stderr`` of the moment paddlenlp was imported. When that was
+    inside a test with capsys, every later PaddleNLP warning hit that test's closed stream and printed a
+    "--- Logging error ---" traceback into the next test's stderr; after each test the handler follows
+    the current stderr instead, as it does outside pytest."""
+    yield
+    log = sys.modules.get("paddlenlp.utils.log")
+    if log is not None and not isinstance(log.logger.handler.stream, _CurrentStderr):
+        log.logger.handler.stream = _CurrentStderr()  # not setStream: it flushes the old, maybe closed, stream
 
 
 def saved_weights(model_dir) -> dict:
