@@ -103,7 +103,8 @@ def evaluate_parser(prog: str) -> Parser:
     p.add_argument("--model", required=True, help="checkpoint directory (a run's OUTPUT or OUTPUT/best)")
     p.add_argument("--input", required=True, help="labelled TSV, CSV or JSONL file (qa: SQuAD-style JSON or JSONL)")
     p.add_argument("--output-dir", help="where to write metrics and pictures (default: eval-<input name>/ in the "
-                                        "run's directory)")
+                                        "run's directory; -2, -3, ... when that holds another checkpoint's or "
+                                        "file's evaluation)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--text-column"), p.add_argument("--text-pair-column"), p.add_argument("--label-column")
     p.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")

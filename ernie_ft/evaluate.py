@@ -10,6 +10,31 @@ import os
 import sys
 
 
+SOURCE = "source.json"
+"""In each evaluation directory: the checkpoint and the input file it scored (absolute paths)."""
+
+
+def default_output_dir(run_dir: str, source: dict) -> str:
+    """``eval-<input name>/`` in the run's directory, or ``eval-<input name>-2/``, ``-3/``, ... when that holds
+    the evaluation of another checkpoint of the run or of another file of the same name: a default never
+    replaces a different evaluation, and scoring the same checkpoint on the same file again reuses its directory."""
+    stem = "eval-" + os.path.splitext(os.path.basename(source["input"]))[0]
+    n = 1
+    while True:
+        out = os.path.join(run_dir, stem if n == 1 else f"{stem}-{n}")
+        if not os.path.exists(out) or _source(out) == source:
+            return out
+        n += 1
+
+
+def _source(out_dir: str):
+    try:
+        with open(os.path.join(out_dir, SOURCE), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):  # a directory from before source.json, or not ours: leave it alone
+        return None
+
+
 def evaluate(args) -> dict:
     from .predict import load_for_inference, run_inference
 
@@ -21,11 +46,14 @@ def evaluate(args) -> dict:
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
     from .checkpoint import resolve_model_dir
 
-    run_dir = os.path.dirname(os.path.abspath(resolve_model_dir(args.model)))
-    out_dir = args.output_dir or os.path.join(run_dir, "eval-" + os.path.splitext(os.path.basename(args.input))[0])
+    model_dir = os.path.abspath(resolve_model_dir(args.model))
+    source = {"model": model_dir, "input": os.path.abspath(args.input)}
+    out_dir = args.output_dir or default_output_dir(os.path.dirname(model_dir), source)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, ensure_ascii=False, indent=1)
+    with open(os.path.join(out_dir, SOURCE), "w", encoding="utf-8") as f:
+        json.dump(source, f, ensure_ascii=False, indent=1)
     print(f"{args.input}: {len(examples)} examples")
     if hasattr(loaded.task, "report"):
         print(loaded.task.report(logits, features, examples, loaded.labels, data, out_dir))

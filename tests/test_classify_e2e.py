@@ -1,5 +1,6 @@
 """The classification command line end to end on the project's sample data and a tiny checkpoint."""
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -74,6 +75,30 @@ def test_evaluate_reproduces_the_test_metrics_and_draws_the_confusion_matrix(tra
         assert (out_dir / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     assert "正面" in printed and "macro" in printed
+
+
+def test_default_evaluation_directories_never_replace_another_checkpoints_or_files(trained, tmp_path, capsys):
+    from ernie_ft.cli import evaluate
+
+    run = tmp_path / "run"
+    for name in ("best", "best-epoch1"):  # two checkpoints of one run
+        shutil.copytree(trained / "best", run / name)
+    rows = open(TEST_CSV, encoding="utf-8").read().splitlines(keepends=True)
+    first, second = tmp_path / "a" / "test.csv", tmp_path / "b" / "test.csv"  # two files of the same name
+    for path, lines in ((first, rows), (second, rows[:3])):
+        path.parent.mkdir()
+        path.write_text("".join(lines), encoding="utf-8")
+    calls = [(run / "best", first), (run / "best", second), (run / "best-epoch1", first), (run / "best", first)]
+    for model, source in calls:
+        assert evaluate(["--model", str(model), "--input", str(source)]) == 0
+    written = [line.split("metrics: ")[1] for line in capsys.readouterr().out.splitlines() if line.startswith("metrics: ")]
+    assert written == [str(run / d / "metrics.json") for d in ("eval-test", "eval-test-2", "eval-test-3", "eval-test")]
+    for d, (model, source) in zip(("eval-test", "eval-test-2", "eval-test-3"), calls):
+        held = json.loads((run / d / "source.json").read_text(encoding="utf-8"))
+        assert held == {"model": str(model), "input": str(source)}
+    for d, reviews in (("eval-test", len(rows) - 1), ("eval-test-2", 2)):  # each file's evaluation, kept
+        per_class = json.loads((run / d / "metrics.json").read_text(encoding="utf-8"))["per_class"]
+        assert sum(c["support"] for c in per_class.values()) == reviews
 
 
 def _weights(path):
