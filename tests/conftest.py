@@ -1,4 +1,5 @@
 """Shared fixtures: tiny random ERNIE checkpoints in PaddleNLP's real format, and data paths."""
+import logging
 import os
 import sys
 from pathlib import Path
@@ -35,15 +36,16 @@ class _CurrentStderr:
 
 
 @pytest.fixture(autouse=True)
-def _paddlenlp_logs_follow_stderr():
-    """PaddleNLP's log handler keeps the ``sys.stderr`` of the moment paddlenlp was imported. When that was
-    inside a test with capsys, every later PaddleNLP warning hit that test's closed stream and printed a
-    "--- Logging error ---" traceback into the next test's stderr; after each test the handler follows
-    the current stderr instead, as it does outside pytest."""
+def _logs_follow_stderr():
+    """A library's log handler keeps the ``sys.stderr`` of the moment the library was imported (PaddleNLP's
+    does). When that was inside a test with capsys, every later warning hit that test's closed stream and
+    printed a "--- Logging error ---" traceback into another test's stderr; after each test such a handler
+    follows the current stderr instead, as it does outside pytest."""
     yield
-    log = sys.modules.get("paddlenlp.utils.log")
-    if log is not None and not isinstance(log.logger.handler.stream, _CurrentStderr):
-        log.logger.handler.stream = _CurrentStderr()  # not setStream: it flushes the old, maybe closed, stream
+    for logger in (logging.getLogger(), *logging.Logger.manager.loggerDict.values()):
+        for handler in getattr(logger, "handlers", ()):
+            if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+                handler.stream = _CurrentStderr()  # not setStream: it flushes the closed stream
 
 
 def saved_weights(model_dir) -> dict:
