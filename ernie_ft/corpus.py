@@ -15,7 +15,7 @@ import numpy as np
 
 
 from .errors import UserError
-from .readers import PAIR_COLUMNS, TEXT_COLUMNS, encoding_message, read_records
+from .readers import PAIR_COLUMNS, TEXT_COLUMNS, default_column, encoding_message, read_records
 
 PACK_VERSION = 2
 """Bump when packing changes, so old caches stop matching (2: a pair column's text joins its record)."""
@@ -117,8 +117,8 @@ def scan(spec: str, flag: str, text_column: Optional[str] = None, pair_column: O
     if chinese == 0:
         raise UserError(f"{flag}: no Chinese characters in the {documents} documents of {names}; ernie_ft pretrains "
                         "Chinese models: check the files (and --text-column for TSV/CSV/JSONL)")
-    return Corpus(files, flag, text_column, pair_column, documents=documents, paragraphs=paragraphs, digest=digest.hexdigest(),
-                  keys=np.array(keys, dtype=np.uint64))
+    return Corpus(files, flag, text_column, pair_column, documents=documents, paragraphs=paragraphs,
+                  digest=digest.hexdigest(), keys=np.array(keys, dtype=np.uint64))
 
 
 def _has_blank_line_between(path: str) -> bool:
@@ -148,19 +148,18 @@ def _documents(path: str, flag: str, text_column: Optional[str], pair_column: Op
         return
     if path.lower().endswith(_TABULAR):
         columns, rows = read_records(path, flag)
-        lowered = {c.lower(): c for c in columns}
-        column = text_column if text_column is not None else next(
-            (lowered[c] for c in TEXT_COLUMNS if c in lowered), None)
+        column = text_column if text_column is not None else default_column(columns, TEXT_COLUMNS)
         if column not in columns:
             raise UserError(f"{flag}: {path} has no {'column ' + repr(column) if column else 'text column'}; columns "
                             f"found: {', '.join(columns)}. Name the text column with --text-column")
-        pair = pair_column if pair_column is not None else next((lowered[c] for c in PAIR_COLUMNS if c in lowered), None)
+        pair = pair_column if pair_column is not None else default_column(columns, PAIR_COLUMNS)
         if pair is not None and pair not in columns:
             raise UserError(f"{flag}: {path} has no column {pair!r} (--text-pair-column); columns found: "
                             f"{', '.join(columns)}")
+        names = [column] if pair in (None, column) else [column, pair]
         for line, record in rows:
             lines = []
-            for name in (column, pair) if pair is not None and pair != column else (column,):
+            for name in names:
                 text = record.get(name)
                 if text is None and name == pair:  # a record without a second text
                     continue

@@ -5,6 +5,7 @@ precision/recall/F1) and writes pictures and a metrics file to ``--output-dir``.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -19,12 +20,10 @@ def default_output_dir(run_dir: str, source: dict) -> str:
     the evaluation of another checkpoint of the run or of another file of the same name: a default never
     replaces a different evaluation, and scoring the same checkpoint on the same file again reuses its directory."""
     stem = "eval-" + os.path.splitext(os.path.basename(source["input"]))[0]
-    n = 1
-    while True:
+    for n in itertools.count(1):
         out = os.path.join(run_dir, stem if n == 1 else f"{stem}-{n}")
         if not os.path.exists(out) or _source(out) == source:
             return out
-        n += 1
 
 
 def _source(out_dir: str):

@@ -236,6 +236,12 @@ def parse_jsonl(where: str, path: str, lines: list[str], record: str = '{"text":
     return list(records[0][1]), records
 
 
+def default_column(columns: list[str], names: tuple) -> str | None:
+    """The first of ``names`` (lower case) among ``columns``, spelt as the file spells it; None if none is."""
+    lowered = {c.lower(): c for c in columns}
+    return next((lowered[c] for c in names if c in lowered), None)
+
+
 def read_examples(path: str, *, text_column: str | None = None, pair_column: str | None = None,
                   label_column: str | None = "label", require_label: bool = True,
                   flag: str = "--train") -> list[Example]:
@@ -274,10 +280,9 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
     if headerless:
         text, pair, label = _headerless_roles(where, columns, rows, text, pair, label, require_label)
     else:
-        lowered = {c.lower(): c for c in columns}
-        text = text or next((lowered[c] for c in TEXT_COLUMNS if c in lowered), None)
+        text = text or default_column(columns, TEXT_COLUMNS)
         if pair_column is None:
-            pair = next((lowered[c] for c in PAIR_COLUMNS if c in lowered), None)
+            pair = default_column(columns, PAIR_COLUMNS)
         if text is None:
             raise UserError(f"{where} has no text column{text_note}; columns found: "
                             f"{', '.join(columns)}. Name the text column with --text-column")
