@@ -10,17 +10,26 @@ import dataclasses
 import sys
 
 from .config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe, suggest, type_name
-from .task import task_options
+from .task import task_options, unused_data_settings
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that names the closest flag for a typo and exits with status 2."""
+    """argparse that names the closest flag for a typo and exits with status 2.
+
+    ``inapplicable`` maps flags the command leaves out on purpose (settings its task never reads)
+    to the reason, which replaces the suggestion.
+    """
+
+    inapplicable: dict = {}
 
     def error(self, message):
         if message.startswith("unrecognized arguments:"):
             flags = [a for a in message.split(":", 1)[1].split() if a.startswith("-")]
             known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
-            if flags:
+            if flags and flags[0].split("=")[0] in self.inapplicable:
+                flag = flags[0].split("=")[0]
+                message = f"{flag} does not apply to {self.prog} ({self.inapplicable[flag]}). See --help."
+            elif flags:
                 message = f"unknown flag {flags[0]}.{suggest(flags[0].split('=')[0], known)} See --help."
         self.print_usage(sys.stderr)
         self.exit(2, f"error: {message}\n")
@@ -47,15 +56,19 @@ def train_parser(prog: str, description: str, task_cls=None) -> Parser:
                     usage=f"{prog} [train] {data} --model MODEL --output DIR "
                           f"[options]\n       {prog} predict --model DIR --input FILE [--output FILE]")
     parser.add_argument("--config", help="YAML recipe with data:, model: and train: sections; flags override it")
+    unused = unused_data_settings(task_cls)
     if corpus:
         parser.add_argument("--corpus", nargs="+", dest="train", metavar="FILE",
                             help=".txt files (one document per line, or documents separated by blank lines), TSV, "
                                  "CSV or JSONL (with --text-column), or glob patterns such as 'corpus/*.txt'")
+        unused = {**unused, "train": "its text comes from --corpus FILE..."}
+    parser.inapplicable = {_flag(name): reason for name, reason in unused.items()}
     for section, cls in SECTIONS.items():
         group = parser.add_argument_group(f"{section} settings")
         docs = field_docs(cls)
         for f in dataclasses.fields(cls):
-            _add_field(group, f, docs.get(f.name, ""))
+            if not (section == "data" and f.name in unused):
+                _add_field(group, f, docs.get(f.name, ""))
     options = task_options(task_cls)
     if options:
         group = parser.add_argument_group("task settings (recipe section task:)")
@@ -93,7 +106,7 @@ def parse_train_args(argv: list[str], prog: str, description: str, task_cls=None
     recipe_path = args.pop("config", None)
     recipe = load_recipe(recipe_path) if recipe_path else {}
     return build_config(recipe, args, source=f"--config {recipe_path}" if recipe_path else "flags",
-                        task_fields=task_options(task_cls))
+                        task_fields=task_options(task_cls), unused_data=unused_data_settings(task_cls))
 
 
 def evaluate_parser(prog: str) -> Parser:

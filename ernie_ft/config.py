@@ -30,7 +30,7 @@ class DataConfig:
     text_column: Optional[str] = None
     """Column (or JSON key) with the text. Default: text_a, text, sentence or content."""
     text_pair_column: Optional[str] = None
-    """Column with the second text of a pair. Default: text_b when present."""
+    """Column with the second text of a pair. Default: text_b or sentence2 when present."""
     label_column: str = "label"
     """Column with the label."""
     max_len: int = 128
@@ -246,11 +246,14 @@ def _coerce(value: Any, annotation: str, key: str) -> Any:
         raise UserError(f"{key}: expected {base}, got {value!r}") from None
 
 
-def build_config(recipe: dict, overrides: dict, source: str = "--config", task_fields=()) -> RunConfig:
+def build_config(recipe: dict, overrides: dict, source: str = "--config", task_fields=(),
+                 unused_data: dict | None = None) -> RunConfig:
     """A validated RunConfig from a recipe ({section: {key: value}}) and flat flag overrides.
 
     Flat keys in ``overrides`` (``max_len``, ``lr``...) are routed to the section that owns them;
     ``task_fields`` (the task's option fields, see ``task.task_options``) form the ``task`` section.
+    ``unused_data`` maps the data settings the task never reads to why: a recipe setting one is an
+    error rather than a setting silently ignored.
     """
     fields = {name: {f.name: f for f in dataclasses.fields(cls)} for name, cls in SECTIONS.items()}
     fields["task"] = {f.name: f for f in task_fields}
@@ -264,6 +267,8 @@ def build_config(recipe: dict, overrides: dict, source: str = "--config", task_f
             for sub, sub_value in value.items():
                 if sub not in fields[key]:
                     raise UserError(f"{source}: unknown setting '{key}.{sub}'.{suggest(sub, fields[key])}")
+                if key == "data" and sub in (unused_data or {}):
+                    raise UserError(f"{source}: 'data.{sub}' does not apply to this command ({unused_data[sub]}); remove it")
                 values[key][sub] = sub_value
         elif key in TOP_LEVEL:
             top[key] = value

@@ -11,6 +11,7 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -167,6 +168,11 @@ class NER:
     """Decode the softmax tagger to the most probable valid BIO sequence; --no-constrained takes each
     token's argmax and repairs it as conlleval does (an I- without its B- starts an entity). The CRF
     always decodes valid sequences."""
+    unused_data_settings: ClassVar[dict] = {
+        **dict.fromkeys(("text_column", "text_pair_column", "label_column"),
+                        "NER files are read by --format (conll, cluener, spans or text; see data/README.md), not by column"),
+        "window_pooling": "each token is tagged from the one window where it has most context"}
+    """Data settings NER never reads: no flag, and a recipe that sets one is an error."""
 
     def __post_init__(self):
         check_choice(self.format, FORMATS, "--format")

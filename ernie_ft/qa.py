@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -148,6 +148,12 @@ class QA:
     qa_metric: str = "cmrc2018"
     """cmrc2018 (the official CMRC 2018 EM/F1: characters, longest common substring) or squad (SQuAD's
     bag of words)."""
+    unused_data_settings: ClassVar[dict] = {
+        **dict.fromkeys(("text_column", "text_pair_column", "label_column"),
+                        "QA reads SQuAD-style JSON or JSONL (question, context, answers; see data/README.md), not columns"),
+        "allow_new_labels": "QA has no label set: answers are spans of the context",
+        "window_pooling": "QA takes the best-scoring span over all of a context's windows"}
+    """Data settings QA never reads: no flag, and a recipe that sets one is an error."""
 
     def __post_init__(self):
         for flag, value in (("--max-query-len", self.max_query_len), ("--max-answer-len", self.max_answer_len),

@@ -41,6 +41,7 @@ class Task(Protocol):
     # `collate(features, pipeline, seed, epoch)` (its own batches: masks drawn per epoch) and
     # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits);
     # its `flat_fields` name the batch entries not indexed by row, which a mesh keeps whole on every rank.
+    # `unused_data_settings = {field: why}` names the DataConfig settings a task never reads (see below).
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
         """Examples from a file; bad input raises UserError naming the file and line."""
@@ -98,6 +99,15 @@ def resolve_task(spec: str) -> type:
 
 
 PROTOCOL_FIELDS = ("name", "head", "metric", "model_class")
+
+
+def unused_data_settings(cls) -> dict[str, str]:
+    """The data settings (``DataConfig`` fields) a task never reads, each with why.
+
+    A task lists them in ``unused_data_settings``: the command line then has no flag for them and a
+    recipe that sets one is an error, so a user's setting is never silently ignored.
+    """
+    return dict(getattr(cls, "unused_data_settings", None) or {})
 
 
 def task_options(cls) -> list[dataclasses.Field]:

@@ -11,7 +11,7 @@ checkpoints, predict and evaluate.
 import os
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -38,6 +38,9 @@ class MultiLabelIntent:
     metric: str = "micro_f1"
     threshold: float = 0.5
     """Probability above which an intent is predicted."""
+    unused_data_settings: ClassVar[dict] = dict.fromkeys(
+        ("text_column", "text_pair_column", "label_column"), 'records are JSONL with "text" and "labels" keys')
+    """Settings this task never reads: no flags for them, and a recipe that sets one is an error."""
 
     def read(self, path, data, flag, labelled=True):
         _, rows = read_records(path, flag)

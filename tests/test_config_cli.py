@@ -1,3 +1,5 @@
+import dataclasses
+import re
 import subprocess
 import sys
 
@@ -62,3 +64,59 @@ def test_help_lists_the_flags_without_importing_paddle():
     check = subprocess.run([sys.executable, "-c", "import sys, ernie_ft.classify, ernie_ft.cli;"
                             "print('paddle' in sys.modules)"], capture_output=True, text=True)
     assert check.stdout.strip() == "False"
+
+
+def test_every_unused_data_setting_is_a_real_one():
+    from ernie_ft.config import DataConfig
+    from ernie_ft.task import BUILTIN, resolve_task, unused_data_settings
+
+    fields = {f.name for f in dataclasses.fields(DataConfig)}
+    for name in BUILTIN:
+        assert set(unused_data_settings(resolve_task(name))) <= fields, name
+
+
+@pytest.mark.parametrize("command,absent,present", [
+    ("pretrain", ["--label-column", "--allow-new-labels", "--stride", "--window-pooling", "--train"],
+     ["--corpus", "--text-column", "--text-pair-column", "--max-len", "--user-dict"]),
+    ("ner", ["--text-column", "--text-pair-column", "--label-column", "--window-pooling"],
+     ["--train", "--stride", "--allow-new-labels", "--format"]),
+    ("qa", ["--text-column", "--text-pair-column", "--label-column", "--allow-new-labels", "--window-pooling"],
+     ["--train", "--stride", "--doc-stride"]),
+    ("classify", [], ["--train", "--text-column", "--label-column", "--stride", "--window-pooling", "--allow-new-labels"]),
+])
+def test_help_lists_only_the_settings_the_task_reads(command, absent, present, capsys):
+    with pytest.raises(SystemExit):
+        cli_main([command, "--help"])
+    flags = set(re.findall(r"(--[a-z-]+)", capsys.readouterr().out))
+    assert not flags & set(absent) and set(present) <= flags
+
+
+@pytest.mark.parametrize("command,argv,expected", [
+    ("pretrain", ["--corpus", "c.txt", "--label-column", "y"],
+     "--label-column does not apply to python -m ernie_ft pretrain (a pretraining corpus is unlabelled)"),
+    ("pretrain", ["--train", "c.txt"], "--train does not apply to python -m ernie_ft pretrain (its text comes from --corpus"),
+    ("ner", ["--train", "t.json", "--text-column=content"],
+     "--text-column does not apply to python -m ernie_ft ner (NER files are read by --format"),
+    ("qa", ["--train", "t.json", "--window-pooling", "max"], "--window-pooling does not apply to python -m ernie_ft qa ("),
+])
+def test_a_flag_the_task_never_reads_is_one_error_line_and_nothing_written(command, argv, expected, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli_main([command, *argv, "--output", str(tmp_path / "out")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert stop.value.code == 2 and len(errors) == 1 and expected in errors[0] and errors[0].endswith("See --help.")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command,data,key", [
+    ("pretrain", {"train": ["c.txt"], "stride": 16}, "data.stride"),
+    ("ner", {"train": "t.json", "label_column": "tags"}, "data.label_column"),
+    ("qa", {"train": "t.json", "allow_new_labels": True}, "data.allow_new_labels"),
+])
+def test_a_recipe_setting_the_task_never_reads_is_an_error_naming_it(command, data, key, tmp_path):
+    from ernie_ft.task import resolve_task
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"data": data}))
+    with pytest.raises(UserError, match=rf"--config {re.escape(str(recipe))}: '{key}' does not apply to this command "
+                                        r"\(.+\); remove it"):
+        parse_train_args(["--config", str(recipe)], f"python -m ernie_ft.{command}", "", resolve_task(command))
