@@ -11,6 +11,7 @@ from .dataset import featurize
 from .errors import UserError
 from .modeling import compute_logits, task_batching
 from .readers import TrainedColumn
+from .task import unused_data_settings
 
 
 def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph",
@@ -32,17 +33,22 @@ def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str
         raise UserError(f"--engine must be dygraph or inference, not {engine!r}")
     else:
         kernels.enable_fast_kernels(loaded.model)
-    return loaded, inference_data(loaded.run["data"], overrides)
+    return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
 
 
-def inference_data(trained: dict, overrides: dict) -> DataConfig:
+def inference_data(trained: dict, overrides: dict, task=None) -> DataConfig:
     """The DataConfig for prediction or evaluation inputs: the training run's data settings
     (``trained``), then the non-None ``overrides`` (flags given now), without the training files.
+    A flag for a setting the checkpoint's ``task`` never reads is an error, not ignored.
 
     The training file's column names describe that file, so they become ``TrainedColumn``s: an
     input is read with them only where they fit it (a .txt is one text per line), while a column
     flag given now must be found.
     """
+    unused = unused_data_settings(type(task))
+    for key, value in overrides.items():
+        if value is not None and key in unused:
+            raise UserError(f"--{key.replace('_', '-')} does not apply to a {task.name} model ({unused[key]})")
     settings = dict(trained)
     for key in ("text_column", "text_pair_column", "label_column"):
         if settings.get(key) is not None:

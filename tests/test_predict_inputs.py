@@ -4,6 +4,7 @@ A .txt is one text per line; a TSV/CSV/JSONL uses the training run's column when
 the defaults; a column flag given at prediction time wins, and must be found.
 """
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -101,6 +102,18 @@ def test_training_column_positions_carry_over_only_to_a_headerless_file_that_has
     assert predict_texts(write(tmp_path, "named.csv", "text,id\n质量很好,7\n"), trained) == ["质量很好"]
 
 
+
+def test_a_column_flag_for_a_task_that_reads_no_columns_is_an_error_not_ignored():
+    from ernie_ft.ner import NER
+    from ernie_ft.qa import QA
+
+    with pytest.raises(UserError, match=r"--text-column does not apply to a ner model \(NER files are read by --format"):
+        inference_data(saved_data(), {**NO_FLAGS, "text_column": "content"}, NER())
+    with pytest.raises(UserError, match=r"--label-column does not apply to a qa model \(QA reads SQuAD-style"):
+        inference_data(saved_data(), {**NO_FLAGS, "label_column": "answer"}, QA())
+    assert inference_data(saved_data(), NO_FLAGS, NER()).max_len == 128  # the flags not given are no error
+
+
 # ---------------------------------------------------------------- end to end, through the command line
 
 ENTRY_POINTS = {  # python -m MODULE ARGS, called in this process (the same functions, without a new interpreter)
@@ -145,3 +158,13 @@ def test_a_classifier_trained_on_a_review_column_predicts_and_evaluates_other_la
     assert "dev.csv: 2 examples" in printed
     assert set(json.loads((tmp_path / "eval" / "metrics.json").read_text(encoding="utf-8"))["per_class"]) == {
         "正面", "负面"}
+
+
+def test_predict_with_a_column_flag_on_a_tagger_is_one_error_line_and_writes_nothing(tmp_path, capsys):
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "p.jsonl"
+    status = cli.main(["predict", "--model", str(root / "tests" / "fixtures" / "v0.1" / "ner"), "--trust-pickle",
+                       "--input", str(root / "data" / "ner_dev.jsonl"), "--text-column", "content", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2 and "error: --text-column does not apply to a ner model" in err and "Traceback" not in err
+    assert not out.exists()
