@@ -26,11 +26,11 @@ class Parser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:"):
             flags = [a for a in message.split(":", 1)[1].split() if a.startswith("-")]
             known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
-            if flags and flags[0].split("=")[0] in self.inapplicable:
-                flag = flags[0].split("=")[0]
+            flag = flags[0].split("=")[0] if flags else None
+            if flag in self.inapplicable:
                 message = f"{flag} does not apply to {self.prog} ({self.inapplicable[flag]}). See --help."
             elif flags:
-                message = f"unknown flag {flags[0]}.{suggest(flags[0].split('=')[0], known)} See --help."
+                message = f"unknown flag {flags[0]}.{suggest(flag, known)} See --help."
         self.print_usage(sys.stderr)
         self.exit(2, f"error: {message}\n")
 

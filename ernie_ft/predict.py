@@ -45,7 +45,7 @@ def inference_data(trained: dict, overrides: dict, task=None) -> DataConfig:
     input is read with them only where they fit it (a .txt is one text per line), while a column
     flag given now must be found.
     """
-    unused = unused_data_settings(type(task))
+    unused = unused_data_settings(task)
     for key, value in overrides.items():
         if value is not None and key in unused:
             raise UserError(f"--{key.replace('_', '-')} does not apply to a {task.name} model ({unused[key]})")

@@ -46,9 +46,9 @@ class Pretraining:
     reads_corpus: ClassVar[bool] = True
     """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
     unused_data_settings: ClassVar[dict] = {
-        "label_column": "a pretraining corpus is unlabelled", "allow_new_labels": "a pretraining corpus is unlabelled",
-        "stride": "a corpus is packed into --max-len blocks, not cut into overlapping windows",
-        "window_pooling": "a corpus is packed into --max-len blocks, not cut into overlapping windows"}
+        **dict.fromkeys(("label_column", "allow_new_labels"), "a pretraining corpus is unlabelled"),
+        **dict.fromkeys(("stride", "window_pooling"), "a corpus is packed into --max-len blocks, not cut into "
+                                                      "overlapping windows")}
     """Data settings pretraining never reads: no flag, and a recipe that sets one is an error."""
     flat_fields: ClassVar[tuple] = ("masked_positions", "masked_labels", "masked_weights", "replace_uniform")
     """Batch entries indexed by masked position (into the flattened batch), not by row: a mesh keeps them whole."""

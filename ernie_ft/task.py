@@ -101,13 +101,13 @@ def resolve_task(spec: str) -> type:
 PROTOCOL_FIELDS = ("name", "head", "metric", "model_class")
 
 
-def unused_data_settings(cls) -> dict[str, str]:
-    """The data settings (``DataConfig`` fields) a task never reads, each with why.
+def unused_data_settings(task) -> dict[str, str]:
+    """The data settings (``DataConfig`` fields) a task (class or instance; None: none) never reads, each with why.
 
     A task lists them in ``unused_data_settings``: the command line then has no flag for them and a
     recipe that sets one is an error, so a user's setting is never silently ignored.
     """
-    return dict(getattr(cls, "unused_data_settings", None) or {})
+    return dict(getattr(task, "unused_data_settings", None) or {})
 
 
 def task_options(cls) -> list[dataclasses.Field]:
