@@ -7,15 +7,16 @@
     python -m ernie_ft evaluate|export|vocab|serve ...
 
 Each command takes its arguments and returns the exit status: 0, 2 after a user error (one
-``error:`` line, no traceback), 130 on Ctrl-C. Library modules never import this one.
+``error:`` line, no traceback), 130 on Ctrl-C, 143 on SIGTERM. Library modules never import this one.
 """
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Callable, Optional
 
 from . import args as parsers
-from .errors import UserError
+from .errors import Interrupted, UserError
 from .task import BUILTIN, create_task, resolve_task
 
 TASK_DESCRIPTIONS = {
@@ -36,17 +37,31 @@ def quiet_imports() -> None:
 
 def run_guarded(action: Callable) -> int:
     """The exit status of a command: ``action``'s if it returns an int (else 0), 2 after a UserError
-    (one 'error:' line), 130 on Ctrl-C."""
+    (one 'error:' line), 128 + the signal after Ctrl-C (130) or a SIGTERM (143).
+
+    A SIGTERM raises ``Interrupted`` like Ctrl-C's KeyboardInterrupt, so cleanups run (the output
+    lock, half-written files) instead of the process dying where it stands; training replaces this
+    with a graceful stop (finish the step, save a resumable state).
+    """
     quiet_imports()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         status = action()
         return status if isinstance(status, int) else 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}",
+              file=sys.stderr)
+        return 128 + signum
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
 
 
 def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:

@@ -8,13 +8,19 @@ GPU ids in ``--gpus`` number the GPUs Paddle sees, as in ``paddle.set_device("gp
 CUDA_VISIBLE_DEVICES=3,5, ``--gpus 0,1`` means physical GPUs 3 and 5. ``check_gpus`` refuses a
 request Paddle cannot serve before anything starts, since the launcher itself would start the
 processes and fail with a traceback.
+
+Ctrl-C or a SIGTERM sent to the command reaches the launcher once (it runs in its own session, so a
+terminal's Ctrl-C is not delivered twice); the launcher sends its workers SIGTERM, they agree on a
+step, save a resumable state and exit, and the command exits 130 or 143.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from typing import Optional
 
 from .errors import UserError
@@ -127,11 +133,50 @@ def launch(argv: list[str], parallel, output: str) -> int:
     command += [sys.executable, "-m", "ernie_ft.worker"]
     env = {**os.environ, "ERNIE_FT_WORKER_ARGV": json.dumps(["ernie_ft", *child_argv(argv)])}
     print(f"launching {processes} processes; logs in {os.path.join(output, 'logs')}", file=sys.stderr)
+    started = time.time()
     try:
-        status = subprocess.call(command, env=env)
+        status, signum = run_launcher(command, env)
     finally:
         release_output(output)
+    if signum is not None:
+        print(stopped(output, started), file=sys.stderr)
+        return 128 + signum
     if status:
         print(f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
               f"shown above, every rank's log is in {os.path.join(output, 'logs')}", file=sys.stderr)
     return status
+
+
+def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
+    """Run the launcher to its end: (its exit status, the signal that stopped the job or None).
+
+    Ctrl-C and SIGTERM are passed on to the launcher, which passes SIGTERM to the workers; a second
+    Ctrl-C makes it kill them after 10 seconds.
+    """
+    received: list[int] = []
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+
+    def forward(signum, frame):
+        received.append(signum)
+        process.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = process.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if process.poll() is None:  # our bug, not a signal: leave no job behind
+            process.kill()
+    return status, (received[0] if received else None)
+
+
+def stopped(output: str, started: float) -> str:
+    """What a signal left in ``output``: the resumable state the workers saved, or that there is none."""
+    state = os.path.join(output, "last", "trainer_state.json")
+    if os.path.isfile(state) and os.path.getmtime(state) >= started:
+        with open(state, encoding="utf-8") as f:
+            step = json.load(f)["step"]
+        return (f"stopped at step {step}; a resumable checkpoint is in {os.path.dirname(state)}: run the same "
+                f"command with --resume to continue")
+    return f"stopped before a resumable checkpoint was saved; every rank's log is in {os.path.join(output, 'logs')}"

@@ -170,6 +170,17 @@ class Parallel:
         dist.all_reduce(total)
         return float(total) / self.size
 
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` is set on any rank of the job (a collective: every rank calls it)."""
+        if self.size == 1:
+            return flag
+        import paddle
+        import paddle.distributed as dist
+
+        value = paddle.to_tensor([int(flag)], dtype="int32")
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
+
     def job_total(self, count: int) -> int:
         """The whole job's count (tokens in a step) from this rank's: every replica feeds its own slice."""
         return count if self.mesh is not None else count * self.size

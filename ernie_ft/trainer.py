@@ -20,7 +20,7 @@ from . import checkpoint, modeling, runtime
 from .batching import LengthGroupedSampler, collate, padding_fraction
 from .config import RunConfig, TrainConfig
 from .dataset import Split, default_cache_dir, featurize, read_splits
-from .errors import UserError
+from .errors import Interrupted, UserError
 from .extension import needs_exact_spans
 from .modeling import compute_logits, forward, task_batching, to_tensors
 from .parallel import Parallel
@@ -159,11 +159,11 @@ def resume(state: dict, output: str, parallel: Parallel) -> None:
 
 
 def fit(run: Run) -> dict:
-    """Train until the last epoch, early stopping, ``--stop-after-steps`` or Ctrl-C; returns the metrics
+    """Train until the last epoch, early stopping, ``--stop-after-steps``, Ctrl-C or SIGTERM; returns the metrics
     of the best checkpoint ({} when stopped early with a resumable checkpoint)."""
     tc, p, log = run.cfg.train, run.progress, run.log
     stop = StopRequest()
-    paused = False
+    paused = stopping = False
     try:
         while p.epoch < tc.epochs and not paused:
             batches = run.sampler.batches(p.epoch)
@@ -186,20 +186,21 @@ def fit(run: Run) -> dict:
                 if tc.patience and p.bad_evals >= tc.patience:
                     log.say(f"early stop: no dev {metric_name(run)} improvement in {tc.patience} evaluations")
                     p.epoch = tc.epochs
-                paused = stop.requested or p.step == tc.stop_after_steps
+                stopping = run.parallel.any(stop.requested)  # every rank stops after the same step
+                paused = stopping or p.step == tc.stop_after_steps
                 if end_of_epoch or paused or p.epoch == tc.epochs:
                     checkpoint.save_state(os.path.join(tc.output, checkpoint.LAST), run.state, run.parallel)
                     break
+        if p.epoch < tc.epochs:  # still under StopRequest: a repeated SIGTERM must not cut this short
+            log.close(metric_name(run))
+            print(f"stopped at step {p.step}/{run.total_steps}; a resumable checkpoint is in "
+                  f"{os.path.join(tc.output, checkpoint.LAST)}: run the same command with --resume to continue",
+                  file=sys.stderr)
+            if stopping:  # a peer's signal stops this rank too
+                raise Interrupted(stop.signum or signal.SIGTERM)
+            return {}
     finally:
         stop.restore()
-    if p.epoch < tc.epochs:
-        log.close(metric_name(run))
-        print(f"stopped at step {p.step}/{run.total_steps}; a resumable checkpoint is in "
-              f"{os.path.join(tc.output, checkpoint.LAST)}: run the same command with --resume to continue",
-              file=sys.stderr)
-        if stop.requested:
-            raise KeyboardInterrupt
-        return {}
     return finish(run)
 
 
@@ -325,17 +326,29 @@ def train(task, cfg: RunConfig) -> dict:
 
 
 class StopRequest:
-    """Ctrl-C during training finishes the current step, saves a resumable checkpoint and exits."""
+    """Ctrl-C (SIGINT) or SIGTERM during training: finish the current step, save a resumable
+    checkpoint and exit. A second Ctrl-C aborts at once; a repeated SIGTERM changes nothing (Paddle's
+    launcher sends its workers up to three, a scheduler escalates with SIGKILL)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
-        self.requested = False
-        self.previous = signal.signal(signal.SIGINT, self._handle)
+        self.signum: Optional[int] = None
+        self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
-    def _handle(self, *_):
-        if self.requested:  # a second Ctrl-C aborts at once
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\nstopping after this step (Ctrl-C again to abort without saving)", file=sys.stderr)
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            if signum == signal.SIGINT:
+                raise Interrupted(signum)
+            return
+        self.signum = signum
+        again = " (Ctrl-C again to abort without saving)" if signum == signal.SIGINT else ""
+        print(f"\n{signal.Signals(signum).name}: stopping after this step{again}", file=sys.stderr)
 
     def restore(self):
-        signal.signal(signal.SIGINT, self.previous)
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)

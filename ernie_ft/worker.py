@@ -43,8 +43,8 @@ if __name__ == "__main__":
         code = 0
     except SystemExit as e:
         code = _status(e)
-    except KeyboardInterrupt:
-        code = 130
+    except KeyboardInterrupt as e:  # 130 after Ctrl-C, 143 after a SIGTERM (errors.Interrupted)
+        code = 128 + getattr(e, "signum", 2)
     except BaseException:  # a bug of ours: show it, then leave the same way
         traceback.print_exc()
         code = 1

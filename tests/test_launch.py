@@ -87,7 +87,7 @@ def test_a_valid_request_passes(gpus):
 
 def test_launch_checks_before_starting_anything(gpus, monkeypatch, tmp_path):
     gpus(2)
-    monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("the launcher was started"))
+    monkeypatch.setattr(launch, "run_launcher", lambda *a, **k: pytest.fail("the launcher was started"))
     with pytest.raises(UserError, match="asks for 4 GPUs"):
         launch.launch(["classify", "--gpus", "0,1,2,3"], ParallelConfig(gpus="0,1,2,3"), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
@@ -97,7 +97,8 @@ def test_launch_passes_the_visible_gpus_and_the_command_without_launch_flags(gpu
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     gpus(4)
     started = {}
-    monkeypatch.setattr(subprocess, "call", lambda command, env: started.update(command=command, env=env) or 0)
+    monkeypatch.setattr(launch, "run_launcher",
+                        lambda command, env: started.update(command=command, env=env) or (0, None))
     argv = ["classify", "--train", "t.tsv", "--gpus", "2,3", "--epochs", "1"]
     assert launch.launch(argv, ParallelConfig(gpus="2,3"), str(tmp_path)) == 0
     command = started["command"]

@@ -1,0 +1,117 @@
+"""Ctrl-C and SIGTERM (a scheduler's preemption, a container stop) during training: the run finishes
+its step, saves the resumable state a ``--stop-after-steps`` run at that step saves, and exits 128 + the
+signal; on several processes every rank stops after the same step."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import paddle
+import pytest
+
+from conftest import DATA
+from helpers.rounding import ADAM_EPSILON, adam_drift
+from ernie_ft.classify import main
+from ernie_ft.cli import run_guarded
+
+TRAIN = str(DATA / "sentiment_train.tsv")
+
+
+def start(args, out):
+    """The command in its own process, its output in OUT.txt; returns it once it has trained a step."""
+    log = open(f"{out}.txt", "w", encoding="utf-8")
+    job = subprocess.Popen([sys.executable, "-m", "ernie_ft.classify", *args], stdout=log, stderr=subprocess.STDOUT)
+    steps, deadline = out / "train_log.jsonl", time.monotonic() + 180
+    while not (steps.is_file() and steps.read_text(encoding="utf-8").strip()):
+        assert job.poll() is None, open(f"{out}.txt", encoding="utf-8").read()[-3000:]
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.1)
+    return job
+
+
+def stop(job, signum, out) -> str:
+    os.kill(job.pid, signum)
+    try:
+        job.wait(timeout=120)  # a rank that never stops fails here
+    finally:
+        if job.poll() is None:
+            job.kill()
+    output = open(f"{out}.txt", encoding="utf-8").read()
+    assert job.returncode == 128 + signum, output[-3000:]
+    return output
+
+
+def state(out) -> dict:
+    last = out / "last"
+    return {"model": {k: v.numpy() for k, v in paddle.load(str(last / "model.pdparams")).items()},
+            "trainer": json.loads((last / "trainer_state.json").read_text(encoding="utf-8"))}
+
+
+def single(model, out, *extra):
+    # 100 epochs (1,500 steps): far more than the few the run makes before the signal arrives
+    return ["--train", TRAIN, "--model", model, "--output", str(out), "--epochs", "100", "--batch-size", "16",
+            "--lr", "2e-3", "--max-len", "48", "--threads", "1", "--log-steps", "1", "--seed", "3", *extra]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_saves_the_state_a_stop_at_that_step_saves(tiny_checkpoint, tmp_path, signum):
+    out = tmp_path / "signalled"
+    output = stop(start(single(tiny_checkpoint, out), out), signum, out)
+    assert f"{signal.Signals(signum).name}: stopping after this step" in output
+    assert "run the same command with --resume" in output and "Traceback" not in output
+    signalled = state(out)
+    step = signalled["trainer"]["step"]
+    assert 1 <= step < 1500 and not (out / "best").exists()
+
+    reference = tmp_path / "reference"
+    assert main(single(tiny_checkpoint, reference, "--stop-after-steps", str(step))) == 0
+    expected = state(reference)
+    assert signalled["trainer"] == expected["trainer"]
+    for name, value in expected["model"].items():
+        np.testing.assert_array_equal(signalled["model"][name], value, err_msg=name)
+    # nothing is left locked or half-written: the run resumes
+    assert main(single(tiny_checkpoint, out, "--resume", "--stop-after-steps", str(step + 1))) == 0
+    assert state(out)["trainer"]["step"] == step + 1
+
+
+def test_sigterm_to_a_two_process_job_stops_every_rank_after_the_same_step(tmp_path):
+    common = ["--train", TRAIN, "--model", "scratch:tiny", "--epochs", "200", "--max-len", "48", "--dropout", "0",
+              "--threads", "1", "--seed", "7", "--warmup", "0", "--log-steps", "1", "--adam-epsilon", str(ADAM_EPSILON)]
+    out = tmp_path / "signalled"
+    job = start([*common, "--output", str(out), "--batch-size", "4", "--lr", "1e-3", "--nproc", "2"], out)
+    output = stop(job, signal.SIGTERM, out)
+    step = state(out)["trainer"]["step"]
+    assert f"stopped at step {step}; a resumable checkpoint is in {out / 'last'}" in output
+    assert "the distributed job failed" not in output
+    for rank in (0, 1):  # the rank that got the signal a step later still stopped where its peer did
+        log = (out / "logs" / f"workerlog.{rank}").read_text(encoding="utf-8")
+        assert f"stopped at step {step}/" in log and "stopped by SIGTERM" in log and "Traceback" not in log
+
+    reference = tmp_path / "reference"  # one process, the same global batch 8 at the scaled lr
+    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", *common, "--output", str(reference),
+                           "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", str(step)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected, signalled = state(reference), state(out)
+    assert signalled["trainer"] == expected["trainer"]
+    for name, value in expected["model"].items():
+        np.testing.assert_allclose(signalled["model"][name], value, rtol=0, atol=adam_drift(step, 2e-3),
+                                   err_msg=name)
+
+
+def test_sigterm_outside_training_ends_the_command_through_its_cleanups():
+    cleaned = []
+
+    def action():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)  # not reached: the signal interrupts here
+        finally:
+            cleaned.append(True)
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert run_guarded(action) == 128 + signal.SIGTERM and cleaned == [True]
+    assert signal.getsignal(signal.SIGTERM) is before
