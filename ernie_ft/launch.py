@@ -173,7 +173,8 @@ def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
 
 def stopped(output: str, started: float) -> str:
     """What a signal left in ``output``: the resumable state the workers saved, or that there is none."""
-    state = os.path.join(output, "last", "trainer_state.json")  # checkpoint.LAST; checkpoint imports this module (through runtime)
+    # "last" is checkpoint.LAST, not imported: checkpoint imports this module (through runtime)
+    state = os.path.join(output, "last", "trainer_state.json")
     if os.path.isfile(state) and os.path.getmtime(state) >= started:
         with open(state, encoding="utf-8") as f:
             step = json.load(f)["step"]
