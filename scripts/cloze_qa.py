@@ -27,6 +27,9 @@ import re
 import sys
 from pathlib import Path
 
+from ernie_ft.errors import UserError
+from ernie_ft.readers import read_text_file
+
 SENTENCE_END = re.compile(r"(?<=[。！？；])")
 QUESTION_WORDS = {"nr": "谁", "ns": "哪里", "nt": "哪个机构", "nz": "什么", "t": "什么时候", "m": "多少"}
 NUMBER_UNITS = {"m", "q", "t"}  # a number continues through these (3 / 月 / 5 / 日, 5 / 亿 / 元)
@@ -34,18 +37,19 @@ NUMBER_UNITS = {"m", "q", "t"}  # a number continues through these (3 / 月 / 5 
 
 def passages(lines: list[str], min_chars: int, max_chars: int):
     """Runs of consecutive lines joined into passages of ``min_chars`` to ``max_chars`` characters."""
-    current: list[str] = []
+    current, size = [], 0
     for line in lines:
         line = line.strip()
         if not line or len(line) > max_chars:
-            current = []
+            current, size = [], 0
             continue
-        if sum(map(len, current)) + len(line) > max_chars:
-            current = []
+        if size + len(line) > max_chars:
+            current, size = [], 0
         current.append(line)
-        if sum(map(len, current)) >= min_chars:
+        size += len(line)
+        if size >= min_chars:
             yield "".join(current)
-            current = []
+            current, size = [], 0
 
 
 def entity_answers(sentence: str) -> list[tuple[int, int, str]]:
@@ -74,8 +78,9 @@ def clause_answers(sentence: str) -> list[tuple[int, int, str]]:
     """(start, end, 什么) of each comma-delimited clause of 6-40 characters that is not the first."""
     found, start = [], 0
     for part in re.split(r"(，)", sentence):
-        if part != "，" and start > 0 and 6 <= len(part.rstrip("。！？；")) <= 40:
-            found.append((start, start + len(part.rstrip("。！？；")), "什么"))
+        length = len(part.rstrip("。！？；"))
+        if part != "，" and start > 0 and 6 <= length <= 40:
+            found.append((start, start + length, "什么"))
         start += len(part)
     return found
 
@@ -123,11 +128,11 @@ def main(argv=None) -> int:
     pool = []
     for path in args.corpus:
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            print(f"error: --corpus {path}: {e}", file=sys.stderr)
+            text = read_text_file(path, "--corpus")
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 2
-        pool.extend(passages(lines, args.min_context, args.max_context))
+        pool.extend(passages(text.splitlines(), args.min_context, args.max_context))
     rng.shuffle(pool)
     records = []
     for passage in pool:
