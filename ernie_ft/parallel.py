@@ -160,26 +160,22 @@ class Parallel:
             return dist.unshard_dtensor(tensor)
         return tensor
 
-    def mean(self, value) -> float:
-        """The mean over data-parallel replicas of a scalar tensor (a loss), as a float."""
-        if self.size == 1 or self.mesh is not None:  # on a mesh the loss is already the global batch's
-            return float(value)
-        import paddle.distributed as dist
-
-        total = value.detach().clone()
-        dist.all_reduce(total)
-        return float(total) / self.size
-
-    def any(self, flag: bool) -> bool:
-        """Whether ``flag`` is set on any rank of the job (a collective: every rank calls it)."""
+    def mean_and_any(self, value, flag: bool) -> tuple[float, bool]:
+        """The mean over data-parallel replicas of a scalar tensor (a step's loss) and whether ``flag`` (a stop
+        request) is set on any rank: one collective for both, which every rank calls each step."""
         if self.size == 1:
-            return flag
+            return float(value), flag
         import paddle
         import paddle.distributed as dist
 
-        value = paddle.to_tensor([int(flag)], dtype="int32")
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return bool(value.item())
+        if self.mesh is not None:  # the loss is already the global batch's: only the flag is reduced
+            stops = paddle.to_tensor([float(flag)])
+            dist.all_reduce(stops)
+            return float(value), stops.item() > 0
+        both = paddle.concat([value.detach().astype("float32").reshape([1]), paddle.to_tensor([float(flag)])])
+        dist.all_reduce(both)  # sums: the replicas' losses and the number of ranks asking to stop
+        total, stops = both.tolist()
+        return total / self.size, stops > 0
 
     def job_total(self, count: int) -> int:
         """The whole job's count (tokens in a step) from this rank's: every replica feeds its own slice."""

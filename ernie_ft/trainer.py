@@ -172,7 +172,7 @@ def fit(run: Run) -> dict:
                         f"padding {padding_fraction(batches, run.splits['train'].lengths):.1%}")
             for first in range(p.batch, len(batches), tc.grad_accum):
                 group = batches[first:first + tc.grad_accum]
-                loss, tokens, seconds, skipped = train_step(run, group)
+                loss, tokens, seconds, skipped, stopping = train_step(run, group, stop)
                 check_loss(run, loss, skipped)
                 log.step(p.step + 1, loss, run.state["optimizer"].get_lr(), tokens / seconds, p.epoch + 1,
                          log=(p.step + 1) % tc.log_steps == 0, seconds=seconds)
@@ -186,7 +186,6 @@ def fit(run: Run) -> dict:
                 if tc.patience and p.bad_evals >= tc.patience:
                     log.say(f"early stop: no dev {metric_name(run)} improvement in {tc.patience} evaluations")
                     p.epoch = tc.epochs
-                stopping = run.parallel.any(stop.requested)  # every rank stops after the same step
                 paused = stopping or p.step == tc.stop_after_steps
                 if end_of_epoch or paused or p.epoch == tc.epochs:
                     checkpoint.save_state(os.path.join(tc.output, checkpoint.LAST), run.state, run.parallel)
@@ -204,9 +203,11 @@ def fit(run: Run) -> dict:
     return finish(run)
 
 
-def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float, bool]:
+def train_step(run: Run, group: list[list[int]], stop: Optional[StopRequest] = None
+               ) -> tuple[float, int, float, bool, bool]:
     """One optimizer step over ``group`` (``--grad-accum`` batches): (mean loss over replicas, the job's
-    tokens, seconds, whether the fp16 loss scaler skipped the update)."""
+    tokens, seconds, whether the fp16 loss scaler skipped the update, whether any rank's ``stop`` was
+    requested by the end of the step: the loss's reduction carries it, so every rank stops after the same step)."""
     tic = time.perf_counter()  # data, forward, backward, update (not evaluation)
     features, task = run.splits["train"].features, run.task
     precision, optimizer = run.precision, run.state["optimizer"]
@@ -223,7 +224,8 @@ def train_step(run: Run, group: list[list[int]]) -> tuple[float, int, float, boo
     skipped = precision.step(optimizer)
     optimizer.clear_grad()
     run.state["scheduler"].step()
-    return run.parallel.mean(loss), run.parallel.job_total(tokens), time.perf_counter() - tic, skipped
+    loss, stopping = run.parallel.mean_and_any(loss, stop is not None and stop.requested)
+    return loss, run.parallel.job_total(tokens), time.perf_counter() - tic, skipped, stopping
 
 
 class NonFiniteLoss(UserError):

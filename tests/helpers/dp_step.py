@@ -7,7 +7,7 @@ TASK is ``classify`` or ``ner-crf``. The data, the split of the global batch ove
 the model, its loss and the gradient averaging are the library's (``dataset``, ``LengthGroupedSampler``,
 ``modeling``, the task, ``parallel.Parallel``), as in ``trainer.train_step``; nothing is stepped.
 Rank 0 writes every parameter's gradient ("grad/NAME", averaged over the replicas), the loss
-(mean over replicas), the global batch's feature indices as every rank fed them, and the number
+(mean over replicas), whether a stop asked for by the last rank alone and by none reached it ("stop"), the global batch's feature indices as every rank fed them, and the number
 of token positions the global batch sums over. One process also writes "terms/NAME": the
 elementwise mean over the batch's examples of |that example's own gradient|, for rounding bounds.
 """
@@ -65,7 +65,9 @@ if parallel.size == 1:
 batch = batch_of(mine)
 loss = task.loss(forward(model, batch), batch)
 loss.backward()
-result = {"loss": np.float64(parallel.mean(loss)), "tokens": np.int64(parallel.job_total(batch["input_ids"].size)),
+mean, stop = parallel.mean_and_any(loss, parallel.rank == parallel.size - 1)  # the last rank asks to stop
+_, go_on = parallel.mean_and_any(loss, False)
+result = {"loss": np.float64(mean), "stop": np.array([stop, go_on]), "tokens": np.int64(parallel.job_total(batch["input_ids"].size)),
           "indices": np.concatenate(parallel.all_gather(np.array(mine)))}
 result.update({"grad/" + n: p.grad.numpy() for n, p in net.named_parameters() if p.grad is not None})
 if parallel.size == 1:

@@ -70,6 +70,7 @@ def assert_same_gradients(one, dp) -> None:
     """The replicas' averaged gradients equal one process's gradients of the whole global batch, up to rounding."""
     assert one["indices"].tolist() == dp["indices"].tolist()  # the replicas' rows make up the same global batch
     np.testing.assert_allclose(dp["loss"], one["loss"], rtol=2 * int(one["tokens"]) * U)  # a mean of positive terms
+    assert one["stop"].tolist() == dp["stop"].tolist() == [True, False]  # the loss's reduction carries stop requests
     grads = sorted(k for k in one.files if k.startswith("grad/"))
     assert grads == sorted(k for k in dp.files if k.startswith("grad/")) and len(grads) > 10
     for key in grads:
