@@ -1,6 +1,6 @@
 """Prediction throughput, side by side: ernie_ft dygraph, the exported model on Paddle Inference, HF/PyTorch.
 
-    python scripts/bench_predict.py [--shape nano] [--docs 1200] [--threads 2] \
+    python scripts/bench_predict.py [--shape nano] [--docs 1200] [--threads 2] [--rounds 1] \
         [--torch-python /work/venv-torch/bin/python]
 
 The same texts (ChnSentiCorp dev from ../shared/data when present, else data/sentiment_dev.tsv),
@@ -17,7 +17,9 @@ shape is saved as a checkpoint, exported with ``python -m ernie_ft.export``'s co
   --torch-python (a venv with torch and transformers; see ../shared/bench/README.md)
 
 Each engine runs once to warm up, then --repeats timed passes; the median is reported as
-documents per second (model time only, tokenisation excluded: it is the same for all).
+documents per second (model time only, tokenisation excluded: it is the same for all). With --rounds N
+the engines run in turn N times, so that the machine's drift hits them alike: each ratio is taken within
+a round, and the table gives the medians and every round's ratio.
 """
 from __future__ import annotations
 
@@ -87,15 +89,15 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the engines in turn this many times; ratios are per round, then the median")
     p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
                    help="python of a venv with torch and transformers (skipped when absent)")
     args = p.parse_args()
 
-    import numpy as np
     import paddle
 
     from ernie_ft import checkpoint, modeling, runtime
-    from ernie_ft.batching import LengthGroupedSampler, collate
     from ernie_ft.classify import Classification
     from ernie_ft.config import DataConfig, ModelConfig, RunConfig
     from ernie_ft.export import InferenceModel, export
@@ -116,47 +118,69 @@ def main() -> None:
     paddle.seed(0)
     net = modeling.build_model(model_cfg, "sequence", 2, pipeline)
     net.eval()
+    defaults = paddle.get_flags(["FLAGS_use_stride_kernel"])  # Paddle's, before load_for_inference changes them
 
-    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         run = RunConfig(data=data, model=model_cfg).to_dict()
         checkpoint.save_model(os.path.join(tmp, "ckpt"), net, pipeline, ["0", "1"], "classify", run)
         export(os.path.join(tmp, "ckpt"), os.path.join(tmp, "exported"))
         engine = InferenceModel(os.path.join(tmp, "exported"), "cpu", args.threads)
-        results["PaddleNLP model, Paddle's defaults"] = timed(  # before load_for_inference sets Paddle's flags
-            lambda: compute_logits(net, features, pipeline.pad_id, args.batch_size), args.repeats)
         loaded, _ = load_for_inference(os.path.join(tmp, "ckpt"), "cpu", {})  # what predict runs
-        runtime.set_threads(args.threads)
-        results["ernie_ft dygraph"] = timed(
-            lambda: compute_logits(loaded.model, features, pipeline.pad_id, args.batch_size), args.repeats)
-        results["ernie_ft exported, Paddle Inference"] = timed(
-            lambda: compute_logits(engine, features, pipeline.pad_id, args.batch_size), args.repeats)
-        if args.torch_python:
-            sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], args.batch_size, shuffle=False)
-            arrays = {}
-            for i, indices in enumerate(sampler.batches()):
-                batch = collate([features[j] for j in indices], pipeline.pad_id)
-                arrays[f"ids{i}"], arrays[f"types{i}"] = batch["input_ids"], batch["token_type_ids"]
-            np.savez(os.path.join(tmp, "batches.npz"), **arrays)
-            shape = modeling.SCRATCH[args.shape]
-            spec = {"threads": args.threads, "vocab": pipeline.vocab_size, "hidden": shape["hidden_size"],
-                    "layers": shape["num_hidden_layers"], "heads": shape["num_attention_heads"],
-                    "ffn": shape["intermediate_size"], "batches": os.path.join(tmp, "batches.npz"),
-                    "repeats": args.repeats, "pad": pipeline.pad_id}
-            out = subprocess.run([args.torch_python, "-c", HF_SCRIPT, json.dumps(spec)], capture_output=True,
-                                 text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)}, check=True)
-            results["HF transformers / PyTorch eval"] = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+        ours = paddle.get_flags(["FLAGS_use_stride_kernel"])  # as load_for_inference set them
+        spec = hf_batches(features, pipeline, args, tmp) if args.torch_python else None
+        rounds = []
+        for _ in range(args.rounds):
+            results = {}
+            paddle.set_flags(defaults)
+            results["PaddleNLP model, Paddle's defaults"] = timed(
+                lambda: compute_logits(net, features, pipeline.pad_id, args.batch_size), args.repeats)
+            paddle.set_flags(ours)
+            runtime.set_threads(args.threads)
+            results["ernie_ft dygraph"] = timed(
+                lambda: compute_logits(loaded.model, features, pipeline.pad_id, args.batch_size), args.repeats)
+            results["ernie_ft exported, Paddle Inference"] = timed(
+                lambda: compute_logits(engine, features, pipeline.pad_id, args.batch_size), args.repeats)
+            if spec:
+                out = subprocess.run([args.torch_python, "-c", HF_SCRIPT, json.dumps(spec)], capture_output=True,
+                                     text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
+                                     check=True)
+                results["HF transformers / PyTorch eval"] = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+            rounds.append(results)
 
     tokens = sum(len(f["input_ids"]) for f in features)
     print(f"shape {args.shape}, {args.docs} documents ({len(features)} windows, {tokens} real tokens), max length "
-          f"{args.max_len}, batch {args.batch_size}, {args.threads} threads, fp32; median of {args.repeats} passes\n")
-    print("| engine | documents/s | vs ernie_ft dygraph | vs HF/PyTorch |")
+          f"{args.max_len}, batch {args.batch_size}, {args.threads} threads, fp32; median of {args.repeats} passes; "
+          f"{args.rounds} round(s), medians across rounds\n")
+    print("| engine | documents/s | vs ernie_ft dygraph | vs HF/PyTorch (per round) |")
     print("|---|---|---|---|")
-    dygraph, hf = results["ernie_ft dygraph"], results.get("HF transformers / PyTorch eval")
-    for name, seconds in results.items():
-        versus_hf = f"{hf / seconds:.2f}x" if hf else "n/a"
-        print(f"| {name} | {args.docs / seconds:.0f} | {dygraph / seconds:.2f}x | {versus_hf} |")
+    hf = "HF transformers / PyTorch eval"
+    for name in rounds[0]:
+        seconds = statistics.median(r[name] for r in rounds)
+        dygraph = statistics.median(r["ernie_ft dygraph"] / r[name] for r in rounds)
+        versus_hf = [r[hf] / r[name] for r in rounds] if hf in rounds[0] else []
+        per_round = f"{statistics.median(versus_hf):.2f}x ({', '.join(f'{x:.2f}' for x in versus_hf)})" \
+            if versus_hf else "n/a"
+        print(f"| {name} | {args.docs / seconds:.0f} | {dygraph:.2f}x | {per_round} |")
 
+
+def hf_batches(features, pipeline, args, tmp) -> dict:
+    """The HF script's spec: the same length-sorted padded batches, saved to ``tmp``, and the model's shape."""
+    import numpy as np
+
+    from ernie_ft import modeling
+    from ernie_ft.batching import LengthGroupedSampler, collate
+
+    sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], args.batch_size, shuffle=False)
+    arrays = {}
+    for i, indices in enumerate(sampler.batches()):
+        batch = collate([features[j] for j in indices], pipeline.pad_id)
+        arrays[f"ids{i}"], arrays[f"types{i}"] = batch["input_ids"], batch["token_type_ids"]
+    np.savez(os.path.join(tmp, "batches.npz"), **arrays)
+    shape = modeling.SCRATCH[args.shape]
+    return {"threads": args.threads, "vocab": pipeline.vocab_size, "hidden": shape["hidden_size"],
+            "layers": shape["num_hidden_layers"], "heads": shape["num_attention_heads"],
+            "ffn": shape["intermediate_size"], "batches": os.path.join(tmp, "batches.npz"),
+            "repeats": args.repeats, "pad": pipeline.pad_id}
 
 if __name__ == "__main__":
     main()
