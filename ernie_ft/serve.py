@@ -143,14 +143,15 @@ class _Job:
 
 @dataclass
 class Stats:
-    requests: int = 0
+    requests: int = 0  # answered
+    in_flight: int = 0  # received, not yet answered
     inputs: int = 0
     rejected: int = 0
     batches: int = 0
     batch_sizes: collections.Counter = field(default_factory=collections.Counter)
 
     def to_dict(self, queued: int) -> dict:
-        return {"requests": self.requests, "inputs": self.inputs, "rejected_queue_full": self.rejected,
+        return {"requests": self.requests, "in_flight": self.in_flight, "inputs": self.inputs, "rejected_queue_full": self.rejected,
                 "batches": self.batches, "queued": queued,
                 "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())}}
 
@@ -414,7 +415,11 @@ def create_app(served: ServedModel, limits: Limits = Limits()):
     @app.post("/v1/predict", openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": schema}}}})
     async def predict(request: Request):
-        return await service.predict(await request.body())
+        service.stats.in_flight += 1
+        try:
+            return await service.predict(await request.body())
+        finally:
+            service.stats.in_flight -= 1
 
     @app.get("/v1/info")
     async def info():

@@ -312,18 +312,26 @@ def test_sigterm_drains_in_flight_requests_then_exits_0(classifier, tmp_path):
         results = [None] * len(texts)
 
         def call(i):
-            results[i] = httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": texts[i]}]}, timeout=120)
+            try:
+                results[i] = httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": texts[i]}]},
+                                        timeout=120)
+            except httpx.HTTPError as error:
+                results[i] = error
 
         threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
         for t in threads:
             t.start()
-        while httpx.get(server.url + "/v1/stats").json()["batches"] < 3:  # the warm-up and some requests ran
+        while True:  # every request has reached the server (a request still connecting would be refused),
+            stats = httpx.get(server.url + "/v1/stats").json()  # and some have been answered
+            if stats["requests"] + stats["in_flight"] == len(texts) and stats["batches"] >= 3:
+                break
             time.sleep(0.01)
+        assert stats["requests"] < len(texts)  # so some are in flight at SIGTERM
         server.proc.send_signal(signal.SIGTERM)
         for t in threads:
             t.join(150)
         assert server.proc.wait(60) == 0, server.output()
-        assert [r.status_code for r in results] == [200] * len(texts), server.output()
+        assert [getattr(r, "status_code", r) for r in results] == [200] * len(texts), server.output()
         assert [r.json()["predictions"][0]["text"] for r in results] == texts
     finally:
         server.stop()
