@@ -91,8 +91,9 @@ def predict_parser(prog: str) -> Parser:
     parser.add_argument("--text-column", help="column or key with the text (default as in training)")
     parser.add_argument("--text-pair-column", help="column or key with the second text")
     parser.add_argument("--device", default="auto", help="cpu, gpu, gpu:N or auto")
-    parser.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
-                        help="inference: run the model exported by python -m ernie_ft.export with Paddle Inference")
+    parser.add_argument("--engine", default="auto", choices=("auto", "inference", "dygraph"),
+                        help="inference: run the model exported by python -m ernie_ft.export with Paddle Inference; "
+                             "auto (the default): inference when --model holds an export, else dygraph")
     parser.add_argument("--top-k", type=int, help="fill-mask (a pretrain checkpoint): tokens predicted per [MASK] "
                                                   "(default: 5)")
     parser.add_argument("--trust-pickle", action="store_true",
@@ -122,8 +123,9 @@ def evaluate_parser(prog: str) -> Parser:
     p.add_argument("--text-column"), p.add_argument("--text-pair-column"), p.add_argument("--label-column")
     p.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")
     p.add_argument("--device", default="auto")
-    p.add_argument("--engine", default="dygraph", choices=("dygraph", "inference"),
-                   help="inference: score the model exported by python -m ernie_ft.export with Paddle Inference")
+    p.add_argument("--engine", default="auto", choices=("auto", "inference", "dygraph"),
+                   help="inference: score the model exported by python -m ernie_ft.export with Paddle Inference; "
+                        "auto (the default): inference when --model holds an export, else dygraph")
     p.add_argument("--trust-pickle", action="store_true",
                     help="load weights stored as a pickle (model_state.pdparams), which can run code: only from a source you trust")
     return p

@@ -127,7 +127,7 @@ def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
 
         quiet_libraries()
         out = write_export(options.model, options.output, options.overwrite, options.trust_pickle)
-        print(f"exported to {out}: python -m ernie_ft predict --engine inference --model {out} --input FILE")
+        print(f"exported to {out}: python -m ernie_ft predict --model {out} --input FILE runs it with Paddle Inference")
 
     return run_guarded(run)
 

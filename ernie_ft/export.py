@@ -3,7 +3,7 @@
 The output directory is the checkpoint (tokenizer, labels, task and run config, dygraph
 weights) plus a static graph saved with ``paddle.jit.save`` (``inference.json`` or
 ``inference.pdmodel``, and ``inference.pdiparams``) whose inputs have dynamic batch size and
-length. ``predict --engine inference --model OUTPUT`` runs it with Paddle Inference.
+length. ``predict --model OUTPUT`` runs it with Paddle Inference (``--engine auto``, the default).
 """
 from __future__ import annotations
 

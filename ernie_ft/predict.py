@@ -14,16 +14,28 @@ from .readers import TrainedColumn
 from .task import unused_data_settings
 
 
+def resolve_engine(model_dir: str, engine: str) -> str:
+    """``engine`` with 'auto' made concrete: 'inference' when ``model_dir`` holds an export
+    (``python -m ernie_ft.export``), else 'dygraph'."""
+    from .export import graph_file
+
+    if engine == "auto":
+        return "inference" if graph_file(checkpoint.resolve_model_dir(model_dir)) else "dygraph"
+    return engine
+
+
 def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph",
                        trust_pickle: bool = False):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
-    ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference.
+    ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference;
+    'auto' does where ``model_dir`` holds one (``resolve_engine``).
     ``trust_pickle`` allows weights stored as a pickle (``weights.weights_format``).
     """
     runtime.quiet_libraries()
     device = runtime.select_device(device)
     runtime.set_threads(0)
+    engine = resolve_engine(model_dir, engine)
     loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph", trust_pickle=trust_pickle)
     if engine == "inference":
         from .export import InferenceModel

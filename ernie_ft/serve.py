@@ -80,14 +80,10 @@ class ServedModel:
     def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", trust_pickle: bool = False):
         import paddle
 
-        from . import checkpoint
-        from .export import graph_file
-        from .predict import load_for_inference
+        from .predict import load_for_inference, resolve_engine
 
-        if engine == "auto":
-            engine = "inference" if graph_file(checkpoint.resolve_model_dir(model_dir)) else "dygraph"
-        self.model_dir, self.engine = model_dir, engine
-        self.loaded, self.data = load_for_inference(model_dir, device, {}, engine, trust_pickle)
+        self.model_dir, self.engine = model_dir, resolve_engine(model_dir, engine)
+        self.loaded, self.data = load_for_inference(model_dir, device, {}, self.engine, trust_pickle)
         self.task, self.labels = self.loaded.task, self.loaded.labels
         self.on_gpu = paddle.device.get_device().startswith("gpu")
         self.required, self.optional = input_fields(self.task)

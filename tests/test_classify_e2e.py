@@ -153,6 +153,7 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
 
 def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp_path):
     from ernie_ft.cli import export as export_main
+    from ernie_ft.predict import resolve_engine
 
     exported = tmp_path / "exported"
     assert export_main(["--model", str(trained), "--output", str(exported)]) == 0
@@ -170,4 +171,9 @@ def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp
     assert [r["label"] for r in runs["inference"]] == [r["label"] for r in runs["dygraph"]]
     for a, b in zip(runs["dygraph"], runs["inference"]):
         assert b["probs"] == pytest.approx(a["probs"], abs=1e-5)
+    for model, engine in ((exported, "inference"), (trained, "dygraph")):  # without --engine: auto
+        assert resolve_engine(str(model), "auto") == engine
+        out = tmp_path / f"auto-{engine}.jsonl"
+        assert main(["predict", "--model", str(model), "--input", str(source), "--output", str(out)]) == 0
+        assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == runs[engine]
     assert main(["predict", "--model", str(trained), "--input", str(source), "--engine", "inference"]) == 2
