@@ -147,8 +147,8 @@ class Stats:
     batch_sizes: collections.Counter = field(default_factory=collections.Counter)
 
     def to_dict(self, queued: int) -> dict:
-        return {"requests": self.requests, "in_flight": self.in_flight, "inputs": self.inputs, "rejected_queue_full": self.rejected,
-                "batches": self.batches, "queued": queued,
+        return {"requests": self.requests, "in_flight": self.in_flight, "inputs": self.inputs,
+                "rejected_queue_full": self.rejected, "batches": self.batches, "queued": queued,
                 "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())}}
 
 

@@ -7,8 +7,9 @@ TASK is ``classify`` or ``ner-crf``. The data, the split of the global batch ove
 the model, its loss and the gradient averaging are the library's (``dataset``, ``LengthGroupedSampler``,
 ``modeling``, the task, ``parallel.Parallel``), as in ``trainer.train_step``; nothing is stepped.
 Rank 0 writes every parameter's gradient ("grad/NAME", averaged over the replicas), the loss
-(mean over replicas), whether a stop asked for by the last rank alone and by none reached it ("stop"), the global batch's feature indices as every rank fed them, and the number
-of token positions the global batch sums over. One process also writes "terms/NAME": the
+(mean over replicas), whether a stop asked for by the last rank alone and by no rank reached it
+("stop"), the global batch's feature indices as every rank fed them, and the number of token
+positions the global batch sums over. One process also writes "terms/NAME": the
 elementwise mean over the batch's examples of |that example's own gradient|, for rounding bounds.
 """
 import sys
