@@ -321,10 +321,12 @@ def test_sigterm_drains_in_flight_requests_then_exits_0(classifier, tmp_path):
         threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
         for t in threads:
             t.start()
+        deadline = time.monotonic() + 120
         while True:  # every request has reached the server (a request still connecting would be refused),
             stats = httpx.get(server.url + "/v1/stats").json()  # and some have been answered
             if stats["requests"] + stats["in_flight"] == len(texts) and stats["batches"] >= 3:
                 break
+            assert time.monotonic() < deadline, stats
             time.sleep(0.01)
         assert stats["requests"] < len(texts)  # so some are in flight at SIGTERM
         server.proc.send_signal(signal.SIGTERM)
