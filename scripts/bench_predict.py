@@ -182,5 +182,6 @@ def hf_batches(features, pipeline, args, tmp) -> dict:
             "ffn": shape["intermediate_size"], "batches": os.path.join(tmp, "batches.npz"),
             "repeats": args.repeats, "pad": pipeline.pad_id}
 
+
 if __name__ == "__main__":
     main()
