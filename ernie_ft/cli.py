@@ -44,7 +44,8 @@ def run_guarded(action: Callable) -> int:
     with a graceful stop (finish the step, save a resumable state).
     """
     quiet_imports()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupted)}
     try:
         status = action()
         return status if isinstance(status, int) else 0
@@ -56,8 +57,9 @@ def run_guarded(action: Callable) -> int:
         print("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}",
               file=sys.stderr)
         return 128 + signum
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # training may leave its own handlers in place until here (trainer.StopRequest.restore)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _raise_interrupted(signum, frame):

@@ -199,7 +199,7 @@ def fit(run: Run) -> dict:
                 raise Interrupted(stop.signum or signal.SIGTERM)
             return {}
     finally:
-        stop.restore()
+        stop.restore(leaving=stopping)
     return finish(run)
 
 
@@ -351,6 +351,13 @@ class StopRequest:
         again = " (Ctrl-C again to abort without saving)" if signum == signal.SIGINT else ""
         print(f"\n{signal.Signals(signum).name}: stopping after this step{again}", file=sys.stderr)
 
-    def restore(self):
+    def restore(self, leaving: bool = False):
+        """Give the signals back to the handlers from before; not when ``leaving`` (the run stops on a signal,
+        this rank's or a peer's): this rank's own SIGTERM or the launcher's repeats may still arrive on the way
+        out, and the command's handler would raise them wherever the interpreter stands (inside a ``__del__``
+        such an exception is only printed, with a traceback). The command restores its signals at its end."""
+        if leaving:
+            self.signum = self.signum or signal.SIGTERM  # what arrives from now on is a repeat
+            return
         for s, handler in self.previous.items():
             signal.signal(s, handler)

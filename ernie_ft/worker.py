@@ -7,6 +7,7 @@ The process ends through ``leave``.
 import json
 import os
 import runpy
+import signal
 import sys
 import traceback
 
@@ -23,9 +24,18 @@ def leave(status: int) -> None:
     happened in about 1 of 15 two-process launches here. ``os._exit`` runs no teardown, so there is
     nothing to race with; every file the run writes is closed (or line-buffered) by then.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except RuntimeError:  # called from a signal handler in the middle of a write
+            pass
     os._exit(status)
+
+
+def _leave_on_signal(signum, frame):
+    """SIGTERM outside the command (while importing it, or once it has ended and Paddle's launcher repeats the
+    signal): nothing to stop gracefully, so leave at once with the status a signalled command has."""
+    leave(128 + signum)
 
 
 def _status(exit: SystemExit) -> int:
@@ -38,6 +48,7 @@ def _status(exit: SystemExit) -> int:
 if __name__ == "__main__":
     module, *args = json.loads(os.environ[ARGV_VARIABLE])
     sys.argv = [module, *args]
+    signal.signal(signal.SIGTERM, _leave_on_signal)  # the command puts its own in place while it runs
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
