@@ -158,9 +158,12 @@ def resume(state: dict, output: str, parallel: Parallel) -> None:
     print(f"resumed at step {progress.step} (epoch {progress.epoch + 1}, batch {progress.batch})", file=sys.stderr)
 
 
-def fit(run: Run) -> dict:
+def fit(run: Run, exiting: bool = False) -> dict:
     """Train until the last epoch, early stopping, ``--stop-after-steps``, Ctrl-C or SIGTERM; returns the metrics
-    of the best checkpoint ({} when stopped early with a resumable checkpoint)."""
+    of the best checkpoint ({} when stopped early with a resumable checkpoint).
+
+    ``exiting``: the caller ends the process after a stop on a signal (a command), so the stop's signal handlers
+    stay until it restores its own (``StopRequest.restore``); else they are restored as ``fit`` returns."""
     tc, p, log = run.cfg.train, run.progress, run.log
     stop = StopRequest()
     paused = stopping = False
@@ -199,7 +202,7 @@ def fit(run: Run) -> dict:
                 raise Interrupted(stop.signum or signal.SIGTERM)
             return {}
     finally:
-        stop.restore(leaving=stopping)
+        stop.restore(leaving=stopping and exiting)
     return finish(run)
 
 
@@ -320,9 +323,9 @@ def finish(run: Run) -> dict:
 
 
 def train(task, cfg: RunConfig) -> dict:
-    """Fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json."""
+    """The training command: fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json."""
     try:
-        return fit(setup(task, cfg))
+        return fit(setup(task, cfg), exiting=True)
     finally:
         release_output(cfg.train.output or "")
 
@@ -355,7 +358,8 @@ class StopRequest:
         """Give the signals back to the handlers from before; not when ``leaving`` (the run stops on a signal,
         this rank's or a peer's): this rank's own SIGTERM or the launcher's repeats may still arrive on the way
         out, and the command's handler would raise them wherever the interpreter stands (inside a ``__del__``
-        such an exception is only printed, with a traceback). The command restores its signals at its end."""
+        such an exception is only printed, with a traceback). The command restores its handlers at its end
+        (``cli.run_guarded``)."""
         if leaving:
             self.signum = self.signum or signal.SIGTERM  # what arrives from now on is a repeat
             return

@@ -129,6 +129,30 @@ def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoi
     assert main(single(tiny_checkpoint, out, "--resume", "--stop-after-steps", "3")) == 0  # nothing left locked
 
 
+def test_fit_from_python_gives_the_signals_back_after_a_peers_stop(tiny_checkpoint, tmp_path, monkeypatch):
+    """Only a command keeps the stop's handlers on its way out; ``fit`` called from Python restores the caller's."""
+    from ernie_ft import trainer
+    from ernie_ft.args import parse_train_args
+    from ernie_ft.classify import Classification
+    from ernie_ft.errors import Interrupted
+    from ernie_ft.task import create_task
+
+    def peer_stops_at_step_1(run, group, stop=None):
+        *result, stopping = train_step(run, group, stop)
+        return (*result, True)
+
+    train_step = trainer.train_step
+    monkeypatch.setattr(trainer, "train_step", peer_stops_at_step_1)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    cfg = parse_train_args(single(tiny_checkpoint, tmp_path / "api"), "test", "test", Classification)
+    try:
+        with pytest.raises(Interrupted):
+            trainer.fit(trainer.setup(create_task(Classification, cfg.task, "classify"), cfg))
+    finally:
+        trainer.release_output(str(tmp_path / "api"))
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
 def test_sigterm_outside_training_ends_the_command_through_its_cleanups():
     cleaned = []
 
