@@ -174,19 +174,18 @@ class Pretraining:
 
     def summarize(self, logits, batch) -> list:
         """Per input, one row per masked position: negative log-likelihood, correct (top-1), has a label,
-        then the ``top_k`` token ids and their probabilities. ELECTRA's outputs give (those rows, [the
-        discriminator's summed binary cross-entropy, its correct tokens, tokens]) per input."""
+        then the ``top_k`` token ids and their probabilities. ELECTRA's outputs give (those rows, per token [the
+        discriminator's binary cross-entropy, its logit, 1 if replaced]) per input."""
         import paddle
         import paddle.nn.functional as F
 
         if isinstance(logits, dict):
             replaced = (logits["replaced"] != batch["original_ids"]).astype("float32")
             scores = logits["discriminator"].astype("float32")
-            real = (batch["token_weights"] > 0).astype("float32")
-            bce = F.binary_cross_entropy_with_logits(scores, replaced, reduction="none") * real
-            hits = ((scores > 0).astype("float32") == replaced).astype("float32") * real
-            detection = np.stack([bce.sum(1).numpy(), hits.sum(1).numpy(), real.sum(1).numpy()], axis=1)
-            return list(zip(self.summarize(logits["generator"], batch), detection))
+            bce = F.binary_cross_entropy_with_logits(scores, replaced, reduction="none")
+            real = (batch["token_weights"] > 0).numpy()
+            detection = np.stack([bce.numpy(), scores.numpy(), replaced.numpy()], axis=-1)
+            return list(zip(self.summarize(logits["generator"], batch), (d[r] for d, r in zip(detection, real))))
 
         # No log_softmax (Paddle 3.3's CPU kernel takes ~50 s on [800, 40000]) and no second [positions x
         # vocabulary] tensor: cross_entropy gives log-sum-exp - logit[target], hence the top tokens' probabilities.
@@ -206,7 +205,7 @@ class Pretraining:
     def evaluate(self, outputs, features, examples, labels, data):
         detection = None
         if outputs and isinstance(outputs[0], tuple):  # ELECTRA
-            outputs, detection = [o for o, _ in outputs], np.sum([d for _, d in outputs], axis=0)
+            outputs, detection = [o for o, _ in outputs], np.concatenate([d for _, d in outputs])
         table = np.concatenate([o for o in outputs if len(o)]) if len(outputs) else np.zeros((0, 3))
         known = table[:, 2] > 0
         loss = float(table[known, 0].mean()) if known.any() else float("nan")
@@ -216,9 +215,10 @@ class Pretraining:
         if detection is not None:
             from .electra import DISCRIMINATOR_WEIGHT
 
-            bce, hits, tokens = detection
-            metrics.update(replaced_loss=float(bce / tokens), replaced_accuracy=float(hits / tokens),
-                           electra_loss=loss + DISCRIMINATOR_WEIGHT * float(bce / tokens))
+            bce, scores, replaced = detection.T
+            metrics.update(replaced_loss=float(bce.mean()), replaced_accuracy=float(((scores > 0) == replaced).mean()),
+                           electra_loss=loss + DISCRIMINATOR_WEIGHT * float(bce.mean()),
+                           **replaced_ranking(scores, replaced))
         return metrics
 
     def predict(self, outputs, features, examples, labels, data):
@@ -233,6 +233,16 @@ class Pretraining:
                 filled = filled.replace(MASK_TEXT, top[0]["token"].removeprefix("##"), 1)
             records.append({"text": example.text, "masks": masks, "filled": filled})
         return records
+
+
+def replaced_ranking(scores: np.ndarray, replaced: np.ndarray) -> dict:
+    """What the discriminator knows beyond the share of replaced tokens: 'replaced_share' (calling every
+    token original is right on all the others) and 'replaced_auc', the chance that a replaced token scores
+    above an original one (0.5: it tells them apart no better than chance; absent when dev has only one kind)."""
+    from sklearn.metrics import roc_auc_score
+
+    share = {"replaced_share": float(replaced.mean())}
+    return {**share, "replaced_auc": float(roc_auc_score(replaced, scores))} if 0 < replaced.mean() < 1 else share
 
 
 @functools.lru_cache(maxsize=4)

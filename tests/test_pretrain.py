@@ -257,6 +257,28 @@ def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_ma
     np.testing.assert_allclose(table[:, 6:9], np.take_along_axis(probs, top, axis=1), rtol=1e-5)
 
 
+def test_electra_summaries_score_the_discriminator_on_real_tokens_against_the_replaced_share():
+    from ernie_ft.pretrain import Pretraining
+
+    original = np.array([[5, 6, 7, 8], [9, 10, 0, 0]])  # row 1: two tokens, then padding
+    replaced = np.array([[5, 11, 7, 12], [13, 10, 14, 0]])  # padding never counts, replaced or not
+    scores = np.array([[-2.0, 1.5, 0.5, -0.5], [3.0, -1.0, 9.0, 9.0]], dtype=np.float32)
+    task = Pretraining(top_k=2)
+    outputs = {"generator": paddle.zeros([2, 20]), "replaced": paddle.to_tensor(replaced),
+               "discriminator": paddle.to_tensor(scores)}
+    batch = {"input_ids": paddle.to_tensor(original), "original_ids": paddle.to_tensor(original),
+             "token_weights": paddle.to_tensor((original > 0) / 12.0, dtype="float32"),
+             "masked_positions": paddle.to_tensor([1, 4]), "masked_labels": paddle.to_tensor([6, 9])}
+    metrics = task.evaluate(task.summarize(outputs, batch), None, None, None, None)
+    real, truth = scores[original > 0], (replaced != original)[original > 0]  # 6 tokens, 3 of them replaced
+    bce = np.logaddexp(0, real) - truth * real
+    assert metrics["replaced_loss"] == pytest.approx(bce.mean(), rel=1e-5)
+    assert metrics["replaced_accuracy"] == pytest.approx(4 / 6)  # 0.5 on an original and -0.5 on a replaced miss
+    assert metrics["replaced_share"] == pytest.approx(3 / 6)
+    assert metrics["replaced_auc"] == pytest.approx(8 / 9)  # of 9 (replaced, original) pairs, only -0.5 < 0.5 is wrong
+    assert metrics["electra_loss"] == pytest.approx(metrics["mlm_loss"] + 50 * metrics["replaced_loss"])
+
+
 # -- the command line -----------------------------------------------------------------------------------------
 
 
@@ -414,7 +436,8 @@ def test_electra_resumes_like_an_uninterrupted_run_and_picks_best_by_its_loss(el
     evaluations = [json.loads(line) for line in (electra / "resumed" / "evaluations.jsonl").read_text().splitlines()]
     assert metrics["electra_loss"] == min(e["electra_loss"] for e in evaluations)
     assert metrics["electra_loss"] == pytest.approx(metrics["mlm_loss"] + 50 * metrics["replaced_loss"])
-    assert 0.5 < metrics["replaced_accuracy"] <= 1
+    assert 0.5 < metrics["replaced_accuracy"] <= 1 and 0 < metrics["replaced_share"] < 0.5
+    assert 0 <= metrics["replaced_auc"] <= 1
 
 
 def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_path):
