@@ -58,8 +58,8 @@ def run_guarded(action: Callable) -> int:
               file=sys.stderr)
         return 128 + signum
     finally:  # training may leave its own handlers in place until here (trainer.StopRequest.restore)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _raise_interrupted(signum, frame):

@@ -109,7 +109,7 @@ def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoi
     from ernie_ft import trainer
 
     def peer_stops_at_step_2(run, group, stop=None):
-        *result, stopping = train_step(run, group, stop)
+        *result, _ = train_step(run, group, stop)
         return (*result, run.progress.step == 1)  # the flag the loss's all-reduce brings from the peer
 
     def release_after_a_late_sigterm(output):
@@ -138,7 +138,7 @@ def test_fit_from_python_gives_the_signals_back_after_a_peers_stop(tiny_checkpoi
     from ernie_ft.task import create_task
 
     def peer_stops_at_step_1(run, group, stop=None):
-        *result, stopping = train_step(run, group, stop)
+        *result, _ = train_step(run, group, stop)
         return (*result, True)
 
     train_step = trainer.train_step
