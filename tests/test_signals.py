@@ -102,23 +102,30 @@ def test_sigterm_to_a_two_process_job_stops_every_rank_after_the_same_step(tmp_p
                                    err_msg=name)
 
 
+def peer_stops_at(step: int):
+    """``trainer.train_step`` with the stop flag a peer's signal brings through the loss's all-reduce at ``step``."""
+    from ernie_ft.trainer import train_step
+
+    def stepped(run, group, stop=None):
+        *result, _ = train_step(run, group, stop)
+        return (*result, run.progress.step + 1 == step)
+
+    return stepped
+
+
 def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoint, tmp_path, monkeypatch):
     """A rank stopped by its peer's signal gets its own SIGTERM later (Paddle's launcher signals the workers in
     turn, up to three times each). Once the run stops, no handler may raise it wherever the interpreter then is:
     CI once saw it raised inside a tqdm ``__del__``, printed with a traceback, and it could as well skip a cleanup."""
     from ernie_ft import trainer
 
-    def peer_stops_at_step_2(run, group, stop=None):
-        *result, _ = train_step(run, group, stop)
-        return (*result, run.progress.step == 1)  # the flag the loss's all-reduce brings from the peer
-
     def release_after_a_late_sigterm(output):
         os.kill(os.getpid(), signal.SIGTERM)  # Python runs its handler before the next line
         released.append(output)
         release_output(output)
 
-    train_step, release_output, released = trainer.train_step, trainer.release_output, []
-    monkeypatch.setattr(trainer, "train_step", peer_stops_at_step_2)
+    release_output, released = trainer.release_output, []
+    monkeypatch.setattr(trainer, "train_step", peer_stops_at(2))
     monkeypatch.setattr(trainer, "release_output", release_after_a_late_sigterm)
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     out = tmp_path / "peer"
@@ -137,12 +144,7 @@ def test_fit_from_python_gives_the_signals_back_after_a_peers_stop(tiny_checkpoi
     from ernie_ft.errors import Interrupted
     from ernie_ft.task import create_task
 
-    def peer_stops_at_step_1(run, group, stop=None):
-        *result, _ = train_step(run, group, stop)
-        return (*result, True)
-
-    train_step = trainer.train_step
-    monkeypatch.setattr(trainer, "train_step", peer_stops_at_step_1)
+    monkeypatch.setattr(trainer, "train_step", peer_stops_at(1))
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     cfg = parse_train_args(single(tiny_checkpoint, tmp_path / "api"), "test", "test", Classification)
     try:
