@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .errors import UserError
+from ernie_ft.errors import UserError
 
 
 @dataclass

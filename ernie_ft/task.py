@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from .config import DataConfig
-from .errors import UserError
+from ernie_ft.config import DataConfig
+from ernie_ft.errors import UserError
 
 # Built-in tasks: python -m ernie_ft.<name>. One explicit dict, no registry filled by imports.
 BUILTIN = {

@@ -20,8 +20,8 @@ import json
 import sys
 
 from ernie_ft.errors import UserError
-from ernie_ft.ner import entity_metrics
-from ernie_ft.ner_formats import read_ner
+from ernie_ft.evaluation.entities import entity_metrics
+from ernie_ft.ner.formats import read_ner
 
 
 def build_dictionary(examples, min_entity_share: float) -> dict[str, str]:

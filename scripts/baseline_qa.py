@@ -18,8 +18,8 @@ import sys
 import unicodedata
 
 from ernie_ft.errors import UserError
-from ernie_ft.qa_formats import read_qa
-from ernie_ft.qa_metrics import METRICS, qa_scores
+from ernie_ft.data.squad import read_qa
+from ernie_ft.evaluation.squad import METRICS, qa_scores
 
 SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
 

@@ -19,7 +19,7 @@ import json
 import sys
 import time
 
-from ernie_ft.metrics import classification_metrics
+from ernie_ft.evaluation.classification import classification_metrics
 
 C_GRID = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 

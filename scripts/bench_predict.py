@@ -61,7 +61,7 @@ print(json.dumps({"seconds": statistics.median(times)}))
 
 
 def texts_and_vocab(docs: int) -> tuple[list[str], str | None]:
-    from ernie_ft.readers import read_examples
+    from ernie_ft.data.readers import read_examples
 
     shared_dev = os.path.join(SHARED, "chnsenticorp", "dev.tsv")
     source = shared_dev if os.path.isfile(shared_dev) else os.path.join(ROOT, "data", "sentiment_dev.tsv")
@@ -97,14 +97,16 @@ def main() -> None:
 
     import paddle
 
-    from ernie_ft import checkpoint, modeling, runtime
-    from ernie_ft.classify import Classification
+    from ernie_ft.training import checkpoint, runtime
+
+    from ernie_ft.models import modeling
+    from ernie_ft.classify.task import Classification
     from ernie_ft.config import DataConfig, ModelConfig, RunConfig
-    from ernie_ft.export import InferenceModel, export
-    from ernie_ft.predict import load_for_inference
-    from ernie_ft.readers import Example
-    from ernie_ft.modeling import compute_logits
-    from ernie_ft.runtime import quiet_libraries
+    from ernie_ft.inference.export import InferenceModel, export
+    from ernie_ft.inference.predict import load_for_inference
+    from ernie_ft.data.readers import Example
+    from ernie_ft.models.modeling import compute_logits
+    from ernie_ft.training.runtime import quiet_libraries
 
     quiet_libraries()
     runtime.set_threads(args.threads)
@@ -167,8 +169,8 @@ def hf_batches(features, pipeline, args, tmp) -> dict:
     """The HF script's spec: the same length-sorted padded batches, saved to ``tmp``, and the model's shape."""
     import numpy as np
 
-    from ernie_ft import modeling
-    from ernie_ft.batching import LengthGroupedSampler, collate
+    from ernie_ft.models import modeling
+    from ernie_ft.data.batching import LengthGroupedSampler, collate
 
     sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], args.batch_size, shuffle=False)
     arrays = {}

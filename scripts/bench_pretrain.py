@@ -93,11 +93,11 @@ def dump_batches(corpus: str, tmp: str, steps: int) -> str:
     """The first ``steps`` training batches ernie_ft draws from ``corpus`` (seed SEED, epoch 0) as an .npz."""
     import numpy as np
 
-    from ernie_ft.batching import LengthGroupedSampler
-    from ernie_ft.blocks import cached_blocks
-    from ernie_ft.corpus import scan
-    from ernie_ft.pretrain import Pretraining
-    from ernie_ft.text import TextPipeline
+    from ernie_ft.data.batching import LengthGroupedSampler
+    from ernie_ft.pretrain.blocks import cached_blocks
+    from ernie_ft.pretrain.corpus import scan
+    from ernie_ft.pretrain.task import Pretraining
+    from ernie_ft.text.pipeline import TextPipeline
 
     pipeline, task = TextPipeline(VOCAB), Pretraining()
     blocks, _ = cached_blocks(scan(corpus, "--corpus"), pipeline, MAX_LEN, os.path.join(tmp, "cache"))
@@ -120,7 +120,9 @@ def in_process(npz: str, shape: str, threads: int, warmup: int, masked_only: boo
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieConfig, ErnieForMaskedLM
 
-    from ernie_ft import kernels, runtime
+    from ernie_ft.models import kernels
+
+    from ernie_ft.training import runtime
 
     runtime.set_threads(threads)
     paddle.seed(0)

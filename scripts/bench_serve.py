@@ -298,8 +298,8 @@ def main() -> None:
 
 def model_only(model: str, texts: list[str], tmp: str) -> None:
     """ms per window of ServedModel.logits at several batch sizes, dygraph and exported, after a warm-up pass."""
-    from ernie_ft.export import export
-    from ernie_ft.serve import ServedModel
+    from ernie_ft.inference.export import export
+    from ernie_ft.serving.server import ServedModel
 
     engines = {"dygraph": ServedModel(model, "dygraph", "cpu"),
                "inference": ServedModel(export(model, os.path.join(tmp, "exported"), overwrite=True), "inference", "cpu")}

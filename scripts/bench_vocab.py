@@ -70,7 +70,7 @@ def learn_extensions(out: Path, corpus: str, vocab: str, sizes: list[int]) -> di
 
 def epoch_tokens(cfg, task, examples, labels, pipeline, cache: str) -> dict:
     """Tokens per character per split, and the train epoch's inputs, real and padded tokens."""
-    from ernie_ft.batching import LengthGroupedSampler
+    from ernie_ft.data.batching import LengthGroupedSampler
 
     out = {}
     for split, ex in examples.items():
@@ -123,7 +123,7 @@ def throughput(vocab: str, extension: str, extension_name: str, texts: list[str]
     import jieba
     from paddlenlp.transformers import ErnieTokenizer
 
-    from ernie_ft.text import TextPipeline
+    from ernie_ft.text.pipeline import TextPipeline
 
     def clock(fn):
         def run():
@@ -185,8 +185,8 @@ def conditions(args) -> str:
 
 def main(args) -> None:
     from ernie_ft.config import build_config, load_recipe
-    from ernie_ft.dataset import read_splits
-    from ernie_ft.modeling import load_pipeline
+    from ernie_ft.data.dataset import read_splits
+    from ernie_ft.models.modeling import load_pipeline
     from ernie_ft.task import load_task
 
     out = ROOT / args.workdir

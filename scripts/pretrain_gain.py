@@ -185,7 +185,7 @@ def pretraining_curve(model: str) -> list[tuple[float, float]]:
 
 def plot_pretraining(table: dict, path: str) -> str:
     """Each pretrained row's held-out masked accuracy against the tokens its pretraining had seen."""
-    from ernie_ft.plots import plot_series
+    from ernie_ft.evaluation.plots import plot_series
 
     series = {row: pretraining_curve(cells.get("model", "")) for row, cells in table.items()}
     return plot_series({row: points for row, points in series.items() if points}, path, "tokens seen (millions)",

@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ernie_ft.checkpoint import load_model, resolve_model_dir  # noqa: E402
+from ernie_ft.training.checkpoint import load_model, resolve_model_dir  # noqa: E402
 from ernie_ft.config import DataConfig  # noqa: E402
 
 

@@ -43,7 +43,9 @@ def main() -> None:
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-    from ernie_ft import kernels, runtime
+    from ernie_ft.models import kernels
+
+    from ernie_ft.training import runtime
 
     sys.argv = ["bench", "--shape", args.shape, "--steps", str(max(args.steps, 5)), "--warmup", "3",
                 "--pad", "dynamic", "--group-by-length"]
@@ -103,7 +105,7 @@ def time_ops(bench, p: float, shape: str) -> None:
     import paddle
     import paddle.nn.functional as F
 
-    from ernie_ft import kernels
+    from ernie_ft.models import kernels
 
     import ctypes
 

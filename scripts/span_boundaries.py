@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ernie_ft.extension import learn, write
-from ernie_ft.text import TextPipeline
+from ernie_ft.text.extension import learn, write
+from ernie_ft.text.pipeline import TextPipeline
 
 
 def cluener(path: Path) -> list[tuple[str, list[tuple[int, int]]]]:

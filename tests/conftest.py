@@ -83,8 +83,8 @@ def tiny_checkpoint(tmp_path_factory) -> str:
     """A randomly initialised ERNIE (2 x 32) saved with save_pretrained, with a vocab built from data/."""
     from paddlenlp.transformers import ErnieConfig, ErnieModel, ErnieTokenizer
 
-    from ernie_ft.readers import read_examples
-    from ernie_ft.vocab import build_vocab, write_vocab
+    from ernie_ft.data.readers import read_examples
+    from ernie_ft.text.scratch import build_vocab, write_vocab
 
     path = tmp_path_factory.mktemp("tiny-ernie")
     texts = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
@@ -108,7 +108,7 @@ def pretrain_args(corpus, out, *extra) -> list:
 @pytest.fixture(scope="session")
 def texts_file(tmp_path_factory):
     """The project's sample reviews as a .txt corpus, one document per line."""
-    from ernie_ft.readers import read_examples
+    from ernie_ft.data.readers import read_examples
 
     path = tmp_path_factory.mktemp("corpus") / "reviews.txt"
     path.write_text("\n".join(e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))) + "\n",
@@ -119,7 +119,9 @@ def texts_file(tmp_path_factory):
 @pytest.fixture(scope="session")
 def pretrained(texts_file, tmp_path_factory):
     """A pretraining run (its output directory) stopped after 8 steps and resumed to the end of 2 epochs."""
-    from ernie_ft.pretrain import main
+    from ernie_ft.cli import task_command
+
+    main = task_command("pretrain")
 
     out = tmp_path_factory.mktemp("pretrain") / "run"
     assert main(pretrain_args(texts_file, out, "--stop-after-steps", "8")) == 0

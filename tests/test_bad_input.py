@@ -5,7 +5,9 @@ import sys
 import pytest
 
 from conftest import DATA
-from ernie_ft.classify import main
+from ernie_ft.cli import task_command
+
+main = task_command("classify")
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
 

@@ -7,7 +7,9 @@ import pytest
 import yaml
 
 from conftest import DATA, ROOT, saved_weights
-from ernie_ft.classify import main
+from ernie_ft.cli import task_command
+
+main = task_command("classify")
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
 TEST_CSV, TEST_JSONL = str(DATA / "sentiment_test.csv"), str(DATA / "sentiment_test.jsonl")
@@ -153,7 +155,7 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
 
 def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp_path):
     from ernie_ft.cli import export as export_main
-    from ernie_ft.predict import resolve_engine
+    from ernie_ft.inference.predict import resolve_engine
 
     exported = tmp_path / "exported"
     assert export_main(["--model", str(trained), "--output", str(exported)]) == 0

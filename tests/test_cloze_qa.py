@@ -3,7 +3,7 @@ import importlib.util
 import json
 
 from conftest import ROOT
-from ernie_ft.qa_formats import read_qa
+from ernie_ft.data.squad import read_qa
 
 spec = importlib.util.spec_from_file_location("cloze_qa", ROOT / "scripts" / "cloze_qa.py")
 cloze_qa = importlib.util.module_from_spec(spec)

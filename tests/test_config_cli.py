@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from ernie_ft.args import parse_train_args
+from ernie_ft.cli.parsers import parse_train_args
 from ernie_ft.cli import COMMANDS, main as cli_main
 from ernie_ft.config import build_config
 from ernie_ft.errors import UserError

@@ -8,11 +8,11 @@ import pytest
 from conftest import DATA, saved_weights, shared
 from ernie_ft.config import DataConfig, ModelConfig
 from ernie_ft.errors import UserError
-from ernie_ft.extension import CJK_WORD, learn, write
-from ernie_ft.readers import read_examples
-from ernie_ft.text import TextPipeline
+from ernie_ft.text.extension import CJK_WORD, learn, write
+from ernie_ft.data.readers import read_examples
+from ernie_ft.text.pipeline import TextPipeline
 from ernie_ft.cli import vocab as vocab_main
-from ernie_ft.vocab import build_vocab, write_vocab
+from ernie_ft.text.scratch import build_vocab, write_vocab
 
 SENTIMENT = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
 # '我们' + '的' are separate jieba words, so the pair '们的' (as frequent as '我们') must never be merged.
@@ -111,8 +111,8 @@ def test_exact_spans_keeps_base_ids_and_every_boundary(vocab, tmp_path):
     # the rule: token and span heads encode characters unless the task says otherwise
     from types import SimpleNamespace
 
-    from ernie_ft.extension import needs_exact_spans
-    from ernie_ft.modeling import load_pipeline
+    from ernie_ft.text.extension import needs_exact_spans
+    from ernie_ft.models.modeling import load_pipeline
 
     assert [needs_exact_spans(SimpleNamespace(head=h)) for h in ("sequence", "token", "span")] == [False, True, True]
     assert not needs_exact_spans(SimpleNamespace(head="token", exact_spans=False))
@@ -147,7 +147,7 @@ def test_user_errors(vocab, sentiment_extension, tmp_path):
         TextPipeline(str(other), vocab_extension=directory)
     with pytest.raises(UserError, match="not a vocabulary extension"):
         TextPipeline(vocab, vocab_extension=str(tmp_path))
-    from ernie_ft.modeling import load_pipeline
+    from ernie_ft.models.modeling import load_pipeline
 
     with pytest.raises(UserError, match="--vocab-extension .*directory not found"):
         load_pipeline(ModelConfig(vocab=vocab, vocab_extension=str(tmp_path / "missing")), DataConfig(), None)
@@ -182,7 +182,7 @@ def test_learn_command_reports_and_refuses_bad_input(vocab, tmp_path, capsys):
 def test_embedding_rows_start_as_the_mean_of_their_characters(tiny_checkpoint, tmp_path):
     from paddlenlp.transformers import ErnieForSequenceClassification
 
-    from ernie_ft.modeling import build_model, load_pipeline
+    from ernie_ft.models.modeling import build_model, load_pipeline
 
     base, directory, learned = _extension(tmp_path, f"{tiny_checkpoint}/vocab.txt", SENTIMENT, size=60)
     original = saved_weights(tiny_checkpoint)
@@ -213,7 +213,9 @@ def test_embedding_rows_start_as_the_mean_of_their_characters(tiny_checkpoint, t
 
 
 def test_classification_with_an_extension_trains_resumes_and_predicts(tiny_checkpoint, tmp_path):
-    from ernie_ft.classify import main
+    from ernie_ft.cli import task_command
+
+    main = task_command("classify")
 
     _, directory, _ = _extension(tmp_path, f"{tiny_checkpoint}/vocab.txt", SENTIMENT, size=80)
     args = ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"), "--model",
@@ -230,7 +232,7 @@ def test_classification_with_an_extension_trains_resumes_and_predicts(tiny_check
     assert main(["predict", "--model", str(tmp_path / "run"), "--input", str(source), "--output", str(out)]) == 0
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(records) == 2 and all(abs(sum(r["probs"].values()) - 1) < 1e-4 for r in records)
-    from ernie_ft.checkpoint import load_model
+    from ernie_ft.training.checkpoint import load_model
 
     loaded = load_model(str(tmp_path / "run"))
     assert loaded.pipeline.extension is not None and not loaded.pipeline.exact_spans

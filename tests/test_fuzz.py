@@ -16,11 +16,11 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ernie_ft.corpus import scan
+from ernie_ft.pretrain.corpus import scan
 from ernie_ft.errors import UserError
-from ernie_ft.ner_formats import NerExample, read_ner, write_cluener, write_conll, write_spans
-from ernie_ft.qa_formats import read_qa
-from ernie_ft.readers import read_examples
+from ernie_ft.ner.formats import NerExample, read_ner, write_cluener, write_conll, write_spans
+from ernie_ft.data.squad import read_qa
+from ernie_ft.data.readers import read_examples
 
 FUZZ_EXAMPLES = int(os.environ.get("ERNIE_FT_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,

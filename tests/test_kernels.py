@@ -9,8 +9,8 @@ import paddle.nn.functional as F
 import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-from ernie_ft import kernels
-from ernie_ft.kernels import (FastAttention, FastLayerNorm, FastLinear, SWAPS, add_dropout_layernorm,
+from ernie_ft.models import kernels
+from ernie_ft.models.kernels import (FastAttention, FastLayerNorm, FastLinear, SWAPS, add_dropout_layernorm,
                              dropout, enable_fast_kernels, gelu_dropout, softmax_dropout)
 
 
@@ -279,7 +279,7 @@ def test_dropout_mask_is_uncorrelated_and_independent_of_threads():
 
 
 def test_recompute_with_the_fused_kernels_replays_the_same_dropout():
-    from ernie_ft.runtime import enable_recompute
+    from ernie_ft.training.runtime import enable_recompute
 
     ids = paddle.to_tensor(np.random.default_rng(1).integers(5, 60, (4, 9)))
     runs = []
@@ -310,7 +310,9 @@ def test_without_a_compiler_paddles_kernels_run_and_one_warning_says_why(monkeyp
 
 def test_the_command_line_shows_the_warning_and_trains_without_a_compiler(monkeypatch, tiny_checkpoint, tmp_path):
     from conftest import DATA
-    from ernie_ft.classify import main
+    from ernie_ft.cli import task_command
+
+    main = task_command("classify")
 
     monkeypatch.setattr(kernels, "_state", {"lib": None, "tried": False, "threads": 1})
     monkeypatch.setenv("CC", "/nonexistent/cc")
@@ -341,7 +343,7 @@ def test_a_cached_library_that_is_not_the_one_built_here_is_never_loaded(monkeyp
     import subprocess
 
     subprocess.run([cc, "-shared", "-fPIC", str(planted), "-o", str(target)], check=True)
-    loaded = subprocess.run([sys.executable, "-c", "from ernie_ft import kernels; print(kernels.library() is not None)"],
+    loaded = subprocess.run([sys.executable, "-c", "from ernie_ft.models import kernels; print(kernels.library() is not None)"],
                             env={**os.environ, "ERNIE_FT_CACHE": str(tmp_path)}, capture_output=True, text=True,
                             timeout=120)  # a new process: nothing is loaded in it yet
     assert loaded.stdout.strip() == "True", loaded.stderr[-2000:]

@@ -9,7 +9,7 @@ import paddle
 import pytest
 
 from conftest import DATA, ROOT
-from ernie_ft import launch, runtime
+from ernie_ft.training import launch, runtime
 from ernie_ft.config import ParallelConfig
 from ernie_ft.errors import UserError
 

@@ -86,7 +86,7 @@ def test_function_lengths_run_from_def_to_the_end_of_the_body(tmp_path):
 def test_the_report_prints_json(capsys):
     report.main(["--json", "--top", "3"])
     data = json.loads(capsys.readouterr().out)
-    assert "ernie_ft.trainer" in data["imports"] and len(data["longest_functions"]) == 3
+    assert "ernie_ft.training.trainer" in data["imports"] and len(data["longest_functions"]) == 3
     assert set(data) >= {"cycles", "sizes", "deferred_only"}
 
 

@@ -1,12 +1,13 @@
-"""ernie_ft.metrics against hand-computed cases, and ernie_ft.plots writing real PNG files."""
+"""ernie_ft.evaluation.classification against hand-computed cases, and ernie_ft.evaluation.plots writing real PNG files."""
 import unicodedata
 import warnings
 
 import numpy as np
 import pytest
 
-from ernie_ft import plots
-from ernie_ft.metrics import classification_metrics, confusion, format_classification_report, format_table
+from ernie_ft.evaluation import plots
+from ernie_ft.evaluation.classification import classification_metrics, confusion, format_classification_report
+from ernie_ft.evaluation.tables import format_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -151,7 +152,7 @@ def test_importing_is_cheap():
     import sys
     from pathlib import Path
 
-    code = "import sys, ernie_ft.plots, ernie_ft.metrics; print('matplotlib' in sys.modules, 'sklearn' in sys.modules)"
+    code = "import sys, ernie_ft.evaluation.plots, ernie_ft.evaluation.classification; print('matplotlib' in sys.modules, 'sklearn' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.stdout.split() == ["False", "False"]

@@ -10,8 +10,12 @@ import yaml
 
 from conftest import DATA, saved_weights, shared
 from ernie_ft.config import DataConfig
-from ernie_ft.ner import NER, entity_errors, entity_metrics, main
-from ernie_ft.ner_formats import NerExample, read_ner, spans_to_tags, tags_to_spans, parse_tag
+from ernie_ft.cli import task_command
+from ernie_ft.evaluation.entities import entity_errors, entity_metrics
+from ernie_ft.ner.task import NER
+from ernie_ft.ner.formats import NerExample, read_ner, spans_to_tags, tags_to_spans, parse_tag
+
+main = task_command("ner")
 
 TRAIN, DEV = str(DATA / "ner_train.jsonl"), str(DATA / "ner_dev.jsonl")
 TEST_BIO, TEST_BIOES = str(DATA / "ner_test_bio.conll"), str(DATA / "ner_test_bioes.conll")
@@ -24,7 +28,7 @@ MIXED_ENTITIES = ((2, 11, "ORG"), (13, 21, "MISC"), (25, 26, "MISC"), (27, 29, "
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    from ernie_ft.text import TextPipeline
+    from ernie_ft.text.pipeline import TextPipeline
 
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
@@ -99,7 +103,7 @@ def test_types_unknown_to_train_are_errors_unless_allowed_and_then_count_as_miss
 
 
 def test_windows_are_stitched_where_each_token_is_farthest_from_a_cut(pipeline):
-    from ernie_ft.ner import stitch
+    from ernie_ft.ner.task import stitch
 
     features = [{"doc": 0, "_window": w} for w in [(0, 10), (6, 16), (10, 20)]]
     logits = [np.full((12, 1), k, dtype="float32") for k in range(3)]
@@ -111,7 +115,7 @@ def test_windows_are_stitched_where_each_token_is_farthest_from_a_cut(pipeline):
 def test_no_entity_is_lost_or_doubled_at_window_boundaries(pipeline, options, monkeypatch):
     import paddle
 
-    import ernie_ft.ner as ner
+    import ernie_ft.ner.task as ner
 
     task = NER(**options)
     examples = [e for e in read_ner(DEV, "--dev") if len(e.text) > 100]
@@ -165,7 +169,7 @@ def valid_bio(path, labels):
 
 
 def test_crf_decode_yields_the_best_valid_sequence():
-    from ernie_ft.crf import viterbi
+    from ernie_ft.models.crf import viterbi
 
     labels = ["O", "B-A", "I-A", "B-B", "I-B"]
     rng = np.random.default_rng(0)
@@ -186,7 +190,7 @@ def test_crf_decode_yields_the_best_valid_sequence():
 def test_crf_loss_is_the_likelihood_over_labelled_tokens_only():
     import paddle
 
-    from ernie_ft.crf import crf_loss
+    from ernie_ft.models.crf import crf_loss
 
     rng = np.random.default_rng(1)
     transitions = rng.normal(size=(3, 3)).astype("float32")

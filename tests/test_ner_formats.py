@@ -6,7 +6,7 @@ import pytest
 
 from conftest import DATA
 from ernie_ft.errors import UserError
-from ernie_ft.ner_formats import (NerExample, detect_format, parse_tag, read_ner, spans_to_tags, tags_to_spans,
+from ernie_ft.ner.formats import (NerExample, detect_format, parse_tag, read_ner, spans_to_tags, tags_to_spans,
                                   write_cluener, write_conll, write_spans)
 
 BIO, BIOES = DATA / "ner_test_bio.conll", DATA / "ner_test_bioes.conll"

@@ -11,10 +11,10 @@ import yaml
 
 from ernie_ft import classify, cli
 
-from ernie_ft.classify import read_labelled
+from ernie_ft.classify.task import read_labelled
 from ernie_ft.config import build_config
 from ernie_ft.errors import UserError
-from ernie_ft.predict import inference_data
+from ernie_ft.inference.predict import inference_data
 
 NO_FLAGS = {"text_column": None, "text_pair_column": None}  # what predict passes when no column flag is given
 
@@ -104,8 +104,8 @@ def test_training_column_positions_carry_over_only_to_a_headerless_file_that_has
 
 
 def test_a_column_flag_for_a_task_that_reads_no_columns_is_an_error_not_ignored():
-    from ernie_ft.ner import NER
-    from ernie_ft.qa import QA
+    from ernie_ft.ner.task import NER
+    from ernie_ft.qa.task import QA
 
     with pytest.raises(UserError, match=r"--text-column does not apply to a ner model \(NER files are read by --format"):
         inference_data(saved_data(), {**NO_FLAGS, "text_column": "content"}, NER())
@@ -117,7 +117,7 @@ def test_a_column_flag_for_a_task_that_reads_no_columns_is_an_error_not_ignored(
 # ---------------------------------------------------------------- end to end, through the command line
 
 ENTRY_POINTS = {  # python -m MODULE ARGS, called in this process (the same functions, without a new interpreter)
-    "ernie_ft.classify": classify.main,
+    "ernie_ft.classify": cli.task_command("classify"),
     "ernie_ft": cli.main,
     "ernie_ft.evaluate": lambda args: cli.main(["evaluate", *args]),
 }

@@ -12,12 +12,15 @@ import yaml
 
 from conftest import DATA, ROOT, pretrain_args, saved_weights
 from helpers.rounding import ADAM_EPSILON, adam_drift
-from ernie_ft import blocks as blocks_mod, corpus as corpus_mod
-from ernie_ft.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
-from ernie_ft.pretrain import main, random_ids
-from ernie_ft.readers import read_examples
-from ernie_ft.text import TextPipeline
-from ernie_ft.vocab import build_vocab, write_vocab
+from ernie_ft.pretrain import blocks as blocks_mod, corpus as corpus_mod
+from ernie_ft.pretrain.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
+from ernie_ft.cli import task_command
+from ernie_ft.pretrain.task import random_ids
+from ernie_ft.data.readers import read_examples
+from ernie_ft.text.pipeline import TextPipeline
+from ernie_ft.text.scratch import build_vocab, write_vocab
+
+main = task_command("pretrain")
 
 SENTENCES = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
 
@@ -188,7 +191,7 @@ def test_user_dictionary_words_and_jieba_words_are_masked_as_units(pipeline, tmp
 
 
 def test_with_a_vocabulary_extension_a_words_pieces_are_masked_together(pipeline, tmp_path):
-    from ernie_ft.extension import learn, write
+    from ernie_ft.text.extension import learn, write
 
     write(str(tmp_path / "ext"), learn(pipeline, SENTENCES, 80, min_frequency=2), pipeline.vocab_file,
           pipeline.vocab_size, {})
@@ -236,7 +239,7 @@ def test_logits_at_masked_positions_equal_the_full_sequence_logits_there():
 
 
 def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_masked_position():
-    from ernie_ft.pretrain import Pretraining
+    from ernie_ft.pretrain.task import Pretraining
 
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 3, size=(5, 50)).astype(np.float32)
@@ -258,7 +261,7 @@ def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_ma
 
 
 def test_electra_summaries_score_the_discriminator_on_real_tokens_against_the_replaced_share():
-    from ernie_ft.pretrain import Pretraining
+    from ernie_ft.pretrain.task import Pretraining
 
     original = np.array([[5, 6, 7, 8], [9, 10, 0, 0]])  # row 1: two tokens, then padding
     replaced = np.array([[5, 11, 7, 12], [13, 10, 14, 0]])  # padding never counts, replaced or not
@@ -304,7 +307,7 @@ def test_the_checkpoint_loads_in_paddlenlp_and_its_encoder_arrives_unchanged_in_
     from paddlenlp.transformers import ErnieForMaskedLM, ErnieModel
 
     from ernie_ft.config import ModelConfig
-    from ernie_ft.modeling import build_model
+    from ernie_ft.models.modeling import build_model
 
     best = pretrained / "best"
     saved = saved_weights(best)
@@ -444,8 +447,8 @@ def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_p
     from paddlenlp.transformers import ErnieModel
 
     from ernie_ft.config import ModelConfig
-    from ernie_ft.electra import ErnieElectra
-    from ernie_ft.modeling import build_model
+    from ernie_ft.models.electra import ErnieElectra
+    from ernie_ft.models.modeling import build_model
 
     best = electra / "resumed" / "best"
     saved = saved_weights(best)
@@ -469,7 +472,7 @@ def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_p
 @pytest.mark.parametrize("objective", ["mlm", "electra"])
 def test_continued_pretraining_with_a_vocabulary_extension_saves_a_model_that_loads(objective, pretrained, electra,
                                                                                    texts_file, tmp_path):
-    from ernie_ft.extension import learn, write
+    from ernie_ft.text.extension import learn, write
 
     start = pretrained / "best" if objective == "mlm" else electra / "resumed" / "best"
     base = TextPipeline.from_dir(str(start))

@@ -9,9 +9,12 @@ import yaml
 from conftest import DATA, ROOT, shared
 from ernie_ft.config import DataConfig
 from ernie_ft.errors import UserError
-from ernie_ft.qa import QA, best_answers, main
-from ernie_ft.qa_formats import QAExample, locate_answer, read_qa
-from ernie_ft.qa_metrics import shared_answer_share
+from ernie_ft.cli import task_command
+from ernie_ft.qa.task import QA, best_answers
+from ernie_ft.data.squad import QAExample, locate_answer, read_qa
+from ernie_ft.evaluation.squad import shared_answer_share
+
+main = task_command("qa")
 
 TRAIN, DEV, DEV_JSONL, V2 = (str(DATA / n) for n in ("qa_train.json", "qa_dev.json", "qa_dev.jsonl", "qa_v2.json"))
 
@@ -19,8 +22,8 @@ TRAIN, DEV, DEV_JSONL, V2 = (str(DATA / n) for n in ("qa_train.json", "qa_dev.js
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     """A WordPiece pipeline whose vocabulary has every character of the sample QA files."""
-    from ernie_ft.text import TextPipeline
-    from ernie_ft.vocab import build_vocab, write_vocab
+    from ernie_ft.text.pipeline import TextPipeline
+    from ernie_ft.text.scratch import build_vocab, write_vocab
 
     texts = [t for path in (TRAIN, DEV, V2) for e in read_qa(path, "--dev")[0] for t in (e.context, e.question)]
     vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from ernie_ft.qa_metrics import (cmrc_em, cmrc_f1, longest_common_substring, mixed_segmentation, qa_scores,
+from ernie_ft.evaluation.squad import (cmrc_em, cmrc_f1, longest_common_substring, mixed_segmentation, qa_scores,
                                  remove_punctuation, shared_answer_share, squad_em, squad_f1, word_tokenize)
 
 

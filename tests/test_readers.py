@@ -4,7 +4,7 @@ import json
 import pytest
 
 from ernie_ft.errors import UserError
-from ernie_ft.readers import Example, read_examples, read_records, read_text_file
+from ernie_ft.data.readers import Example, read_examples, read_records, read_text_file
 
 
 def write(tmp_path, name, content, encoding="utf-8"):
@@ -318,7 +318,7 @@ def test_a_csv_with_no_text_at_all_is_one_user_error(tmp_path, content):  # foun
 
 def labelled_examples(task: str, labels: list[str]) -> list:
     """One dev example per label, as each task's reader makes them, all at dev.tsv:3."""
-    from ernie_ft.ner_formats import NerExample
+    from ernie_ft.ner.formats import NerExample
     from ernie_ft.task import resolve_task
 
     if task == "classify":

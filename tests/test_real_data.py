@@ -2,7 +2,9 @@
 import json
 
 from conftest import shared
-from ernie_ft.classify import main
+from ernie_ft.cli import task_command
+
+main = task_command("classify")
 
 
 def test_chnsenticorp_scratch_model_learns_well_above_chance(tmp_path):
@@ -25,9 +27,12 @@ def test_chnsenticorp_scratch_model_learns_well_above_chance(tmp_path):
 def test_pretraining_on_a_corpus_slice_predicts_masked_tokens_well_above_the_unigram_baseline(tmp_path):
     import numpy as np
 
-    from ernie_ft import blocks, corpus
-    from ernie_ft.pretrain import Pretraining, main as pretrain
-    from ernie_ft.text import TextPipeline
+    from ernie_ft.pretrain import blocks, corpus
+    from ernie_ft.cli import task_command
+    from ernie_ft.pretrain import Pretraining
+
+    pretrain = task_command("pretrain")
+    from ernie_ft.text.pipeline import TextPipeline
 
     lines = []
     for name in ("news_xwlb.txt", "review_shopping.txt"):

@@ -3,7 +3,7 @@ import pytest
 
 from conftest import ROOT
 from ernie_ft.config import build_config, load_recipe
-from ernie_ft.modeling import HEADS
+from ernie_ft.models.modeling import HEADS
 from ernie_ft.task import BUILTIN, load_task, resolve_task, task_options
 
 RECIPES = sorted((ROOT / "tasks").glob("*.yaml"))

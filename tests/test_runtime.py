@@ -10,8 +10,10 @@ import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from conftest import DATA, saved_weights
-from ernie_ft.classify import main
-from ernie_ft.runtime import Precision, enable_recompute
+from ernie_ft.cli import task_command
+from ernie_ft.training.runtime import Precision, enable_recompute
+
+main = task_command("classify")
 
 CONFIG = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
               max_position_embeddings=64, type_vocab_size=4, use_task_id=False, num_labels=3)  # dropout 0.1 on
@@ -87,7 +89,7 @@ def test_amp_and_recompute_through_the_command_line_match_the_reference(tiny_che
 def test_default_threads_follow_the_cores_the_process_may_use():
     # taskset, a container's cpuset or Slurm can give a process fewer cores than the machine has
     code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from ernie_ft import runtime; print(runtime.set_threads(0), runtime.set_threads(0, processes=2), "
+            "from ernie_ft.training import runtime; print(runtime.set_threads(0), runtime.set_threads(0, processes=2), "
             "runtime.set_threads(3))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -51,7 +51,7 @@ def reader(tmp_path_factory):
 
 
 def client_for(model_dir, **limits):
-    from ernie_ft.serve import Limits, ServedModel, create_app
+    from ernie_ft.serving.server import Limits, ServedModel, create_app
 
     return ReadyClient(create_app(ServedModel(model_dir, "dygraph", "cpu"), Limits(**limits)))
 
@@ -122,13 +122,13 @@ def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
 
 
 def test_exported_engine_answers_like_dygraph(classifier, tmp_path):
-    from ernie_ft.export import export
-    from ernie_ft.serve import ServedModel
+    from ernie_ft.inference.export import export
+    from ernie_ft.serving.server import ServedModel
 
     exported = export(classifier, str(tmp_path / "exported"))
     assert ServedModel(exported, "auto", "cpu").engine == "inference"
     assert ServedModel(classifier, "auto", "cpu").engine == "dygraph"
-    from ernie_ft.serve import create_app
+    from ernie_ft.serving.server import create_app
 
     with ReadyClient(create_app(ServedModel(exported, "auto", "cpu"))) as client:
         served = client.post("/v1/predict", json={"inputs": CLASSIFY_INPUTS}).json()["predictions"]
@@ -168,8 +168,8 @@ def test_a_qa_input_without_context_names_the_field(reader):
 
 @pytest.mark.parametrize("forward_batch_size", [0, 5])
 def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classifier, forward_batch_size, monkeypatch):
-    from ernie_ft import modeling
-    from ernie_ft.serve import ServedModel, create_app, Limits
+    from ernie_ft.models import modeling
+    from ernie_ft.serving.server import ServedModel, create_app, Limits
 
     served = ServedModel(classifier, "dygraph", "cpu")
     texts = [f"第{i}号房间{'很干净' if i % 2 else '太吵了'}" + "好" * (i % 7) for i in range(48)]
@@ -206,7 +206,7 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
 def test_a_request_alone_does_not_wait_for_company(classifier):
     # With no other request being read nothing can join its batch: it must run at once, not after
     # max_wait_ms (10 minutes here, so waiting would time the request out).
-    from ernie_ft.serve import ServedModel, create_app, Limits
+    from ernie_ft.serving.server import ServedModel, create_app, Limits
 
     served = ServedModel(classifier, "dygraph", "cpu")
 
@@ -227,7 +227,7 @@ def _run(served, texts):
 
 
 def test_a_full_queue_answers_503_with_retry_after(classifier):
-    from ernie_ft.serve import ServedModel, create_app, Limits
+    from ernie_ft.serving.server import ServedModel, create_app, Limits
 
     served = ServedModel(classifier, "dygraph", "cpu")
     gate, entered = threading.Event(), threading.Event()

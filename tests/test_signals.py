@@ -14,8 +14,10 @@ import pytest
 
 from conftest import DATA
 from helpers.rounding import ADAM_EPSILON, adam_drift
-from ernie_ft.classify import main
+from ernie_ft.cli import task_command
 from ernie_ft.cli import run_guarded
+
+main = task_command("classify")
 
 TRAIN = str(DATA / "sentiment_train.tsv")
 
@@ -104,7 +106,7 @@ def test_sigterm_to_a_two_process_job_stops_every_rank_after_the_same_step(tmp_p
 
 def peer_stops_at(step: int):
     """``trainer.train_step`` with the stop flag a peer's signal brings through the loss's all-reduce at ``step``."""
-    from ernie_ft.trainer import train_step
+    from ernie_ft.training.trainer import train_step
 
     def stepped(run, group, stop=None):
         *result, _ = train_step(run, group, stop)
@@ -117,7 +119,7 @@ def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoi
     """A rank stopped by its peer's signal gets its own SIGTERM later (Paddle's launcher signals the workers in
     turn, up to three times each). Once the run stops, no handler may raise it wherever the interpreter then is:
     CI once saw it raised inside a tqdm ``__del__``, printed with a traceback, and it could as well skip a cleanup."""
-    from ernie_ft import trainer
+    from ernie_ft.training import trainer
 
     def release_after_a_late_sigterm(output):
         os.kill(os.getpid(), signal.SIGTERM)  # Python runs its handler before the next line
@@ -138,9 +140,9 @@ def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoi
 
 def test_fit_from_python_gives_the_signals_back_after_a_peers_stop(tiny_checkpoint, tmp_path, monkeypatch):
     """Only a command keeps the stop's handlers on its way out; ``fit`` called from Python restores the caller's."""
-    from ernie_ft import trainer
-    from ernie_ft.args import parse_train_args
-    from ernie_ft.classify import Classification
+    from ernie_ft.training import trainer
+    from ernie_ft.cli.parsers import parse_train_args
+    from ernie_ft.classify.task import Classification
     from ernie_ft.errors import Interrupted
     from ernie_ft.task import create_task
 

@@ -8,9 +8,9 @@ import pytest
 from tokenizers import normalizers
 
 from ernie_ft.errors import UserError
-from ernie_ft.audit import audit
-from ernie_ft.text import TextPipeline, normalize_text
-from ernie_ft.vocab import build_vocab, write_vocab
+from ernie_ft.text.audit import audit
+from ernie_ft.text.pipeline import TextPipeline, normalize_text
+from ernie_ft.text.scratch import build_vocab, write_vocab
 
 SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 REAL_VOCAB = SHARED / "ernie-3.0-vocab" / "vocab.txt"

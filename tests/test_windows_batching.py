@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ernie_ft.batching import LengthGroupedSampler, collate, padding_fraction
-from ernie_ft.windows import pool_windows, window_owner, window_spans, windowed_inputs
+from ernie_ft.data.batching import LengthGroupedSampler, collate, padding_fraction
+from ernie_ft.data.windows import pool_windows, window_owner, window_spans, windowed_inputs
 
 
 @pytest.mark.parametrize("n,size,stride", [(1, 8, 2), (8, 8, 2), (9, 8, 2), (50, 8, 3), (100, 10, 0)])

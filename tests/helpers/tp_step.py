@@ -11,9 +11,9 @@ import numpy as np
 import paddle
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-from ernie_ft.modeling import forward
-from ernie_ft.parallel import Parallel
-from ernie_ft.worker import leave
+from ernie_ft.models.modeling import forward
+from ernie_ft.training.parallel import Parallel
+from ernie_ft.training.worker import leave
 
 out, tensor_parallel = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
 parallel = Parallel(tensor_parallel)

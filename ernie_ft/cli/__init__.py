@@ -1,0 +1,211 @@
+"""Every ``python -m ernie_ft`` command in one table.
+
+    python -m ernie_ft classify|ner|qa [train] --train FILE ...   (also python -m ernie_ft.classify ...)
+    python -m ernie_ft pretrain [train] --corpus FILE... ...        (also python -m ernie_ft.pretrain ...)
+    python -m ernie_ft --task tasks/multilabel_intent.py:MultiLabelIntent --train FILE ...
+    python -m ernie_ft predict --model DIR --input FILE                (any task's checkpoint)
+    python -m ernie_ft evaluate|export|vocab|serve ...
+
+Each command takes its arguments and returns the exit status: 0, 2 after a user error (one
+``error:`` line, no traceback), 130 on Ctrl-C, 143 on SIGTERM. Library modules never import this one.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Callable, Optional
+
+from ernie_ft.cli import parsers as parsers
+from ernie_ft.errors import Interrupted, UserError
+from ernie_ft.task import BUILTIN, create_task, resolve_task
+
+TASK_DESCRIPTIONS = {
+    "classify": "Fine-tune ERNIE for text classification (single texts or sentence pairs).",
+    "ner": "Fine-tune ERNIE for named-entity recognition (CoNLL, CLUENER or span JSONL).",
+    "qa": "Fine-tune ERNIE for extractive question answering (SQuAD-style JSON or JSONL).",
+    "pretrain": "Pretrain ERNIE (masked language model, whole-word masking) on unlabelled text; predict fills [MASK].",
+}
+
+
+def quiet_imports() -> None:
+    """Hide the warnings Paddle prints on import (ccache, distutils): noise to a user, not advice."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="No ccache found")
+    warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+
+
+def run_guarded(action: Callable) -> int:
+    """The exit status of a command: ``action``'s if it returns an int (else 0), 2 after a UserError
+    (one 'error:' line), 128 + the signal after Ctrl-C (130) or a SIGTERM (143).
+
+    A SIGTERM raises ``Interrupted`` like Ctrl-C's KeyboardInterrupt, so cleanups run (the output
+    lock, half-written files) instead of the process dying where it stands; training replaces this
+    with a graceful stop (finish the step, save a resumable state).
+    """
+    quiet_imports()
+    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupted)}
+    try:
+        status = action()
+        return status if isinstance(status, int) else 0
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}",
+              file=sys.stderr)
+        return 128 + signum
+    finally:  # training may leave its own handlers in place until here (trainer.StopRequest.restore)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
+    """``train`` (the default) or ``predict`` for the task ``spec`` (a BUILTIN name or module:Class).
+
+    ``task_cls`` is the class itself when the caller has it (a task file run as a script).
+    """
+    if argv and argv[0] == "predict":
+        return predict(argv[1:], f"{prog} predict", fill_mask=spec == "pretrain")
+    train_argv = argv[1:] if argv and argv[0] == "train" else argv
+
+    def train() -> int:
+        cls = task_cls or resolve_task(spec)
+        config = parsers.parse_train_args(train_argv, prog, TASK_DESCRIPTIONS.get(spec, f"Fine-tune ERNIE for the "
+                                                                                     f"task {spec}."), cls)
+        from ernie_ft.training import launch
+
+        if config.parallel.gpus is not None:  # before reading any data or starting any process
+            launch.check_gpus(config.parallel.gpus)
+        if launch.needs_launch(config.parallel):
+            if not config.train.output:
+                raise UserError("--output is required (the directory for the model, metrics and logs)")
+            command = [spec] if spec in BUILTIN else ["--task", spec]
+            return launch.launch([*command, *train_argv], config.parallel, config.train.output)
+        from ernie_ft.training.trainer import train as fine_tune
+
+        fine_tune(create_task(cls, config.task, spec), config)
+        return 0
+
+    return run_guarded(train)
+
+
+def predict(argv: list[str], prog: str = "python -m ernie_ft predict", fill_mask: Optional[bool] = None) -> int:
+    """``fill_mask``: True where only a pretrain checkpoint fits (``pretrain predict``), None for any."""
+    options = parsers.predict_parser(prog).parse_args(argv)
+    options.fill_mask = fill_mask
+
+    def run() -> None:
+        from ernie_ft.inference.predict import predict as write_predictions
+
+        write_predictions(options)
+
+    return run_guarded(run)
+
+
+def evaluate(argv: list[str], prog: str = "python -m ernie_ft evaluate") -> int:
+    options = parsers.evaluate_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from ernie_ft.inference.evaluate import evaluate as score
+
+        score(options)
+
+    return run_guarded(run)
+
+
+def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
+    options = parsers.export_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from ernie_ft.inference.export import export as write_export
+        from ernie_ft.training.runtime import quiet_libraries
+
+        quiet_libraries()
+        out = write_export(options.model, options.output, options.overwrite, options.trust_pickle)
+        print(f"exported to {out}: python -m ernie_ft predict --model {out} --input FILE runs it with Paddle Inference")
+
+    return run_guarded(run)
+
+
+def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
+    options = parsers.vocab_parser(prog).parse_args(argv)
+
+    def run() -> None:
+        from ernie_ft.cli.vocab import learn_command
+
+        learn_command(options)
+
+    return run_guarded(run)
+
+
+def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
+    options = parsers.serve_parser(prog).parse_args(argv)
+
+    def run() -> int:
+        from ernie_ft.training.runtime import quiet_libraries
+        from ernie_ft.serving.server import Limits, serve as run_server
+
+        quiet_libraries()
+        limits = Limits(**{name: getattr(options, name) for name in Limits.__dataclass_fields__})
+        return run_server(options.model, options.host, options.port, options.engine, options.device, limits,
+                          options.export, options.workers, trust_pickle=options.trust_pickle)
+
+    return run_guarded(run)
+
+
+# The command table: name -> (function(argv, prog) -> exit status, one line of help).
+COMMANDS: dict[str, tuple[Callable, str]] = {
+    **{name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
+       for name, description in TASK_DESCRIPTIONS.items()},
+    "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
+    "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
+    "export": (export, "Export a checkpoint for Paddle Inference."),
+    "vocab": (vocab, "Learn a vocabulary extension (jieba words + BPE) from a corpus."),
+    "serve": (serve, "Serve a checkpoint over HTTP, with dynamic batching and a page to try it."),
+}
+
+
+def task_command(name: str) -> Callable[[list[str]], int]:
+    """``python -m ernie_ft.<name>`` as a function of its argument list, returning the exit status."""
+    command, _ = COMMANDS[name]
+    return lambda argv: command(list(argv), f"python -m ernie_ft.{name}")
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items())
+    return (f"usage: python -m ernie_ft COMMAND [options]   (python -m ernie_ft COMMAND --help for its options)\n"
+            f"       python -m ernie_ft --task module:Class|file.py:Class [train|predict] [options]\n\n"
+            f"commands:\n{rows}")
+
+
+def main(argv: Optional[list[str]] = None, prog: Optional[str] = None) -> int:
+    """``python -m ernie_ft COMMAND ...``; ``prog`` names the command in usage lines
+    (``python -m ernie_ft.classify`` when run that way)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    task_flag = next((i for i, a in enumerate(argv) if a == "--task" or a.startswith("--task=")), None)
+    if task_flag is not None and argv[0] not in COMMANDS:  # a custom task: --task SPEC anywhere
+        flag = argv.pop(task_flag)
+        spec = flag.split("=", 1)[1] if "=" in flag else (argv.pop(task_flag) if task_flag < len(argv) else "")
+        if not spec:
+            print("error: --task needs a value: a built-in name or module:Class / file.py:Class", file=sys.stderr)
+            return 2
+        return run_task(spec, argv, prog or f"python -m ernie_ft --task {spec}")
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        from ernie_ft.config import suggest
+
+        print(f"error: unknown command {name!r}.{suggest(name, COMMANDS)}\n\n{usage()}", file=sys.stderr)
+        return 2
+    command, _ = COMMANDS[name]
+    return command(rest, prog or f"python -m ernie_ft {name}")

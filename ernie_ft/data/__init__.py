@@ -1,0 +1,1 @@
+"""Reading labelled files, datasets and their cache, windows over long texts, and batching."""

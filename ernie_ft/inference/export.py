@@ -1,0 +1,106 @@
+"""Export a trained model for deployment: ``python -m ernie_ft.export --model DIR --output DIR``.
+
+The output directory is the checkpoint (tokenizer, labels, task and run config, dygraph
+weights) plus a static graph saved with ``paddle.jit.save`` (``inference.json`` or
+``inference.pdmodel``, and ``inference.pdiparams``) whose inputs have dynamic batch size and
+length. ``predict --model OUTPUT`` runs it with Paddle Inference (``--engine auto``, the default).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from ernie_ft.errors import UserError
+
+PREFIX = "inference"
+
+
+def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: bool = False) -> str:
+    """Write the static model beside a copy of the checkpoint (its weights as safetensors, whatever
+    the source held); returns the output directory."""
+    import paddle
+
+    from ernie_ft.training.checkpoint import load_model, resolve_model_dir
+    from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
+
+    source = resolve_model_dir(model_dir)
+    if os.path.abspath(output) == os.path.abspath(source):
+        raise UserError("--output must differ from --model (the export copies the checkpoint)")
+    if os.path.exists(output) and os.listdir(output) and not overwrite:
+        raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
+    loaded = load_model(source, trust_pickle=trust_pickle)
+    if loaded.task.head == "mlm":  # its graph would need the masked positions as an input
+        raise UserError(f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
+                        "predict with it as it is (dygraph), or fine-tune it and export the task model")
+    spec = [paddle.static.InputSpec([None, None], "int64", name) for name in ("input_ids", "token_type_ids")]
+    static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
+    tmp = output.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS))
+    if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
+        loaded.model.save_pretrained(tmp, safe_serialization=True)
+    paddle.jit.save(static, os.path.join(tmp, PREFIX))
+    shutil.rmtree(output, ignore_errors=True)
+    os.rename(tmp, output)
+    return output
+
+
+def graph_file(directory: str) -> str | None:
+    """The exported graph in ``directory`` (PIR JSON or the older ProgramDesc), or None."""
+    for name in (f"{PREFIX}.json", f"{PREFIX}.pdmodel"):
+        if os.path.isfile(os.path.join(directory, name)):
+            return os.path.join(directory, name)
+    return None
+
+
+class InferenceModel:
+    """A Paddle Inference predictor that the dygraph prediction code can call like the model.
+
+    oneDNN on CPU; on GPU the predictor runs on the selected card, with TensorRT when
+    ``tensorrt`` is set (Paddle must be built with it).
+    """
+
+    training = False
+
+    def __init__(self, directory: str, device: str = "cpu", threads: int = 0, tensorrt: bool = False):
+        from paddle import inference
+
+        graph = graph_file(directory)
+        if graph is None:
+            raise UserError(f"--model {directory}: no exported model ({PREFIX}.json or {PREFIX}.pdmodel); "
+                            f"create one with python -m ernie_ft.export --model CHECKPOINT --output DIR")
+        config = inference.Config(graph, os.path.join(directory, f"{PREFIX}.pdiparams"))
+        config.disable_glog_info()
+        if device.startswith("gpu"):
+            card = int(device.split(":")[1]) if ":" in device else 0
+            config.enable_use_gpu(256, card)
+            if tensorrt:
+                config.enable_tensorrt_engine(precision_mode=inference.PrecisionType.Float32)
+        else:
+            config.disable_gpu()
+            config.enable_mkldnn()
+            from ernie_ft.training.runtime import available_cores
+
+            config.set_cpu_math_library_num_threads(threads or available_cores())
+        self.predictor = inference.create_predictor(config)
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def __call__(self, input_ids, token_type_ids, position_ids=None):
+        import paddle
+
+        for name, value in (("input_ids", input_ids), ("token_type_ids", token_type_ids)):
+            handle = self.predictor.get_input_handle(name)
+            array = value.numpy()
+            handle.reshape(array.shape)
+            handle.copy_from_cpu(array)
+        self.predictor.run()
+        outputs = [paddle.to_tensor(self.predictor.get_output_handle(name).copy_to_cpu())
+                   for name in self.predictor.get_output_names()]
+        return outputs[0] if len(outputs) == 1 else outputs
+

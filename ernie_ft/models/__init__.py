@@ -1,0 +1,1 @@
+"""The model: ERNIE backbone and task heads, CRF, ELECTRA, weight loading and the fused CPU kernels."""

@@ -1,0 +1,267 @@
+"""The ERNIE backbone with a task head: from a PaddleNLP name, a checkpoint directory or a scratch preset,
+and its outputs over a list of features.
+
+Heads are PaddleNLP's own (sequence, token and span classification), so a checkpoint we
+write loads in plain PaddleNLP with ``ErnieFor*.from_pretrained(dir)``. Models return logits.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+
+import numpy as np
+
+from ernie_ft.data.batching import LengthGroupedSampler, collate
+from ernie_ft.config import DataConfig, ModelConfig, suggest
+from ernie_ft.errors import UserError
+from ernie_ft.text.extension import same_pieces
+from ernie_ft.text.pipeline import TextPipeline, saved_extension
+from ernie_ft.text.scratch import build_vocab, write_vocab
+from ernie_ft.models.weights import describe_loading, from_pretrained
+
+# Randomly initialised shapes for tests, demos and benchmarks (no download needed).
+SCRATCH = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512,
+                 max_position_embeddings=512),
+    "nano": dict(num_hidden_layers=4, hidden_size=312, num_attention_heads=12, intermediate_size=1248,
+                 max_position_embeddings=2048),  # ernie-3.0-nano-zh's shape
+    "medium": dict(num_hidden_layers=6, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                   max_position_embeddings=2048),  # ernie-3.0-medium-zh's shape
+}
+HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
+         "span": "ErnieForQuestionAnswering", "mlm": "ErnieForMaskedLM"}
+MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform")
+"""Batch keys passed to the model besides the ids (pretraining: see masking.mlm_batch)."""
+PER_TOKEN = ("token", "span")
+"""Heads with one output row per token; 'sequence' has one per input, 'mlm' one per masked position."""
+WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
+
+
+def _scratch_preset(spec: str) -> dict:
+    name = spec.split(":", 1)[1]
+    if name not in SCRATCH:
+        raise UserError(f"--model {spec}: unknown scratch preset.{suggest(name, SCRATCH)} "
+                        f"Presets: {', '.join('scratch:' + k for k in SCRATCH)}")
+    return SCRATCH[name]
+
+
+def _check_directory(path: str) -> None:
+    files = set(os.listdir(path))
+    if "best" in files and os.path.isfile(os.path.join(path, "best", "config.json")) and "config.json" not in files:
+        raise UserError(f"--model {path} is a training run's output directory; pass its model: "
+                        f"--model {os.path.join(path, 'best')}")
+    if not files & {"config.json", "model_config.json"} or not files & set(WEIGHT_FILES):
+        raise UserError(f"--model {path}: not a PaddleNLP checkpoint directory (expected config.json and "
+                        f"{WEIGHT_FILES[0]}; found {', '.join(sorted(files)) or 'nothing'})")
+
+
+def _offline_hint(name: str, reason: str) -> UserError:
+    return UserError(
+        f"--model {name}: could not load it ({reason.splitlines()[0][:160]}). If this machine is offline, "
+        f"download the model where there is network access: python -c \"from paddlenlp.transformers import "
+        f"AutoModel, AutoTokenizer; [c.from_pretrained('{name}').save_pretrained('{name}') for c in "
+        f"(AutoModel, AutoTokenizer)]\", copy the folder here and pass --model ./{name}")
+
+
+def kind(spec: str) -> str:
+    """'scratch', 'directory' or 'name' for a --model value."""
+    if spec.startswith("scratch:"):
+        return "scratch"
+    if os.path.isdir(spec):
+        return "directory"
+    if os.sep in spec or spec.startswith("."):
+        raise UserError(f"--model {spec}: directory not found")
+    return "name"
+
+
+def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans: bool = False) -> TextPipeline:
+    """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train,
+    with --vocab-extension (or the extension saved with the checkpoint).
+
+    A vocabulary built from the training texts is written to the cache directory under its
+    content hash (the checkpoint gets its own copy when it is saved). ``exact_spans`` (see
+    ``extension.needs_exact_spans(task)``) makes the extension encode characters, not pieces.
+    """
+    source = kind(model.model)
+    extension = model.vocab_extension
+    if extension is not None and not os.path.isdir(extension):
+        raise UserError(f"--vocab-extension {extension}: directory not found; create it with "
+                        "python -m ernie_ft.vocab learn")
+    options = dict(vocab_extension=extension, exact_spans=exact_spans)
+    if data.user_dict:  # else a checkpoint keeps its own
+        options["user_dict"] = data.user_dict
+    if source == "scratch":
+        _scratch_preset(model.model)
+        vocab = model.vocab
+        if vocab is None:
+            tokens = build_vocab(train_texts())
+            digest = hashlib.sha1("\n".join(tokens).encode("utf-8")).hexdigest()[:16]
+            os.makedirs(data.cache_dir, exist_ok=True)
+            vocab = os.path.join(data.cache_dir, f"vocab-{digest}.txt")
+            write_vocab(tokens, vocab)
+        elif not os.path.isfile(vocab):
+            raise UserError(f"--vocab: {vocab} not found")
+        return TextPipeline(vocab, **options)
+    if model.vocab:
+        raise UserError("--vocab only applies to scratch models; a checkpoint brings its own vocabulary")
+    if source == "directory":
+        _check_directory(model.model)
+        pipeline = TextPipeline.from_dir(model.model)
+        if pipeline.extension is not None:  # the checkpoint's weights were trained with it
+            if extension is not None and not same_pieces(extension, pipeline.extension.directory):
+                raise UserError(f"--vocab-extension {extension}: --model {model.model} already has a different "
+                                "vocabulary extension; drop the flag to keep the checkpoint's")
+            options["vocab_extension"] = pipeline.extension.directory
+        return pipeline.replace(**options)
+    from paddlenlp.transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model.model)
+    except Exception as e:  # PaddleNLP raises OSError, ValueError or requests errors when offline
+        raise _offline_hint(model.model, str(e)) from None
+    vocab_file = getattr(tokenizer, "vocab_file", None) or tokenizer.init_kwargs.get("vocab_file")
+    if not vocab_file or not os.path.isfile(vocab_file):
+        raise UserError(f"--model {model.model}: its tokenizer has no WordPiece vocab.txt; ernie_ft supports "
+                        "ERNIE-family (BERT-style vocabulary) models")
+    return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), **options)
+
+
+def model_class(head: str, custom: str | None = None):
+    """The PaddleNLP class for a head, or a task's own ``module:Class`` (e.g. a tagger with a CRF)."""
+    import importlib
+
+    import paddlenlp.transformers as pt
+
+    if custom:
+        module, _, name = custom.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return getattr(pt, HEADS[head])
+
+
+def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline,
+                custom_class: str | None = None):
+    """An ERNIE model with the head ``head`` and ``num_labels`` outputs (2 for spans)."""
+    import paddlenlp.transformers as pt
+
+    cls = model_class(head, custom_class)
+    overrides = {} if model.dropout is None else {
+        "hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
+    if head in ("sequence", "token"):
+        overrides["num_labels"] = num_labels
+    source = kind(model.model)
+    if source == "scratch":
+        config = pt.ErnieConfig(
+            vocab_size=pipeline.vocab_size, pad_token_id=pipeline.pad_id, type_vocab_size=4,
+            use_task_id=False, **_scratch_preset(model.model), **overrides)
+        return cls(config)
+    if source == "directory":
+        _check_directory(model.model)
+    try:
+        net = (from_pretrained(cls, model.model, model.trust_pickle, **overrides) if source == "directory"
+               else cls.from_pretrained(model.model, **overrides))
+    except UserError:
+        raise
+    except Exception as e:
+        if source == "directory":
+            raise UserError(f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})") from None
+        raise _offline_hint(model.model, str(e)) from None
+    if source == "directory":
+        loading = describe_loading(net, model.model)
+        if loading:
+            print(f"--model {model.model}: {loading}", file=sys.stderr)
+    if pipeline.extension is not None and not (source == "directory" and saved_extension(model.model)):
+        grow_embeddings(net, pipeline)
+    if net.config.vocab_size < pipeline.vocab_size:
+        raise UserError(f"--model {model.model}: vocab.txt has {pipeline.vocab_size} tokens but the model's "
+                        f"embedding only {net.config.vocab_size}; the tokenizer and weights do not match")
+    return net
+
+
+def grow_embeddings(net, pipeline: TextPipeline) -> None:
+    """Give each vocabulary-extension piece a word-embedding row: the mean of the base rows of its
+    characters. The matrix grows when the pieces' ids run past it (config.vocab_size follows)."""
+    base = net.get_input_embeddings().weight.numpy()
+    if pipeline.vocab_size > base.shape[0]:
+        net.resize_token_embeddings(pipeline.vocab_size)  # a tied MLM projection and its bias grow too
+        for layer in net.sublayers():  # PaddleNLP's LM heads keep a second name for the old bias
+            if hasattr(layer, "decoder_bias") and hasattr(layer, "decoder"):
+                layer.decoder_bias = layer.decoder.bias
+    embedding = net.get_input_embeddings()
+    weight = embedding.weight.numpy().copy()
+    for piece_id, char_ids in pipeline.extension.char_ids(pipeline.vocab, pipeline.unk_id).items():
+        weight[piece_id] = base[char_ids].mean(axis=0)
+    embedding.weight.set_value(weight.astype(base.dtype))
+
+
+def position_limit(net) -> int:
+    return int(net.config.max_position_embeddings)
+
+
+def check_max_len(data: DataConfig, net, spec: str) -> None:
+    limit = position_limit(net)
+    if data.max_len > limit:
+        raise UserError(f"--max-len {data.max_len} exceeds the position limit of --model {spec} "
+                        f"({limit} = max_position_embeddings); use --max-len {limit} or less, long texts "
+                        f"are split into windows anyway")
+
+
+def to_tensors(batch: dict) -> dict:
+    import paddle
+
+    return {k: paddle.to_tensor(v) for k, v in batch.items()}
+
+
+def forward(model, batch: dict):
+    """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
+    import paddle
+
+    extra = {k: batch[k] for k in MODEL_EXTRAS if k in batch}
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                position_ids=batch.get("position_ids"), **extra)
+    return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
+
+
+def task_batching(task, pipeline, seed: int = 0) -> dict:
+    """``compute_logits`` keywords for a task that makes its own batches and summarises its outputs
+    (pretraining: evaluation's fixed masks, per-position rows); {} for the others."""
+    if not hasattr(task, "collate"):
+        return {}
+    return {"collate_fn": lambda features: task.collate(features, pipeline, seed, None),
+            "summarize": task.summarize}
+
+
+def compute_logits(model, features, pad_id: int, batch_size: int, precision=None,
+                   head: str = "sequence", parallel=None, collate_fn=None, summarize=None):
+    """Model outputs for every feature, in feature order (numpy).
+
+    A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
+    with one [tokens, outputs] array per feature, cut to the feature's own length; with
+    ``summarize(outputs, batch)`` (a task's, see ``task_batching``) the list holds its row per
+    input. ``collate_fn(features)`` replaces the usual batching. ``parallel`` lays the batches out
+    for a tensor-parallel model (whose every rank runs every batch).
+    """
+    import paddle
+
+    per_token = head in PER_TOKEN
+    was_training = model.training
+    model.eval()
+    lengths = getattr(features, "lengths", None)  # features read lazily from disk know theirs
+    lengths = [len(f["input_ids"]) for f in features] if lengths is None else lengths
+    sampler = LengthGroupedSampler(lengths, batch_size, shuffle=False)
+    outputs = [None] * len(features)
+    with paddle.no_grad():
+        for indices in sampler.batches():
+            chosen = [features[i] for i in indices]
+            batch = to_tensors(collate_fn(chosen) if collate_fn else collate(chosen, pad_id, head == "token"))
+            if parallel is not None:
+                batch = parallel.distribute(batch, split=False)
+            with precision.autocast() if precision else contextlib.nullcontext():
+                logits = forward(model, batch)
+            logits = parallel.dense(logits) if parallel is not None else logits
+            rows = summarize(logits, batch) if summarize else logits.astype("float32").numpy()
+            for row, i in enumerate(indices):
+                outputs[i] = rows[row][:len(chosen[row]["input_ids"])] if per_token else rows[row]
+    model.train(was_training)
+    return outputs if per_token or summarize or not outputs else np.stack(outputs)

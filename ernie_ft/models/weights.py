@@ -1,0 +1,77 @@
+"""Model weights on disk: safetensors, or a pickle only when the user trusts it.
+
+A pickle (Paddle's ``model_state.pdparams``) can run any code when it is loaded; safetensors hold
+only tensors. Every ernie_ft command that opens a model directory asks ``weights_format`` first.
+"""
+from __future__ import annotations
+
+import os
+
+from ernie_ft.errors import UserError
+
+SAFE_WEIGHTS, SAFE_INDEX, PICKLE_WEIGHTS = "model.safetensors", "model.safetensors.index.json", "model_state.pdparams"
+
+
+def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model") -> str:
+    """How a model directory's weights are stored: "safetensors", or "pickle" when the user trusts it.
+
+    A pickle can run any code when it is loaded, so a directory with only ``model_state.pdparams``
+    (ernie_ft before safetensors, PaddleNLP's own format) is refused without ``trust_pickle``.
+    With safetensors present, a pickle beside them is never read.
+    """
+    if os.path.isfile(os.path.join(path, SAFE_WEIGHTS)) or os.path.isfile(os.path.join(path, SAFE_INDEX)):
+        return "safetensors"
+    if os.path.isfile(os.path.join(path, PICKLE_WEIGHTS)):
+        if trust_pickle:
+            return "pickle"
+        raise UserError(f"{flag} {path}: its weights are a pickle ({PICKLE_WEIGHTS}), and loading a pickle can run "
+                        "code hidden in it. If you trust where this directory came from (ernie_ft checkpoints "
+                        "before safetensors, models saved by PaddleNLP), pass --trust-pickle; re-saving it then "
+                        "(e.g. python -m ernie_ft export) writes safetensors")
+    raise UserError(f"{flag} {path}: no model weights ({SAFE_WEIGHTS} or {PICKLE_WEIGHTS})")
+
+
+def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
+    """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted: the format
+    is decided (and a pickle refused) before PaddleNLP opens any file."""
+    fmt = weights_format(path, trust_pickle, flag)
+    return cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
+
+
+def stored_names(path: str) -> set[str] | None:
+    """The tensor names in a model directory's safetensors (None for a pickle: not opened here)."""
+    import json
+
+    index = os.path.join(path, SAFE_INDEX)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            return set(json.load(f)["weight_map"])
+    if not os.path.isfile(os.path.join(path, SAFE_WEIGHTS)):
+        return None
+    from safetensors import safe_open
+
+    with safe_open(os.path.join(path, SAFE_WEIGHTS), framework="np") as f:
+        return set(f.keys())
+
+
+def describe_loading(model, path: str, prefix: str = "ernie.") -> str | None:
+    """One line: which of ``model``'s weights ``path`` did not hold (newly initialised) and which stored
+    tensors went unused (another head's); None when every weight came from the checkpoint."""
+    stored = stored_names(path)
+    if stored is None:
+        return None
+    own = list(model.state_dict())
+    known = {name for name in own if name in stored or name.removeprefix(prefix) in stored}
+    new = [name for name in own if name not in known]
+    used = known | {name.removeprefix(prefix) for name in known}
+    unused = sorted(stored - used)
+    if not new and not unused:
+        return None
+    def heads(names):  # classifier.weight -> classifier.*, cls.predictions.decoder.bias -> cls.predictions.*
+        return ", ".join(sorted({".".join(n.split(".")[:2 if n.count(".") > 1 else 1]) + ".*" for n in names}))
+    line = f"{len(known)} of {len(own)} weights loaded from the checkpoint"
+    if new:
+        line += f"; newly initialised: {heads(new)} ({len(new)} tensors)"
+    if unused:
+        line += f"; not used: {heads(unused)} ({len(unused)} tensors)"
+    return line

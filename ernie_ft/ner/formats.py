@@ -1,0 +1,311 @@
+"""NER files in and out: CoNLL (BIO, BIOES/BMES, IO), CLUENER JSONL and span JSONL.
+
+Every format becomes the same internal example: the text and its entities as character spans
+``(start, end_exclusive, type)``. Tag schemes are converted at the edge, in ``tags_to_spans`` and
+``spans_to_tags``; the model itself is trained on BIO tags derived from the spans.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+from ernie_ft.errors import UserError
+from ernie_ft.data.readers import parse_jsonl, read_text_file
+
+FORMATS = ("auto", "conll", "cluener", "spans", "text")
+SCHEMES = ("bio", "bioes", "bmes", "io")
+OVERLAPPING = ("error", "keep-longest")
+# BILOU's L/U are BIOES's E/S; BMES's M is an inside tag.
+_PREFIXES = {"B": "B", "I": "I", "M": "I", "E": "E", "L": "E", "S": "S", "U": "S"}
+_TAG = re.compile(r"^(?:O|[BIMELSUbimelsu][-_]\S+)$")
+
+
+@dataclass(frozen=True)
+class NerExample:
+    """A text with its entities as sorted (start, end_exclusive, type) character spans."""
+    text: str
+    entities: tuple
+    line: int
+    source: str
+    tokens: Optional[tuple] = None  # (start, end) of each CoNLL token line, to write the file back
+
+
+def parse_tag(tag: str, where: str) -> tuple[str, Optional[str]]:
+    """('O', None) or (prefix in B/I/E/S, type) for a tag such as B-PER, M-LOC, U_ORG or O."""
+    if tag == "O":
+        return "O", None
+    if not _TAG.match(tag):
+        raise UserError(f"{where}: tag {tag!r} is not O or PREFIX-TYPE with a prefix from B, I, E, S, M, L, U "
+                        "(e.g. B-PER); check the separator between the token and its tag")
+    return _PREFIXES[tag[0].upper()], tag[2:]
+
+
+def detect_scheme(prefixes: set, raw: set = frozenset()) -> str:
+    """The tag scheme a file uses, from the prefixes it contains (raw: the prefixes as written)."""
+    if "M" in raw:
+        return "bmes"
+    if prefixes & {"E", "S"}:
+        return "bioes"
+    return "bio" if "B" in prefixes or not prefixes else "io"
+
+
+def tags_to_spans(tags: list, scheme: str = "bio") -> tuple[list, list]:
+    """Entity spans (start, end_exclusive, type) over positions, and the positions that broke the scheme.
+
+    ``tags`` are (prefix, type) pairs from ``parse_tag``. Repair rule, the one conlleval uses:
+    an I-/E- tag that does not continue an entity of its type starts a new entity there; under
+    BIOES/BMES an entity left open (B- or I- not followed by I-/E- of its type) ends at its last
+    tag. IO has no B, so I- after O or another type is how every entity starts, not an error.
+    """
+    closed_schemes = scheme in ("bioes", "bmes")
+    spans, invalid, start, kind = [], [], None, None
+
+    def close(end: int, proper: bool) -> None:
+        nonlocal start, kind
+        if start is not None:
+            spans.append((start, end, kind))
+            if closed_schemes and not proper:
+                invalid.append(end - 1)
+        start, kind = None, None
+
+    for i, (prefix, type_) in enumerate(tags):
+        if prefix in ("I", "E") and (start is None or kind != type_):
+            if scheme != "io":
+                invalid.append(i)
+            close(i, False)
+            start, kind = i, type_
+        elif prefix in ("B", "S", "O"):
+            close(i, False)
+            if prefix != "O":
+                start, kind = i, type_
+        if prefix in ("E", "S"):
+            close(i + 1, True)
+    close(len(tags), False)
+    return spans, sorted(set(invalid))
+
+
+def spans_to_tags(n: int, spans, scheme: str = "bio") -> list[str]:
+    """Tags for ``n`` positions from non-overlapping (start, end_exclusive, type) spans."""
+    tags = ["O"] * n
+    inside = "M" if scheme == "bmes" else "I"
+    for start, end, type_ in spans:
+        if scheme == "io":
+            tags[start:end] = [f"I-{type_}"] * (end - start)
+        elif scheme == "bio":
+            tags[start:end] = [f"B-{type_}"] + [f"I-{type_}"] * (end - start - 1)
+        elif end - start == 1:
+            tags[start] = f"S-{type_}"
+        else:
+            tags[start:end] = [f"B-{type_}"] + [f"{inside}-{type_}"] * (end - start - 2) + [f"E-{type_}"]
+    return tags
+
+
+def check_spans(spans: list, text: str, where: str, overlapping: str = "error") -> tuple[tuple, list]:
+    """Sorted, de-duplicated spans; out-of-range spans are errors, overlaps too unless 'keep-longest'.
+
+    Returns (spans, dropped): with keep-longest the shorter of two overlapping entities is dropped.
+    """
+    for start, end, type_ in spans:
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
+            raise UserError(f"{where}: entity {type_!r} covering characters {start} to {end - 1} is empty or "
+                            f"outside the text ({len(text)} characters, numbered from 0); fix its offsets")
+    kept, dropped = [], []
+    for span in sorted(set(spans), key=lambda s: (s[0] - s[1], s[0], s[2])):  # longest first
+        clash = next((k for k in kept if k[0] < span[1] and span[0] < k[1]), None)
+        if clash is None:
+            kept.append(span)
+            continue
+        if overlapping != "keep-longest":
+            a, b = sorted([clash, span])
+            raise UserError(f"{where}: entity {text[b[0]:b[1]]!r} [{b[0]}, {b[1]}) {b[2]} overlaps "
+                            f"{text[a[0]:a[1]]!r} [{a[0]}, {a[1]}) {a[2]}; a tagger labels each character once. "
+                            "Fix the file, or pass --overlapping keep-longest to keep the longer entity")
+        dropped.append(span)
+    return tuple(sorted(kept)), dropped
+
+
+def detect_format(lines: list[str]) -> str:
+    """'cluener', 'spans', 'conll' or 'text' (one unlabelled text per line) from a file's content."""
+    first = next(line for line in lines if line.strip())
+    if first.lstrip().startswith("{"):
+        try:
+            record = json.loads(first)
+        except json.JSONDecodeError:
+            record = {}
+        return "spans" if isinstance(record, dict) and "entities" in record else "cluener"
+    body = [line for line in lines[:2000] if line.strip() and not line.startswith("-DOCSTART-")]
+    tagged = sum(len(line.split()) >= 2 and bool(_TAG.match(line.split()[-1])) for line in body)
+    return "conll" if tagged * 2 >= len(body) else "text"  # a few bad lines: CoNLL, so the error names them
+
+
+def read_ner(path: str, flag: str, fmt: str = "auto", labelled: bool = True,
+             overlapping: str = "error") -> list[NerExample]:
+    """Examples from a CoNLL, CLUENER JSONL or span JSONL file (or plain text lines when unlabelled)."""
+    text = read_text_file(path, flag)
+    lines = text.split("\n")
+    if fmt == "auto":
+        fmt = detect_format(lines)
+    where = f"{flag}: {path}"
+    if fmt == "text":
+        if labelled:
+            raise UserError(f"{where} looks like plain text without entities; give CoNLL (one character and "
+                            "its tag per line), CLUENER JSONL or span JSONL, or name the format with --format")
+        return [NerExample(s.strip(), (), n, path) for n, s in enumerate(lines, 1) if s.strip()]
+    if fmt == "conll":
+        return _read_conll(where, path, lines, labelled, overlapping)
+    examples, dropped = [], []
+    for n, record in parse_jsonl(where, path, lines)[1]:
+        at = f"{where}:{n}"
+        value = record.get("text")
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(f'{at}: missing or empty "text"; each line needs {{"text": ..., '
+                            f'{"label" if fmt == "cluener" else "entities"}: ...}}')
+        spans = (_cluener_spans if fmt == "cluener" else _span_list)(record, value, at) if labelled else []
+        spans, lost = check_spans(spans, value, at, overlapping)
+        dropped += [(n, value, span) for span in lost]
+        examples.append(NerExample(value, spans, n, path))
+    _note_dropped(where, dropped)
+    return examples
+
+
+def _cluener_spans(record: dict, text: str, at: str) -> list:
+    label = record.get("label")
+    if not isinstance(label, dict):
+        raise UserError(f'{at}: "label" must be an object {{type: {{entity: [[start, end], ...]}}}} (ends '
+                        'inclusive); write "label": {} for a text without entities')
+    spans = []
+    for type_, entities in label.items():
+        if not isinstance(entities, dict):
+            raise UserError(f'{at}: "label"."{type_}" must map each entity text to [[start, end], ...]')
+        for name, positions in entities.items():
+            if not isinstance(positions, list) or not all(
+                    isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) for x in p) for p in positions):
+                raise UserError(f"{at}: positions of {name!r} must be a list of [start, end] integer pairs")
+            for start, last in positions:
+                if 0 <= start <= last < len(text) and text[start:last + 1] != name:
+                    raise UserError(f"{at}: entity {name!r} at [{start}, {last}] but the text there is "
+                                    f"{text[start:last + 1]!r}; CLUENER ends are inclusive (the last character)")
+                spans.append((start, last + 1, type_))
+    return spans
+
+
+def _span_list(record: dict, text: str, at: str) -> list:
+    entities = record.get("entities")
+    if not isinstance(entities, list):
+        raise UserError(f'{at}: "entities" must be a list of {{"start", "end", "type"}} objects (end exclusive); '
+                        'write "entities": [] for a text without entities')
+    spans = []
+    for e in entities:
+        if not (isinstance(e, dict) and isinstance(e.get("start"), int) and isinstance(e.get("end"), int)
+                and isinstance(e.get("type"), str) and e["type"]):
+            raise UserError(f'{at}: entity {json.dumps(e, ensure_ascii=False)[:60]} needs integer "start" and '
+                            '"end" (exclusive) and a string "type"')
+        start, end = e["start"], e["end"]
+        if "text" in e and 0 <= start < end <= len(text) and text[start:end] != e["text"]:
+            raise UserError(f"{at}: entity {e['text']!r} at [{start}, {end}) but the text there is "
+                            f"{text[start:end]!r}; span ends are exclusive")
+        spans.append((start, end, e["type"]))
+    return spans
+
+
+def _read_conll(where: str, path: str, lines: list[str], labelled: bool, overlapping: str) -> list[NerExample]:
+    sentences, current = [], []
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\r")
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if current:
+                sentences.append(current)
+            current = []
+            continue
+        fields = line.split("\t") if "\t" in line else line.split()
+        if len(fields) < 2 and labelled:
+            raise UserError(f"{where}:{n}: expected a token and its tag separated by a tab or a space, "
+                            f"found {line[:40]!r}")
+        tag = fields[-1].strip() if labelled else "O"
+        current.append((n, fields[0] or " ", parse_tag(tag, f"{where}:{n}"), tag))
+    if current:
+        sentences.append(current)
+    raw = {tag[0].upper() for sentence in sentences for *_, tag in sentence if tag != "O"}
+    scheme = detect_scheme({_PREFIXES[p] for p in raw}, raw)
+    char_level = all(len(token) == 1 for sentence in sentences for _, token, *_ in sentence)
+    examples, repaired, dropped = [], [], []
+    for sentence in sentences:
+        text, offsets = "", []
+        for _, token, *_ in sentence:
+            if text and not char_level and _needs_space(text[-1], token[0]):
+                text += " "
+            offsets.append((len(text), len(text) + len(token)))
+            text += token
+        positions, invalid = tags_to_spans([parsed for _, _, parsed, _ in sentence], scheme)
+        repaired += [sentence[i][0] for i in invalid]
+        spans = [(offsets[s][0], offsets[e - 1][1], t) for s, e, t in positions]
+        spans, lost = check_spans(spans, text, f"{where}:{sentence[0][0]}", overlapping)
+        dropped += [(sentence[0][0], text, span) for span in lost]
+        examples.append(NerExample(text, spans, sentence[0][0], path, tuple(offsets)))
+    if repaired:
+        lines_shown = ", ".join(map(str, repaired[:8])) + (" ..." if len(repaired) > 8 else "")
+        print(f"note: {where}: {len(repaired)} tags break the {scheme.upper()} scheme (lines {lines_shown}); "
+              "repaired as conlleval does: an I-/E- tag that does not continue an entity of its type starts "
+              "one, and an entity left open ends at its last tag", file=sys.stderr)
+    _note_dropped(where, dropped)
+    return examples
+
+
+def _needs_space(left: str, right: str) -> bool:
+    """Whether two word tokens of a CoNLL file were separated by a space (Latin letters and digits)."""
+    return left.isascii() and left.isalnum() and right.isascii() and right.isalnum()
+
+
+def _note_dropped(where: str, dropped: list) -> None:
+    if dropped:
+        shown = "; ".join(f"line {n}: {text[s:e]!r} {t}" for n, text, (s, e, t) in dropped[:5])
+        print(f"note: {where}: --overlapping keep-longest dropped {len(dropped)} entities that overlap a longer "
+              f"one ({shown})", file=sys.stderr)
+
+
+def write_conll(examples: list[NerExample], scheme: str = "bio", sep: str = "\t") -> str:
+    """CoNLL text: one token and its tag per line, a blank line after each sentence.
+
+    Tokens are the example's own CoNLL tokens when it came from such a file, else its characters
+    (whitespace skipped). Entities must start and end on token boundaries.
+    """
+    out = []
+    for e in examples:
+        tokens = e.tokens or tuple((i, i + 1) for i, c in enumerate(e.text) if not c.isspace())
+        index = {start: i for i, (start, _) in enumerate(tokens)}
+        ends = {end: i for i, (_, end) in enumerate(tokens)}
+        spans = []
+        for start, end, type_ in e.entities:
+            if start not in index or end not in ends:
+                raise ValueError(f"{e.source}:{e.line}: entity [{start}, {end}) does not fall on token boundaries")
+            spans.append((index[start], ends[end] + 1, type_))
+        tags = spans_to_tags(len(tokens), spans, scheme)
+        out += [f"{e.text[s:t]}{sep}{tag}" for (s, t), tag in zip(tokens, tags)] + [""]
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def write_cluener(examples: list[NerExample]) -> str:
+    """CLUENER JSONL: {"text", "label": {type: {entity: [[start, end_inclusive], ...]}}} per line."""
+    lines = []
+    for e in examples:
+        label: dict = {}
+        for start, end, type_ in e.entities:
+            label.setdefault(type_, {}).setdefault(e.text[start:end], []).append([start, end - 1])
+        lines.append(json.dumps({"text": e.text, "label": label}, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def write_spans(examples: list[NerExample]) -> str:
+    """Span JSONL: {"text", "entities": [{"start", "end" (exclusive), "type", "text"}]} per line."""
+    return "".join(json.dumps({"text": e.text, "entities": [
+        {"start": s, "end": t, "type": k, "text": e.text[s:t]} for s, t, k in e.entities]}, ensure_ascii=False) + "\n"
+        for e in examples)
+
+
+def check_choice(value: str, choices, flag: str) -> None:
+    if value not in choices:
+        raise UserError(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
+

@@ -1,0 +1,246 @@
+"""Named-entity recognition: ``python -m ernie_ft.ner``.
+
+Entities stay character spans of the original text from the file to the prediction. The model
+sees BIO tags on the first token of each character or word, found through the text pipeline's
+character offsets (never by assuming one token per character); windows over long texts are
+stitched per token, and decoded tags are mapped back to character spans.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ernie_ft.errors import UserError
+from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
+from ernie_ft.ner.formats import FORMATS, OVERLAPPING, check_choice, parse_tag, read_ner, tags_to_spans
+from ernie_ft.task import check_known_labels
+from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
+
+_CONTINUATION: dict = {}
+
+
+def continuation_ids(pipeline) -> frozenset:
+    """Ids of WordPiece continuation pieces ('##13'): they never start a character or a word."""
+    if pipeline.fingerprint not in _CONTINUATION:
+        vocab = getattr(pipeline, "vocab", None)  # token -> id; older pipelines keep it in the tokenizer only
+        vocab = vocab if vocab is not None else pipeline._tok.get_vocab()
+        _CONTINUATION[pipeline.fingerprint] = frozenset(i for token, i in vocab.items() if token.startswith("##"))
+    return _CONTINUATION[pipeline.fingerprint]
+
+
+def token_units(encoding, continuation: frozenset) -> list[tuple[int, int, int]]:
+    """(token index, first character, end character) of each unit that carries a tag.
+
+    A unit is a token that covers a character no earlier token covered and is not a
+    continuation piece; continuation pieces extend the unit before them ('iphone' '##13' is one
+    unit over 'iPhone13'), and tokens that only repeat covered characters (the 2nd and 3rd '.'
+    of '…') belong to none. Characters without any token (zero-width marks) lie between units.
+    """
+    units, covered = [], 0
+    for t, (token_id, (start, end)) in enumerate(zip(encoding.ids, encoding.offsets)):
+        if token_id in continuation and units:
+            units[-1][2] = max(units[-1][2], end)
+        elif end > covered:
+            units.append([t, max(start, covered), end])
+        covered = max(covered, end)
+    return [tuple(u) for u in units]
+
+
+def unit_tags(entities, units, n_chars: int) -> list[str]:
+    """BIO tag of each unit: the entity holding its first character, B- on an entity's first unit."""
+    owner = [-1] * n_chars
+    for k, (start, end, _) in enumerate(entities):
+        owner[start:end] = [k] * (end - start)
+    tags, previous = [], -1
+    for _, start, _ in units:
+        k = owner[start]
+        tags.append("O" if k < 0 else f"{'I' if k == previous else 'B'}-{entities[k][2]}")
+        previous = k
+    return tags
+
+
+def units_to_spans(tags: list[str], units) -> tuple[list[tuple[int, int, str]], list[int]]:
+    """Character spans of the entities in unit tags, and the units whose tag the decode repaired."""
+    positions, invalid = tags_to_spans([parse_tag(tag, "tag") for tag in tags], "bio")
+    return [(units[s][1], units[e - 1][2], kind) for s, e, kind in positions], invalid
+
+
+def stitch(logits: list, features: list[dict], n_docs: int) -> list[np.ndarray]:
+    """One logits row per token of each document, taken from the window in which that token lies
+    farthest from an edge that cuts the text (the text's own start and end are not such edges)."""
+    by_doc: list[list[int]] = [[] for _ in range(n_docs)]
+    for i, f in enumerate(features):
+        by_doc[f["doc"]].append(i)
+    width = logits[0].shape[-1]
+    rows = []
+    for indices in by_doc:
+        windows = [features[i]["_window"] for i in indices]
+        n_tokens = max((end for _, end in windows), default=0)
+        owner = window_owner(windows, n_tokens, open_ends=True)
+        doc_rows = np.zeros((n_tokens, width), dtype="float32")
+        for k, (i, (start, end)) in enumerate(zip(indices, windows)):
+            mine = owner[start:end] == k
+            doc_rows[start:end][mine] = logits[i][1:1 + end - start][mine]  # row 0 is [CLS]
+        rows.append(doc_rows)
+    return rows
+
+
+def entity_types(labels: list[str]) -> list[str]:
+    """The entity types of a BIO tag list, sorted."""
+    return sorted({label[2:] for label in labels if label != "O"})
+
+
+@dataclass
+class NER:
+    """Entities as character spans; BIO tags on the first token of each character or word."""
+
+    name: str = "ner"
+    head: str = "token"
+    metric: str = "f1"
+    crf: bool = False
+    """Add a CRF layer: learned tag-transition scores, the sequence likelihood as the loss, and a
+    Viterbi decode that only yields valid tag sequences."""
+    format: str = "auto"
+    """Input format: auto, conll (a token and its tag per line; BIO, BIOES/BMES or IO tags), cluener
+    (JSONL, inclusive ends), spans (JSONL, exclusive ends) or text (unlabelled, one per line)."""
+    overlapping: str = "error"
+    """Overlapping entities in a file: error, or keep-longest (drop the shorter one, reported)."""
+    constrained: bool = True
+    """Decode the softmax tagger to the most probable valid BIO sequence; --no-constrained takes each
+    token's argmax and repairs it as conlleval does (an I- without its B- starts an entity). The CRF
+    always decodes valid sequences."""
+    unused_data_settings: ClassVar[dict] = {
+        **dict.fromkeys(("text_column", "text_pair_column", "label_column"),
+                        "NER files are read by --format (conll, cluener, spans or text; see data/README.md), not by column"),
+        "window_pooling": "each token is tagged from the one window where it has most context"}
+    """Data settings NER never reads: no flag, and a recipe that sets one is an error."""
+
+    def __post_init__(self):
+        check_choice(self.format, FORMATS, "--format")
+        check_choice(self.overlapping, OVERLAPPING, "--overlapping")
+        self._model = None
+
+    @property
+    def model_class(self):
+        return "ernie_ft.models.crf:ErnieCrfForTokenClassification" if self.crf else None
+
+    def bind(self, model) -> None:
+        self._model = model
+
+    def read(self, path, data, flag, labelled=True):
+        return read_ner(path, flag, self.format if labelled else "auto", labelled, self.overlapping)
+
+    def fit_labels(self, train):
+        types = sorted({t for e in train for *_, t in e.entities})
+        if not types:
+            raise UserError(f"{train[0].source}: the training file has no entities; label some entities "
+                            "(see data/README.md for the formats)")
+        return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
+
+    def check_labels(self, examples, labels, data, flag):
+        check_known_labels(examples, lambda e: [t for *_, t in e.entities], entity_types(labels),
+                           data.allow_new_labels, flag, "entity type")
+
+    def texts(self, examples):
+        return [e.text for e in examples]
+
+    def featurize(self, examples, encodings, pipeline, labels, data):
+        index = {tag: i for i, tag in enumerate(labels)}
+        continuation = continuation_ids(pipeline)
+        budget = data.max_len - 2
+        stride = min(data.overlap(), budget // 2)
+        features, inexact = [], []
+        for doc, (example, encoding) in enumerate(zip(examples, encodings)):
+            units = token_units(encoding, continuation)
+            tags = unit_tags(example.entities, units, len(example.text))
+            token_labels = [-100] * len(encoding.ids)
+            for (token, _, _), tag in zip(units, tags):
+                token_labels[token] = index.get(tag, 0)  # a type train never had (--allow-new-labels): O
+            exact = set(units_to_spans(tags, units)[0])
+            inexact += [(example, e) for e in example.entities if e not in exact and f"B-{e[2]}" in index]
+            for start, end in window_spans(len(encoding.ids), budget, stride):
+                ids, types = pack_inputs(encoding.ids[start:end], None, pipeline.cls_id, pipeline.sep_id)
+                features.append({"input_ids": ids, "token_type_ids": types, "doc": doc, "_window": (start, end),
+                                 "labels": [-100, *token_labels[start:end], -100], "_units": units})
+        if inexact:
+            shown = "; ".join(f"line {e.line}: {e.text[s:t]!r} [{s}, {t}) {k}" for e, (s, t, k) in inexact[:5])
+            print(f"note: {examples[0].source}: {len(inexact)} entities start or end inside a token (or on "
+                  f"characters that produce no token), so the tags cannot hold them exactly; they are tagged "
+                  f"on the tokens they start in and count as errors when scored ({shown})", file=sys.stderr)
+        return features
+
+    def loss(self, logits, batch):
+        import paddle
+        import paddle.nn.functional as F
+
+        if self.crf:
+            from ernie_ft.models.crf import crf_loss
+
+            return crf_loss(self._model.crf_transitions, logits, batch["labels"])
+        labels = batch["labels"]
+        total = F.cross_entropy(logits, labels.unsqueeze(-1), ignore_index=-100, reduction="sum")
+        return total / paddle.clip((labels != -100).astype("float32").sum(), min=1.0)
+
+    def decode(self, logits, features, examples, labels) -> tuple[list[list[tuple]], int]:
+        """Predicted (start, end, type, score) per example, and how many tags the decode repaired.
+
+        The score is the mean softmax probability of the entity's tags (for the CRF, of its emission scores).
+        """
+        docs = stitch(logits, features, len(examples))
+        units = {f["doc"]: f["_units"] for f in features}
+        emissions = [docs[d][[u[0] for u in units[d]]] for d in range(len(examples))]
+        from scipy.special import log_softmax
+
+        from ernie_ft.models.crf import viterbi
+
+        log_probs = [log_softmax(e, axis=1) for e in emissions]
+        if self.crf:
+            paths = viterbi(emissions, self._model.crf_transitions.numpy(), labels)
+        elif self.constrained:  # no learned transitions: the most probable of the valid sequences
+            paths = viterbi(log_probs, np.zeros((len(labels), len(labels)), dtype="float32"), labels)
+        else:
+            paths = [e.argmax(axis=1) for e in emissions]
+        predictions, repaired = [], 0
+        for d, (scores, path) in enumerate(zip(log_probs, paths)):
+            chosen = np.exp(scores[np.arange(len(path)), path])
+            spans, invalid = tags_to_spans([parse_tag(labels[i], "tag") for i in path], "bio")
+            repaired += len(invalid)
+            predictions.append([(units[d][s][1], units[d][e - 1][2], kind, float(chosen[s:e].mean()))
+                                for s, e, kind in spans])
+        return predictions, repaired
+
+    def evaluate(self, logits, features, examples, labels, data):
+        predicted, _ = self.decode(logits, features, examples, labels)
+        return entity_metrics([e.entities for e in examples], [[p[:3] for p in ps] for ps in predicted],
+                              entity_types(labels))
+
+    def predict(self, logits, features, examples, labels, data):
+        predicted, _ = self.decode(logits, features, examples, labels)
+        return [{"text": e.text, "entities": [{"start": s, "end": t, "type": k, "text": e.text[s:t],
+                                               "score": round(score, 4)} for s, t, k, score in spans]}
+                for e, spans in zip(examples, predicted)]
+
+    def report(self, logits, features, examples, labels, data, out_dir: str) -> str:
+        """The per-type table; every missed, spurious, wrong-type and wrong-boundary entity in errors.txt."""
+        predicted, repaired = self.decode(logits, features, examples, labels)
+        predicted = [[p[:3] for p in ps] for ps in predicted]
+        metrics = entity_metrics([e.entities for e in examples], predicted, entity_types(labels))
+        kinds, path = Counter(), os.path.join(out_dir, "errors.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# one block per text with mistakes: file:line, the text, then each entity as "
+                    "'text [start, end) type' (end exclusive)\n")
+            for example, spans in zip(examples, predicted):
+                errors = entity_errors(example.text, example.entities, spans)
+                if errors:
+                    kinds.update(kind for kind, _ in errors)
+                    f.write(f"\n{example.source}:{example.line}\t{example.text}\n")
+                    f.writelines(f"  {kind:<10}  {what}\n" for kind, what in errors)
+        counts = ", ".join(f"{kinds[k]} {k}" for k in ("missed", "spurious", "wrong type", "boundary"))
+        note = f"\n{repaired} predicted tags broke BIO and were repaired (an I- without its B- starts an entity)"
+        return f"{format_entity_table(metrics)}\nerrors: {counts}; listed in {path}" + (note if repaired else "")
+

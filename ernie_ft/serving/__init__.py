@@ -1,0 +1,1 @@
+"""The HTTP server: limits, dynamic batching, the app and its page."""

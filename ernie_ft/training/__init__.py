@@ -1,0 +1,1 @@
+"""The training loop and what it stands on: devices, parallelism, process launch, checkpoints, run logs."""

@@ -1,0 +1,250 @@
+"""Checkpoints on disk.
+
+``OUTPUT/best``: a ready model in PaddleNLP's format (config.json, model.safetensors,
+vocab.txt, tokenizer_config.json) plus ``labels.json`` and ``ernie_ft.yaml`` (the task and
+the resolved run config). Model weights are safetensors, which hold only tensors: loading a
+model directory never unpickles a file from it unless the user passes --trust-pickle (see
+``weights_format``). ``OUTPUT/last``: everything needed to resume (weights, optimizer,
+schedule, loss scaler, random state, data position). Both are written to a temporary
+directory first and swapped in, so an interrupted save never leaves a broken checkpoint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ernie_ft.errors import UserError
+from ernie_ft.training.lock import LOCK, lock_output
+from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
+
+BEST, LAST, LOGS = "best", "last", "logs"
+RUN_FILE = "ernie_ft.yaml"
+def recover(path: str) -> None:
+    """Finish or undo a swap of ``path`` (best/ or last/) that a killed process left half done (see ``_swap_in``)."""
+    old, tmp = path + ".old", path + ".tmp"
+    if not os.path.exists(path) and os.path.isdir(old):
+        os.rename(old, path)  # killed between the two renames: the previous checkpoint comes back
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)  # killed while writing: never complete, never read
+def check_output(path: str, resume: bool, overwrite: bool) -> None:
+    """Refuse to mix a new run into an old one, or to resume what cannot be resumed."""
+    state = os.path.join(path, LAST, "trainer_state.json")
+    if resume and not os.path.isfile(state) and os.path.isfile(os.path.join(path, LAST + ".old", "trainer_state.json")):
+        state = os.path.join(path, LAST + ".old", "trainer_state.json")  # recover() puts it back
+    if resume and not os.path.isfile(state):
+        raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); "
+                        "start without --resume")
+    if not resume and not overwrite and os.path.isdir(path) and set(os.listdir(path)) - {LOGS, LOCK}:
+        raise UserError(f"--output {path} already holds files; pass --resume to continue that run, "
+                        "--overwrite to replace it, or choose another directory")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"--output {path} is a file, not a directory")
+
+
+def prepare_output(path: str, resume: bool, overwrite: bool, lock: bool = True) -> None:
+    """Create and lock the output directory (emptied first with --overwrite; half-done saves of a
+    killed run recovered with --resume). ``lock``: False where the launcher holds the lock."""
+    check_output(path, resume, overwrite)
+    if lock:
+        lock_output(path)
+    for name in (BEST, LAST):
+        recover(os.path.join(path, name))
+    if overwrite and not resume and os.path.isdir(path):
+        for name in set(os.listdir(path)) - {LOGS, LOCK}:  # logs/ is being written by the launcher
+            target = os.path.join(path, name)
+            shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+    os.makedirs(path, exist_ok=True)
+
+
+class SaveError(UserError):
+    """A checkpoint could not be written (disk full, permissions); the previous one is intact."""
+
+
+def _write(path: str, write) -> None:
+    """Run ``write(tmp)`` on a fresh ``path``.tmp, then swap it in; on an OSError the previous
+    ``path`` stays as it was and a SaveError says what failed."""
+    tmp = _fresh(path)
+    try:
+        write(tmp)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        previous = "the previous one is intact" if os.path.isdir(path) else "there was none before"
+        raise SaveError(f"could not write the checkpoint {path}: {e.strerror or e} "
+                        f"({getattr(e, 'filename', None) or 'while saving'}); {previous}. Free some space "
+                        "(or fix the permissions) and run the same command with --resume") from None
+    _swap_in(tmp, path)
+
+
+def _swap_in(tmp: str, final: str) -> None:
+    """Replace ``final`` by ``tmp`` with two renames; a process killed in between leaves
+    ``final``.old, which ``recover`` renames back."""
+    old = final + ".old"
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.exists(final):
+        os.rename(final, old)
+    os.rename(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _fresh(path: str) -> str:
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    return tmp
+
+
+def save_model(path: str, model, pipeline, labels: list[str], task_name: str, run: dict, parallel=None) -> None:
+    """A self-contained model directory that ``load_model`` and PaddleNLP both read.
+
+    Every rank calls it (a tensor-parallel model's weights are gathered); the main one writes.
+    """
+    state = parallel.full_state(model.state_dict()) if parallel is not None else model.state_dict()
+    if parallel is not None and not parallel.is_main:
+        return
+    def write(tmp):
+        model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+        pipeline.save(tmp)
+        with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
+            json.dump(labels, f, ensure_ascii=False, indent=1)
+        with open(os.path.join(tmp, RUN_FILE), "w", encoding="utf-8") as f:
+            yaml.safe_dump({"task": task_name, "run": run}, f, allow_unicode=True, sort_keys=False)
+
+    _write(path, write)
+
+
+def load_weights(path: str, model, parallel=None) -> None:
+    """Load the safetensors weights of a model directory written by ``save_model`` into ``model``
+    (laid out like its parameters on a mesh)."""
+    import paddle
+    from safetensors.numpy import load_file
+
+    state = {name: paddle.to_tensor(value) for name, value in load_file(os.path.join(path, SAFE_WEIGHTS)).items()}
+    model.set_state_dict(parallel.shard_like(state, model) if parallel is not None else state)
+
+
+@dataclass
+class Loaded:
+    model: Any
+    pipeline: Any
+    labels: list
+    task: Any
+    run: dict
+
+
+def resolve_model_dir(path: str) -> str:
+    """Accept the run's output directory as well as its best/ checkpoint."""
+    if not os.path.isdir(path):
+        raise UserError(f"--model {path}: directory not found")
+    if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isfile(os.path.join(path, BEST, RUN_FILE)):
+        return os.path.join(path, BEST)
+    if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isdir(os.path.join(path, "last")):
+        raise UserError(f"--model {path}: this run stopped before it saved a best/ model (it has last/ only); "
+                        "finish it by running the training command again with --resume")
+    if not os.path.isfile(os.path.join(path, RUN_FILE)):
+        raise UserError(f"--model {path}: not an ernie_ft checkpoint (no {RUN_FILE}); "
+                        "pass the output directory of a training run or its best/ folder")
+    return path
+
+
+def load_model(path: str, weights: bool = True, trust_pickle: bool = False) -> Loaded:
+    """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict.
+
+    ``weights=False`` skips the dygraph model (for an exported one), unless the task needs it bound.
+    Weights are read from safetensors; a pickle only with ``trust_pickle`` (see ``weights_format``).
+    """
+    from ernie_ft.models.modeling import model_class
+    from ernie_ft.task import load_task
+    from ernie_ft.text.pipeline import TextPipeline
+
+    path = resolve_model_dir(path)
+    with open(os.path.join(path, RUN_FILE), encoding="utf-8") as f:
+        meta = yaml.safe_load(f)
+    with open(os.path.join(path, "labels.json"), encoding="utf-8") as f:
+        labels = json.load(f)
+    task = load_task(meta["task"], meta["run"].get("task"))
+    model = None
+    if weights or hasattr(task, "bind"):
+        model = from_pretrained(model_class(task.head, getattr(task, "model_class", None)), path, trust_pickle)
+        model.eval()
+    if hasattr(task, "bind"):
+        task.bind(model)
+    return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"])
+
+
+def _rename_optimizer_state(state: dict, names: dict) -> dict:
+    """Re-key optimizer state from one set of parameter names to another.
+
+    Paddle names accumulators after a process-global parameter counter ("embedding_9.w_0_moment1_0"),
+    which differs between two builds of the same model; checkpoints use the structured names
+    ("ernie.embeddings.word_embeddings.weight") so a new process, or a new model in the same
+    process, can load them.
+    """
+    prefixes = sorted(names, key=len, reverse=True)
+    renamed = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            renamed[key] = _rename_optimizer_state(value, names)
+            continue
+        old = next((p for p in prefixes if key == p or key.startswith(p + "_")), None)
+        renamed[key if old is None else names[old] + key[len(old):]] = value
+    return renamed
+
+
+def save_state(path: str, state: dict, parallel) -> None:
+    """Write a run's whole ``state`` (see ``trainer.Run.state``) and the random state to ``path``.
+
+    Every rank calls it (sharded tensors are gathered), the main one writes: full tensors, so
+    any number of processes can resume from them.
+    """
+    import paddle
+
+    from ernie_ft.training.runtime import rng_state
+
+    model, optimizer = state["model"], state["optimizer"]
+    model_state = parallel.full_state(model.state_dict())  # collectives on a mesh: every rank takes part
+    optimizer_state = parallel.full_state(optimizer.state_dict())
+    if not parallel.is_main:
+        return
+    to_structured = {p.name: n for n, p in model.named_parameters()}
+
+    def write(tmp):
+        paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
+        paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
+        with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
+            pickle.dump({"scheduler": state["scheduler"].state_dict(), "scaler": state["precision"].state_dict(),
+                         "rng": rng_state()}, f)
+        with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(state["progress"]), f, ensure_ascii=False, indent=1)
+
+    _write(path, write)
+
+
+def load_state(path: str, state: dict, parallel) -> dict:
+    """Restore ``state``'s model, optimizer, schedule and scaler in place, and the random state;
+    returns the saved progress (a dict).
+
+    The full weights are laid out like the model's (sharded) parameters; the optimizer takes
+    full tensors (a sharded optimizer splits its state as it creates it).
+    """
+    import paddle
+
+    from ernie_ft.training.runtime import set_rng_state
+
+    model, optimizer = state["model"], state["optimizer"]
+    model.set_state_dict(parallel.shard_like(paddle.load(os.path.join(path, "model.pdparams")), model))
+    to_runtime = {n: p.name for n, p in model.named_parameters()}
+    optimizer.set_state_dict(_rename_optimizer_state(paddle.load(os.path.join(path, "optimizer.pdopt")), to_runtime))
+    with open(os.path.join(path, "extra.pkl"), "rb") as f:
+        extra = pickle.load(f)
+    state["scheduler"].set_state_dict(extra["scheduler"])
+    state["precision"].load_state_dict(extra["scaler"])
+    set_rng_state(extra["rng"])
+    with open(os.path.join(path, "trainer_state.json"), encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,184 @@
+"""Where and how the model runs in one process: device, threads, seeds, mixed precision, recompute.
+
+With ``parallel`` (processes, data and tensor parallelism) and ``launch`` (starting them), this is
+all that touches devices, processes or precision: task and model code never import
+``paddle.distributed`` or ``paddle.amp`` themselves.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import paddle
+
+from ernie_ft.models import kernels
+from ernie_ft.errors import UserError
+
+
+def quiet_libraries() -> None:
+    """Keep PaddleNLP's INFO chatter and Paddle's import warnings out of the user's console."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    from paddlenlp.utils.log import logger
+
+    logger.set_level("WARNING")
+
+
+def device_for(device: str, gpus: str | None, processes: int) -> str:
+    """The device to ask ``select_device`` for: with --gpus, the launcher gives each rank its GPU."""
+    if gpus is None:
+        return device
+    return "gpu" if processes > 1 else f"gpu:{gpus}"
+
+
+def select_device(device: str) -> str:
+    """Set Paddle's device from ``auto``, ``cpu``, ``gpu`` or ``gpu:N``; return the one in use."""
+    has_gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    if device == "auto":
+        device = "gpu" if has_gpu else "cpu"
+    if device.startswith("gpu") and not has_gpu:
+        from ernie_ft.training.launch import describe_gpus, gpu_count
+
+        # device_for turns --gpus N into gpu:N, so the message names both flags
+        raise UserError(f"cannot run on {device} (--device or --gpus): {describe_gpus(gpu_count())}; install "
+                        "paddlepaddle-gpu built for your CUDA version, check CUDA_VISIBLE_DEVICES, or train on "
+                        "the CPU (--device cpu, without --gpus)")
+    if device != "cpu" and not device.startswith("gpu"):
+        raise UserError(f"--device must be cpu, gpu, gpu:N or auto, not {device!r}")
+    if device == "gpu" and "FLAGS_selected_gpus" in os.environ:
+        device = f"gpu:{os.environ['FLAGS_selected_gpus'].split(',')[0]}"
+    paddle.set_device(device)
+    if device == "cpu":
+        # View ops (transpose, reshape, slice) copy instead of returning strided views: on CPU the
+        # views sent every later kernel down a slow strided path, and the transpose and reshape
+        # gradients of the attention heads cost more than their matmuls (nano training step
+        # 1.69 s -> 1.25 s, scripts/profile_step.py). Nothing here writes through a view.
+        paddle.set_flags({"FLAGS_use_stride_kernel": False})
+    return device
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a container's or Slurm's cpuset),
+    which can be fewer than the machine's ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def set_threads(threads: int, processes: int = 1) -> int:
+    """Give Paddle's CPU math library ``threads`` threads (default: the available cores shared by the processes).
+
+    Paddle uses one math thread unless told otherwise, whatever OMP_NUM_THREADS says. The fused
+    kernels of ``ernie_ft.kernels`` get the same number.
+    """
+    n = threads or max(1, available_cores() // processes)
+    paddle.base.core.set_num_threads(n)
+    kernels.set_threads(n)
+    return n
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    paddle.seed(seed)
+
+
+def rng_state() -> dict:
+    """Random state to store in a resumable checkpoint (dropout masks depend on it)."""
+    state = {"paddle": paddle.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0:
+        state["cuda"] = paddle.get_cuda_rng_state()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    paddle.set_rng_state(state["paddle"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and paddle.is_compiled_with_cuda():
+        paddle.set_cuda_rng_state(state["cuda"])
+
+
+@dataclass
+class Precision:
+    """Mixed precision as one autocast context plus a loss scaler that is inert unless fp16.
+
+    On CPU, Paddle 3.3 leaves autocast and ``decorate`` without effect and disables the
+    GradScaler, so CPU runs compute in fp32 whatever ``amp`` says; the code path is the same
+    as on GPU and is tested against an fp32 run.
+    """
+
+    amp: str = "off"
+    level: str = "O1"
+
+    def __post_init__(self):
+        self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.amp)
+        self.wants_scaler = self.amp == "fp16"  # bf16 has fp32's exponent range: nothing to scale
+        self.scaler = paddle.amp.GradScaler(enable=self.wants_scaler, init_loss_scaling=2.0 ** 15)
+
+    def prepare(self, model, optimizer):
+        """O2 keeps the weights in low precision with fp32 master weights in the optimizer."""
+        if self.amp != "off" and self.level == "O2":
+            model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2",
+                                                   dtype=self.dtype, master_weight=True)
+        return model, optimizer
+
+    def autocast(self):
+        if self.amp == "off":
+            return contextlib.nullcontext()
+        return paddle.amp.auto_cast(enable=True, level=self.level, dtype=self.dtype)
+
+    def backward(self, loss) -> None:
+        self.scaler.scale(loss).backward()
+
+    def step(self, optimizer) -> bool:
+        """Unscale (fp16), clip (inside the optimizer), step and update the loss scale; True when the
+        scaler skipped the update because the fp16 gradients overflowed (it then lowers the scale)."""
+        self.scaler.step(optimizer)
+        skipped = self.scaler.is_enable() and bool(getattr(self.scaler, "_found_inf", False))
+        self.scaler.update()
+        return skipped
+
+    def state_dict(self) -> dict:
+        return self.scaler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            self.scaler.load_state_dict(state)
+
+
+class _Recomputed:
+    """Mixed into an encoder layer's class: its activations are recomputed in the backward pass."""
+
+    def forward(self, *args, **kwargs):
+        if self.training and kwargs.get("cache") is None:
+            from paddle.distributed.fleet.utils import recompute
+
+            kwargs.pop("cache", None)
+            return recompute(super().forward, *args, use_reentrant=False, **kwargs)
+        return super().forward(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _recomputed(cls: type) -> type:
+    return type(f"Recomputed{cls.__name__}", (_Recomputed, cls), {})
+
+
+def enable_recompute(model) -> int:
+    """Recompute every transformer encoder layer's activations in the backward pass.
+
+    Each layer's class (Paddle's, or ``kernels.FastEncoderLayer``) is swapped for a subclass, so
+    parameter names and checkpoints are unchanged. Returns the number of layers switched.
+    """
+    layers = [layer for layer in model.sublayers()
+              if isinstance(layer, paddle.nn.TransformerEncoderLayer) and not isinstance(layer, _Recomputed)]
+    for layer in layers:
+        layer.__class__ = _recomputed(type(layer))
+    return len(layers)
