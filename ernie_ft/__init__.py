@@ -3,6 +3,7 @@
 The public Python API is what ``__all__`` names; everything else may move between releases.
 Names are imported on first use, so ``import ernie_ft`` does not import Paddle.
 """
+
 import importlib
 import os
 

@@ -4,6 +4,7 @@
 patching either name patches both) with a ``DeprecationWarning`` naming the new path. The old command
 modules still run: ``python -m ernie_ft.evaluate ...`` is ``python -m ernie_ft evaluate ...``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -59,8 +60,11 @@ class _Alias(importlib.abc.Loader):
         self.old, self.new = old, new
 
     def create_module(self, spec):
-        warnings.warn(f"ernie_ft.{self.old} is now {self.new}; the old name goes in the next release",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"ernie_ft.{self.old} is now {self.new}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         return importlib.import_module(self.new)
 
     def exec_module(self, module):
@@ -70,8 +74,10 @@ class _Alias(importlib.abc.Loader):
         command = COMMANDS.get(self.old)
         if command is None:
             return importlib.util.find_spec(self.new).loader.get_code(self.new)
-        source = (f"import sys\nfrom ernie_ft.cli import main\n"
-                  f"sys.exit(main([{command!r}, *sys.argv[1:]], prog='python -m ernie_ft.{self.old}'))\n")
+        source = (
+            f"import sys\nfrom ernie_ft.cli import main\n"
+            f"sys.exit(main([{command!r}, *sys.argv[1:]], prog='python -m ernie_ft.{self.old}'))\n"
+        )
         return compile(source, f"<python -m ernie_ft.{self.old}>", "exec")
 
 

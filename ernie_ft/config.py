@@ -3,6 +3,7 @@
 Precedence: dataclass defaults < recipe (``--config recipe.yaml``) < flags. Unknown keys in
 a recipe are errors that suggest the closest valid name. Nothing here imports paddle.
 """
+
 from __future__ import annotations
 
 import ast
@@ -195,8 +196,12 @@ def field_docs(cls) -> dict:
     body = tree.body[0].body
     docs = {}
     for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
 
@@ -246,8 +251,9 @@ def _coerce(value: Any, annotation: str, key: str) -> Any:
         raise UserError(f"{key}: expected {base}, got {value!r}") from None
 
 
-def build_config(recipe: dict, overrides: dict, source: str = "--config", task_fields=(),
-                 unused_data: dict | None = None) -> RunConfig:
+def build_config(
+    recipe: dict, overrides: dict, source: str = "--config", task_fields=(), unused_data: dict | None = None
+) -> RunConfig:
     """A validated RunConfig from a recipe ({section: {key: value}}) and flat flag overrides.
 
     Flat keys in ``overrides`` (``max_len``, ``lr``...) are routed to the section that owns them;
@@ -268,12 +274,16 @@ def build_config(recipe: dict, overrides: dict, source: str = "--config", task_f
                 if sub not in fields[key]:
                     raise UserError(f"{source}: unknown setting '{key}.{sub}'.{suggest(sub, fields[key])}")
                 if key == "data" and sub in (unused_data or {}):
-                    raise UserError(f"{source}: 'data.{sub}' does not apply to this command ({unused_data[sub]}); remove it")
+                    raise UserError(
+                        f"{source}: 'data.{sub}' does not apply to this command ({unused_data[sub]}); remove it"
+                    )
                 values[key][sub] = sub_value
         elif key in TOP_LEVEL:
             top[key] = value
         else:
-            hint = f" It belongs under '{owner[key]}:'." if key in owner else suggest(key, list(fields) + list(TOP_LEVEL))
+            hint = (
+                f" It belongs under '{owner[key]}:'." if key in owner else suggest(key, list(fields) + list(TOP_LEVEL))
+            )
             raise UserError(f"{source}: unknown setting '{key}'.{hint}")
     for key, value in overrides.items():
         if key in TOP_LEVEL:
@@ -283,11 +293,16 @@ def build_config(recipe: dict, overrides: dict, source: str = "--config", task_f
 
     sections = {}
     for name, known in fields.items():
-        sections[name] = {key: _coerce(value, type_name(known[key]), f"--{key.replace('_', '-')}")
-                          for key, value in values[name].items()}
+        sections[name] = {
+            key: _coerce(value, type_name(known[key]), f"--{key.replace('_', '-')}")
+            for key, value in values[name].items()
+        }
     task = sections.pop("task")
-    return RunConfig(**{name: SECTIONS[name](**kwargs) for name, kwargs in sections.items()}, task=task,
-                     **{k: _coerce(v, "bool", f"--{k}") for k, v in top.items()})
+    return RunConfig(
+        **{name: SECTIONS[name](**kwargs) for name, kwargs in sections.items()},
+        task=task,
+        **{k: _coerce(v, "bool", f"--{k}") for k, v in top.items()},
+    )
 
 
 def load_recipe(path: str) -> dict:

@@ -5,6 +5,7 @@ trainer owns the model, optimizer, schedule and checkpoints. A custom task is on
 (see ``tasks/multilabel_intent.py``) named on the command line as ``module:attr`` or
 ``path/to/file.py:attr``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -88,8 +89,9 @@ def resolve_task(spec: str) -> type:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise UserError(f"--task {spec}: cannot import {module_name} ({e}); built-in tasks: "
-                            f"{', '.join(BUILTIN)}") from None
+            raise UserError(
+                f"--task {spec}: cannot import {module_name} ({e}); built-in tasks: {', '.join(BUILTIN)}"
+            ) from None
     if not attr:
         raise UserError(f"--task {spec}: name the task class as {module_name}:ClassName")
     factory = getattr(module, attr, None)
@@ -142,8 +144,14 @@ def label_order(values: Sequence[Any]) -> list[str]:
     return sorted(unique)
 
 
-def check_known_labels(examples: Sequence, labels_of: Callable[[Any], Iterable[str]], known: Sequence[str],
-                       allow_new: bool, flag: str, noun: str = "label") -> None:
+def check_known_labels(
+    examples: Sequence,
+    labels_of: Callable[[Any], Iterable[str]],
+    known: Sequence[str],
+    allow_new: bool,
+    flag: str,
+    noun: str = "label",
+) -> None:
     """Raise UserError at the first example whose labels include one outside ``known``, unless ``allow_new``.
 
     ``labels_of(example)`` gives one example's labels (empty when it has none); examples carry
@@ -158,6 +166,8 @@ def check_known_labels(examples: Sequence, labels_of: Callable[[Any], Iterable[s
         unknown = sorted(set(labels_of(example)) - allowed)
         if unknown:
             shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
-            raise UserError(f"{example.source}:{example.line}: {noun} {unknown[0]!r} ({flag}) does not occur in the "
-                            f"training data ({noun}s: {shown}); fix it or pass --allow-new-labels to score such "
-                            f"{noun}s as errors")
+            raise UserError(
+                f"{example.source}:{example.line}: {noun} {unknown[0]!r} ({flag}) does not occur in the "
+                f"training data ({noun}s: {shown}); fix it or pass --allow-new-labels to score such "
+                f"{noun}s as errors"
+            )

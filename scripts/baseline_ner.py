@@ -12,6 +12,7 @@ No learning: a floor that a trained tagger has to beat. The files are read by
 scored by ``ernie_ft.ner.entity_metrics``, the trainer's strict entity-level scorer. Prints one
 JSON line {"precision", "recall", "f1", "dictionary", ...}; notes go to stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,11 @@ def build_dictionary(examples, min_entity_share: float) -> dict[str, str]:
                 end = start + len(name)
                 occurrences[name] += not any(s <= start and end <= t and t - s > end - start for s, t, _ in e.entities)
                 start = e.text.find(name, start + 1)
-    return {name: counts.most_common(1)[0][0] for name, counts in types.items()
-            if sum(counts.values()) >= min_entity_share * occurrences[name]}
+    return {
+        name: counts.most_common(1)[0][0]
+        for name, counts in types.items()
+        if sum(counts.values()) >= min_entity_share * occurrences[name]
+    }
 
 
 def tag(text: str, dictionary: dict[str, str], longest: int) -> list[tuple[int, int, str]]:
@@ -59,8 +63,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True, help="labelled NER file the dictionary is built from")
     parser.add_argument("--dev", required=True, help="labelled NER file to score")
-    parser.add_argument("--min-entity-share", type=float, default=0.5,
-                        help="keep a string when at least this share of its occurrences in --train are entities")
+    parser.add_argument(
+        "--min-entity-share",
+        type=float,
+        default=0.5,
+        help="keep a string when at least this share of its occurrences in --train are entities",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.min_entity_share <= 1:
         print(f"error: --min-entity-share {args.min_entity_share}: give a share between 0 and 1", file=sys.stderr)
@@ -76,10 +84,16 @@ def main(argv=None) -> int:
     predicted = [tag(e.text, dictionary, longest) for e in dev]
     types = sorted({kind for e in train for *_, kind in e.entities})
     scores = entity_metrics([e.entities for e in dev], predicted, types)
-    print(json.dumps({k: scores[k] for k in ("precision", "recall", "f1", "support", "predicted")}
-                     | {"dictionary": len(dictionary), "per_type_f1": {t: round(s["f1"], 4)
-                                                                       for t, s in scores["per_type"].items()}},
-                     ensure_ascii=False))
+    print(
+        json.dumps(
+            {k: scores[k] for k in ("precision", "recall", "f1", "support", "predicted")}
+            | {
+                "dictionary": len(dictionary),
+                "per_type_f1": {t: round(s["f1"], 4) for t, s in scores["per_type"].items()},
+            },
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ sentence. No learning: a floor that a trained model has to beat. The input is re
 offsets re-located) by ``ernie_ft.qa_formats`` and scored by ``ernie_ft.qa_metrics``, the code the
 trainer uses. Prints one JSON line {"em", "f1", "metric", "questions", ...}; notes go to stderr.
 """
+
 from __future__ import annotations
 
 import argparse

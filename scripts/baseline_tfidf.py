@@ -11,6 +11,7 @@ and no accuracy there. The script reports whichever wins on the data it is given
 Prints one JSON line: {"dev": {"accuracy", "macro_f1"}, "test": {...}, "features": ..., "C": ...}.
 Progress goes to stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,7 @@ def make_features(name: str):
     import jieba
 
     jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter is not our output
-    words = TfidfVectorizer(tokenizer=jieba.lcut, token_pattern=None, lowercase=True,
-                            sublinear_tf=True, min_df=2)
+    words = TfidfVectorizer(tokenizer=jieba.lcut, token_pattern=None, lowercase=True, sublinear_tf=True, min_df=2)
     return FeatureUnion([("chars", chars), ("words", words)])
 
 
@@ -70,8 +70,9 @@ def main() -> None:
     from sklearn.linear_model import LogisticRegression
 
     start = time.perf_counter()
-    train, dev, test = (read_split(path, args.text_column, args.label_column)
-                        for path in (args.train, args.dev, args.test))
+    train, dev, test = (
+        read_split(path, args.text_column, args.label_column) for path in (args.train, args.dev, args.test)
+    )
     labels = sorted(set(train[1]))
     best = None
     for features in ("char1-3", "char1-3+words"):
@@ -90,8 +91,18 @@ def main() -> None:
     def brief(scores: dict) -> dict:
         return {"accuracy": round(scores["accuracy"], 4), "macro_f1": round(scores["macro_f1"], 4)}
 
-    print(json.dumps({"dev": brief(dev_scores), "test": brief(test_scores), "features": features,
-                      "C": c, "seconds": round(time.perf_counter() - start, 1)}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "dev": brief(dev_scores),
+                "test": brief(test_scores),
+                "features": features,
+                "C": c,
+                "seconds": round(time.perf_counter() - start, 1),
+            },
+            ensure_ascii=False,
+        )
+    )
 
 
 if __name__ == "__main__":

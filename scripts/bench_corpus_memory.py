@@ -12,6 +12,7 @@ text size, tokens and blocks, wall time, peak RSS of the whole process tree and 
 main process's peak private memory (RSS less file-backed pages such as the memory-mapped cache's, which
 the kernel can drop), and the size of the block cache on disk.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,11 +57,34 @@ def tree_rss(process: psutil.Process) -> tuple[int, int, int]:
 
 def measure(files: list[str], args, work: str) -> dict:
     cache, out = os.path.join(work, "cache"), os.path.join(work, "run")
-    command = [sys.executable, "-m", "ernie_ft.pretrain", "--corpus", *files,
-               "--model", "scratch:tiny", "--vocab", os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt"),
-               "--max-len", "128", "--batch-size", "32", "--stop-after-steps", str(args.steps),
-               "--eval-steps", "1000000", "--num-proc", str(args.num_proc), "--threads", str(args.threads),
-               "--cache-dir", cache, "--output", out, "--overwrite"]
+    command = [
+        sys.executable,
+        "-m",
+        "ernie_ft.pretrain",
+        "--corpus",
+        *files,
+        "--model",
+        "scratch:tiny",
+        "--vocab",
+        os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt"),
+        "--max-len",
+        "128",
+        "--batch-size",
+        "32",
+        "--stop-after-steps",
+        str(args.steps),
+        "--eval-steps",
+        "1000000",
+        "--num-proc",
+        str(args.num_proc),
+        "--threads",
+        str(args.threads),
+        "--cache-dir",
+        cache,
+        "--output",
+        out,
+        "--overwrite",
+    ]
     start = time.monotonic()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     process, peak, done = psutil.Process(proc.pid), [0, 0, 0], threading.Event()
@@ -77,10 +101,17 @@ def measure(files: list[str], args, work: str) -> dict:
     if proc.returncode != 0:
         sys.exit(f"pretraining failed ({proc.returncode}):\n{output[-3000:]}")
     found = re.search(r"--corpus \(train\): .*?([\d,]+) tokens -> (\d+) blocks", output)
-    return {"seconds": time.monotonic() - start, "peak": peak[0], "peak_main": peak[1], "peak_private": peak[2],
-            "tokens": found.group(1) if found else "?", "blocks": found.group(2) if found else "?",
-            "cache": sum(os.path.getsize(f) for f in glob.glob(os.path.join(cache, "**", "*"), recursive=True)
-                         if os.path.isfile(f))}
+    return {
+        "seconds": time.monotonic() - start,
+        "peak": peak[0],
+        "peak_main": peak[1],
+        "peak_private": peak[2],
+        "tokens": found.group(1) if found else "?",
+        "blocks": found.group(2) if found else "?",
+        "cache": sum(
+            os.path.getsize(f) for f in glob.glob(os.path.join(cache, "**", "*"), recursive=True) if os.path.isfile(f)
+        ),
+    }
 
 
 def main() -> None:
@@ -90,19 +121,25 @@ def main() -> None:
     p.add_argument("--num-proc", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
-    print(f"machine: {psutil.virtual_memory().total / 2 ** 30:.1f} GiB RAM, {os.cpu_count()} cores; "
-          f"{args.steps} steps of 32 x 128 after reading, --num-proc {args.num_proc}\n")
-    print("| corpus | text MiB | tokens | blocks | wall s | peak RSS MiB (all processes) | peak RSS MiB (main) | "
-          "peak private MiB (main) | block cache MiB |")
+    print(
+        f"machine: {psutil.virtual_memory().total / 2**30:.1f} GiB RAM, {os.cpu_count()} cores; "
+        f"{args.steps} steps of 32 x 128 after reading, --num-proc {args.num_proc}\n"
+    )
+    print(
+        "| corpus | text MiB | tokens | blocks | wall s | peak RSS MiB (all processes) | peak RSS MiB (main) | "
+        "peak private MiB (main) | block cache MiB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for copies in args.copies:
         with tempfile.TemporaryDirectory() as work:
             files, size = make_corpus(work, copies)
             r = measure(files, args, work)
-        mib = {key: f"{r[key] / 2 ** 20:,.0f}" for key in ("peak", "peak_main", "peak_private", "cache")}
-        print(f"| {copies} x ../shared/data/corpus | {size / 2 ** 20:.0f} | {r['tokens']} | {r['blocks']} | "
-              f"{r['seconds']:.0f} | {mib['peak']} | {mib['peak_main']} | {mib['peak_private']} | {mib['cache']} |",
-              flush=True)
+        mib = {key: f"{r[key] / 2**20:,.0f}" for key in ("peak", "peak_main", "peak_private", "cache")}
+        print(
+            f"| {copies} x ../shared/data/corpus | {size / 2**20:.0f} | {r['tokens']} | {r['blocks']} | "
+            f"{r['seconds']:.0f} | {mib['peak']} | {mib['peak_main']} | {mib['peak_private']} | {mib['cache']} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ batch:
 and prints one table: median step time, its ratio to one process with 2 threads, and per rank
 the parameters and optimizer state held (local shards, MiB) and peak resident memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,18 @@ def bench_args(shape: str, steps: int, warmup: int):
     sys.path.insert(0, BENCH)
     import common
 
-    sys.argv = ["bench", "--shape", shape, "--steps", str(steps), "--warmup", str(warmup), "--pad", "dynamic",
-                "--group-by-length"]
+    sys.argv = [
+        "bench",
+        "--shape",
+        shape,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--pad",
+        "dynamic",
+        "--group-by-length",
+    ]
     return common, common.parse_args("ernie_ft")
 
 
@@ -49,7 +60,7 @@ def local_mib(tensors) -> float:
     for t in tensors:
         local = t._local_value() if t.is_dist() else t
         total += int(local.numel()) * local.element_size()
-    return total / 2 ** 20
+    return total / 2**20
 
 
 def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: int, out: str) -> None:
@@ -67,13 +78,23 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
     parallel = Parallel(tensor_parallel)
     runtime.set_threads(threads)
     paddle.seed(args.seed)
-    config = ErnieConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
-                         num_attention_heads=args.heads, intermediate_size=args.intermediate,
-                         max_position_embeddings=common.MAX_POSITIONS, type_vocab_size=common.TYPE_VOCAB,
-                         use_task_id=False, num_labels=common.NUM_LABELS, hidden_dropout_prob=args.dropout,
-                         attention_probs_dropout_prob=args.dropout)
-    model, optimizer = parallel.prepare(ErnieForSequenceClassification(config), lambda net: build_optimizer(
-        net, TrainConfig(lr=args.lr, max_grad_norm=0), args.lr))
+    config = ErnieConfig(
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        intermediate_size=args.intermediate,
+        max_position_embeddings=common.MAX_POSITIONS,
+        type_vocab_size=common.TYPE_VOCAB,
+        use_task_id=False,
+        num_labels=common.NUM_LABELS,
+        hidden_dropout_prob=args.dropout,
+        attention_probs_dropout_prob=args.dropout,
+    )
+    model, optimizer = parallel.prepare(
+        ErnieForSequenceClassification(config),
+        lambda net: build_optimizer(net, TrainConfig(lr=args.lr, max_grad_norm=0), args.lr),
+    )
     net = parallel.unwrap(model)
     times = []
     for i, batch in enumerate(common.make_batches(args)):
@@ -82,9 +103,13 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
             share = len(batch["labels"]) // parallel.size
             rows = slice(parallel.rank * share, (parallel.rank + 1) * share)
         ids = batch["input_ids"][rows]
-        tensors = parallel.distribute({"input_ids": paddle.to_tensor(ids),
-                                       "token_type_ids": paddle.to_tensor(np.zeros_like(ids)),
-                                       "labels": paddle.to_tensor(batch["labels"][rows])})
+        tensors = parallel.distribute(
+            {
+                "input_ids": paddle.to_tensor(ids),
+                "token_type_ids": paddle.to_tensor(np.zeros_like(ids)),
+                "labels": paddle.to_tensor(batch["labels"][rows]),
+            }
+        )
         parallel.barrier()
         tic = time.perf_counter()
         loss = paddle.nn.functional.cross_entropy(forward(model, tensors), tensors["labels"])
@@ -95,9 +120,13 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
         if i >= warmup:
             times.append(time.perf_counter() - tic)
     state = [v for v in optimizer.state_dict().values() if isinstance(v, paddle.Tensor)]
-    record = {"rank": parallel.rank, "step_ms": 1000 * float(np.median(times)),
-              "params_mib": local_mib(net.parameters()), "optimizer_mib": local_mib(state),
-              "peak_rss_mib": common.peak_rss_mib()}
+    record = {
+        "rank": parallel.rank,
+        "step_ms": 1000 * float(np.median(times)),
+        "params_mib": local_mib(net.parameters()),
+        "optimizer_mib": local_mib(state),
+        "peak_rss_mib": common.peak_rss_mib(),
+    }
     with open(f"{out}.{parallel.rank}", "w") as f:
         json.dump(record, f)
 
@@ -105,12 +134,34 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
 def run_mode(name: str, shape: str, steps: int, warmup: int, tmp: str) -> list[dict]:
     processes, threads, tp = MODES[name]
     out = os.path.join(tmp, name.replace(" ", "_"))
-    command = [__file__, "--worker", "--shape", shape, "--steps", str(steps), "--warmup", str(warmup),
-               "--tensor-parallel", str(tp), "--threads", str(threads), "--out", out]
+    command = [
+        __file__,
+        "--worker",
+        "--shape",
+        shape,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--tensor-parallel",
+        str(tp),
+        "--threads",
+        str(threads),
+        "--out",
+        out,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     if processes > 1:
-        command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", out + "-logs",
-                   "--nproc_per_node", str(processes), *command]
+        command = [
+            sys.executable,
+            "-m",
+            "paddle.distributed.launch",
+            "--log_dir",
+            out + "-logs",
+            "--nproc_per_node",
+            str(processes),
+            *command,
+        ]
     else:
         command = [sys.executable, *command]
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -132,15 +183,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         results = {name: run_mode(name, args.shape, args.steps, args.warmup, tmp) for name in MODES}
     base = results["1 process x 2 threads"][0]["step_ms"]
-    print(f"shape {args.shape}, global batch 32, max length 128, fp32, dropout 0.1; "
-          f"{args.steps} timed steps after {args.warmup}; {os.cpu_count()} cores\n")
-    print("| mode | step time (ms, slowest rank) | speed vs 1 process x 2 threads | params / rank (MiB) | "
-          "optimizer state / rank (MiB) | peak RSS / rank (MiB) |")
+    print(
+        f"shape {args.shape}, global batch 32, max length 128, fp32, dropout 0.1; "
+        f"{args.steps} timed steps after {args.warmup}; {os.cpu_count()} cores\n"
+    )
+    print(
+        "| mode | step time (ms, slowest rank) | speed vs 1 process x 2 threads | params / rank (MiB) | "
+        "optimizer state / rank (MiB) | peak RSS / rank (MiB) |"
+    )
     print("|---|---|---|---|---|---|")
     for name, ranks in results.items():
         step = max(r["step_ms"] for r in ranks)
-        print(f"| {name} | {step:.0f} | {base / step:.2f}x | {max(r['params_mib'] for r in ranks):.1f} | "
-              f"{max(r['optimizer_mib'] for r in ranks):.1f} | {max(r['peak_rss_mib'] for r in ranks):.0f} |")
+        print(
+            f"| {name} | {step:.0f} | {base / step:.2f}x | {max(r['params_mib'] for r in ranks):.1f} | "
+            f"{max(r['optimizer_mib'] for r in ranks):.1f} | {max(r['peak_rss_mib'] for r in ranks):.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ documents per second (model time only, tokenisation excluded: it is the same for
 the engines run in turn N times, so that the machine's drift hits them alike: each ratio is taken within
 a round, and the table gives the medians and every round's ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
 
-HF_SCRIPT = r'''
+HF_SCRIPT = r"""
 import json, statistics, sys, time
 import numpy as np, torch
 from transformers import BertConfig, BertForSequenceClassification
@@ -57,7 +58,7 @@ with torch.no_grad():
         if run:
             times.append(time.perf_counter() - tic)
 print(json.dumps({"seconds": statistics.median(times)}))
-'''
+"""
 
 
 def texts_and_vocab(docs: int) -> tuple[list[str], str | None]:
@@ -89,10 +90,17 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run the engines in turn this many times; ratios are per round, then the median")
-    p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
-                   help="python of a venv with torch and transformers (skipped when absent)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the engines in turn this many times; ratios are per round, then the median",
+    )
+    p.add_argument(
+        "--torch-python",
+        default=os.environ.get("TORCH_PYTHON"),
+        help="python of a venv with torch and transformers (skipped when absent)",
+    )
     args = p.parse_args()
 
     import paddle
@@ -135,24 +143,33 @@ def main() -> None:
             results = {}
             paddle.set_flags(defaults)
             results["PaddleNLP model, Paddle's defaults"] = timed(
-                lambda: compute_logits(net, features, pipeline.pad_id, args.batch_size), args.repeats)
+                lambda: compute_logits(net, features, pipeline.pad_id, args.batch_size), args.repeats
+            )
             paddle.set_flags(ours)
             runtime.set_threads(args.threads)
             results["ernie_ft dygraph"] = timed(
-                lambda: compute_logits(loaded.model, features, pipeline.pad_id, args.batch_size), args.repeats)
+                lambda: compute_logits(loaded.model, features, pipeline.pad_id, args.batch_size), args.repeats
+            )
             results["ernie_ft exported, Paddle Inference"] = timed(
-                lambda: compute_logits(engine, features, pipeline.pad_id, args.batch_size), args.repeats)
+                lambda: compute_logits(engine, features, pipeline.pad_id, args.batch_size), args.repeats
+            )
             if spec:
-                out = subprocess.run([args.torch_python, "-c", HF_SCRIPT, json.dumps(spec)], capture_output=True,
-                                     text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
-                                     check=True)
+                out = subprocess.run(
+                    [args.torch_python, "-c", HF_SCRIPT, json.dumps(spec)],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
+                    check=True,
+                )
                 results["HF transformers / PyTorch eval"] = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
             rounds.append(results)
 
     tokens = sum(len(f["input_ids"]) for f in features)
-    print(f"shape {args.shape}, {args.docs} documents ({len(features)} windows, {tokens} real tokens), max length "
-          f"{args.max_len}, batch {args.batch_size}, {args.threads} threads, fp32; median of {args.repeats} passes; "
-          f"{args.rounds} round(s), medians across rounds\n")
+    print(
+        f"shape {args.shape}, {args.docs} documents ({len(features)} windows, {tokens} real tokens), max length "
+        f"{args.max_len}, batch {args.batch_size}, {args.threads} threads, fp32; median of {args.repeats} passes; "
+        f"{args.rounds} round(s), medians across rounds\n"
+    )
     print("| engine | documents/s | vs ernie_ft dygraph | vs HF/PyTorch (per round) |")
     print("|---|---|---|---|")
     hf = "HF transformers / PyTorch eval"
@@ -160,8 +177,9 @@ def main() -> None:
         seconds = statistics.median(r[name] for r in rounds)
         dygraph = statistics.median(r["ernie_ft dygraph"] / r[name] for r in rounds)
         versus_hf = [r[hf] / r[name] for r in rounds] if hf in rounds[0] else []
-        per_round = f"{statistics.median(versus_hf):.2f}x ({', '.join(f'{x:.2f}' for x in versus_hf)})" \
-            if versus_hf else "n/a"
+        per_round = (
+            f"{statistics.median(versus_hf):.2f}x ({', '.join(f'{x:.2f}' for x in versus_hf)})" if versus_hf else "n/a"
+        )
         print(f"| {name} | {args.docs / seconds:.0f} | {dygraph:.2f}x | {per_round} |")
 
 
@@ -179,10 +197,17 @@ def hf_batches(features, pipeline, args, tmp) -> dict:
         arrays[f"ids{i}"], arrays[f"types{i}"] = batch["input_ids"], batch["token_type_ids"]
     np.savez(os.path.join(tmp, "batches.npz"), **arrays)
     shape = modeling.SCRATCH[args.shape]
-    return {"threads": args.threads, "vocab": pipeline.vocab_size, "hidden": shape["hidden_size"],
-            "layers": shape["num_hidden_layers"], "heads": shape["num_attention_heads"],
-            "ffn": shape["intermediate_size"], "batches": os.path.join(tmp, "batches.npz"),
-            "repeats": args.repeats, "pad": pipeline.pad_id}
+    return {
+        "threads": args.threads,
+        "vocab": pipeline.vocab_size,
+        "hidden": shape["hidden_size"],
+        "layers": shape["num_hidden_layers"],
+        "heads": shape["num_attention_heads"],
+        "ffn": shape["intermediate_size"],
+        "batches": os.path.join(tmp, "batches.npz"),
+        "repeats": args.repeats,
+        "pad": pipeline.pad_id,
+    }
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ no clipping, no schedule. Rows:
 Tokens/s count the real (non-pad) tokens of a step, median over the timed steps. With --rounds N
 the stacks run in turn N times and each ratio is the median of the per-round ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ VOCAB = os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt")
 SHAPES = {"tiny": (2, 128, 2, 512), "nano": (4, 312, 12, 1248)}  # layers, hidden, heads, FFN
 BATCH, MAX_LEN, SEED = 32, 128, 7
 
-HF_SCRIPT = r'''
+HF_SCRIPT = r"""
 import copy, json, sys, time
 import numpy as np, torch
 from transformers import BertConfig, BertForMaskedLM, ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
@@ -77,7 +78,7 @@ for step in range(int(data["steps"])):
     loss.backward(); opt.step(); opt.zero_grad(); loss.item()
     rates.append(int((ids != 0).sum()) / (time.perf_counter() - tic))
 print(json.dumps({"tokens_per_s": float(np.median(rates[int(warmup):])), "torch": torch.__version__}))
-'''
+"""
 
 
 def corpus_slice(tmp: str, lines: int) -> str:
@@ -105,9 +106,15 @@ def dump_batches(corpus: str, tmp: str, steps: int) -> str:
     arrays = {"steps": np.array(len(batches))}
     for step, indices in enumerate(batches):
         b = task.collate([blocks[i] for i in indices], pipeline, SEED, 0)
-        arrays.update({f"ids{step}": b["input_ids"], f"types{step}": b["token_type_ids"],
-                       f"positions{step}": b["masked_positions"], f"labels{step}": b["masked_labels"],
-                       f"weights{step}": b["masked_weights"]})
+        arrays.update(
+            {
+                f"ids{step}": b["input_ids"],
+                f"types{step}": b["token_type_ids"],
+                f"positions{step}": b["masked_positions"],
+                f"labels{step}": b["masked_labels"],
+                f"weights{step}": b["masked_weights"],
+            }
+        )
     path = os.path.join(tmp, "batches.npz")
     np.savez(path, **arrays)
     return path
@@ -128,9 +135,18 @@ def in_process(npz: str, shape: str, threads: int, warmup: int, masked_only: boo
     paddle.seed(0)
     layers, hidden, heads, ffn = SHAPES[shape]
     vocab = sum(1 for _ in open(VOCAB, encoding="utf-8"))
-    model = ErnieForMaskedLM(ErnieConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                                         num_attention_heads=heads, intermediate_size=ffn, type_vocab_size=4,
-                                         max_position_embeddings=2048, use_task_id=False))
+    model = ErnieForMaskedLM(
+        ErnieConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=ffn,
+            type_vocab_size=4,
+            max_position_embeddings=2048,
+            use_task_id=False,
+        )
+    )
     if fused:
         kernels.enable_fast_kernels(model)
     model.train()
@@ -158,23 +174,74 @@ def in_process(npz: str, shape: str, threads: int, warmup: int, masked_only: boo
 def command_line(corpus: str, tmp: str, args, objective: str = "mlm") -> float:
     """Real tokens/s of ``python -m ernie_ft.pretrain`` on the corpus (same seed: the .npz's batches)."""
     out = os.path.join(tmp, f"run-{objective}")
-    command = [sys.executable, "-m", "ernie_ft.pretrain", "--corpus", corpus, "--model", f"scratch:{args.shape}",
-               "--vocab", VOCAB, "--max-len", str(MAX_LEN), "--batch-size", str(BATCH), "--lr", "1e-4",
-               "--warmup", "0", "--max-grad-norm", "0", "--dropout", "0.1", "--threads", str(args.threads),
-               "--log-steps", "1", "--seed", str(SEED), "--dev-fraction", "0", "--epochs", "1",
-               "--stop-after-steps", str(args.steps), "--output", out, "--overwrite", "--objective", objective]
+    command = [
+        sys.executable,
+        "-m",
+        "ernie_ft.pretrain",
+        "--corpus",
+        corpus,
+        "--model",
+        f"scratch:{args.shape}",
+        "--vocab",
+        VOCAB,
+        "--max-len",
+        str(MAX_LEN),
+        "--batch-size",
+        str(BATCH),
+        "--lr",
+        "1e-4",
+        "--warmup",
+        "0",
+        "--max-grad-norm",
+        "0",
+        "--dropout",
+        "0.1",
+        "--threads",
+        str(args.threads),
+        "--log-steps",
+        "1",
+        "--seed",
+        str(SEED),
+        "--dev-fraction",
+        "0",
+        "--epochs",
+        "1",
+        "--stop-after-steps",
+        str(args.steps),
+        "--output",
+        out,
+        "--overwrite",
+        "--objective",
+        objective,
+    ]
     env = {**os.environ, "ERNIE_FT_CACHE": os.path.join(tmp, "cache"), "OMP_NUM_THREADS": str(args.threads)}
     subprocess.run(command, check=True, env=env, capture_output=True, cwd=ROOT)
     with open(os.path.join(out, "train_log.jsonl")) as f:
-        return statistics.median(json.loads(line)["tokens_per_s"] for line in f.readlines()[args.warmup:])
+        return statistics.median(json.loads(line)["tokens_per_s"] for line in f.readlines()[args.warmup :])
 
 
 def hf(npz: str, args, objective: str = "mlm") -> float:
     layers, hidden, heads, ffn = SHAPES[args.shape]
     vocab = sum(1 for _ in open(VOCAB, encoding="utf-8"))
-    out = subprocess.run([args.torch_python, "-c", HF_SCRIPT, npz, str(layers), str(hidden), str(heads), str(ffn),
-                          str(vocab), str(args.threads), str(args.warmup), objective],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            args.torch_python,
+            "-c",
+            HF_SCRIPT,
+            npz,
+            str(layers),
+            str(hidden),
+            str(heads),
+            str(ffn),
+            str(vocab),
+            str(args.threads),
+            str(args.warmup),
+            objective,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
@@ -185,8 +252,11 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
-                   help="python of a venv with torch and transformers (see ../shared/bench/README.md)")
+    p.add_argument(
+        "--torch-python",
+        default=os.environ.get("TORCH_PYTHON"),
+        help="python of a venv with torch and transformers (see ../shared/bench/README.md)",
+    )
     args = p.parse_args()
     os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
     rounds = []
@@ -195,9 +265,11 @@ def main() -> None:
         npz = dump_batches(corpus, tmp, args.steps)
         for _ in range(args.rounds):
             r = {"ernie_ft (python -m ernie_ft.pretrain)": command_line(corpus, tmp, args)}
-            for name, masked_only, fused in (("masked-position logits, fused kernels", True, True),
-                                             ("masked-position logits, Paddle's layers", True, False),
-                                             ("every position's logits, fused kernels", False, True)):
+            for name, masked_only, fused in (
+                ("masked-position logits, fused kernels", True, True),
+                ("masked-position logits, Paddle's layers", True, False),
+                ("every position's logits, fused kernels", False, True),
+            ):
                 r[name] = in_process(npz, args.shape, args.threads, args.warmup, masked_only, fused)
             if args.torch_python:
                 r["HF BertForMaskedLM / PyTorch"] = hf(npz, args)
@@ -206,16 +278,20 @@ def main() -> None:
                 r["HF ElectraForPreTraining + ElectraForMaskedLM / PyTorch"] = hf(npz, args, "electra")
             rounds.append(r)
     first = next(iter(rounds[0]))
-    print(f"shape {args.shape}, batch {BATCH} x {MAX_LEN} packed blocks, whole-word masks, fp32, dropout 0.1, "
-          f"{args.threads} threads; median over {args.steps - args.warmup} steps after {args.warmup}; "
-          f"{args.rounds} round(s)\n")
+    print(
+        f"shape {args.shape}, batch {BATCH} x {MAX_LEN} packed blocks, whole-word masks, fp32, dropout 0.1, "
+        f"{args.threads} threads; median over {args.steps - args.warmup} steps after {args.warmup}; "
+        f"{args.rounds} round(s)\n"
+    )
     print("| stack | real tokens/s | ernie_ft / this | per round |")
     print("|---|---|---|---|")
     for name in rounds[0]:  # ELECTRA rows against ernie_ft's ELECTRA, the rest against its MLM
         ours = "ernie_ft --objective electra" if "lectra" in name else first
         ratios = [r[ours] / r[name] for r in rounds]
-        print(f"| {name} | {statistics.median(r[name] for r in rounds):.0f} | {statistics.median(ratios):.2f}x | "
-              f"{' '.join(f'{x:.2f}' for x in ratios)} |")
+        print(
+            f"| {name} | {statistics.median(r[name] for r in rounds):.0f} | {statistics.median(ratios):.2f}x | "
+            f"{' '.join(f'{x:.2f}' for x in ratios)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ the server's forward-pass batch sizes (from ``/v1/stats``) and its peak RSS. Who
 ``ernie_ft`` more work (it reads each review whole, in windows, where the baseline truncates at 128
 tokens); ``--cut 120`` sends reviews short enough for one window in both.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,13 +57,32 @@ def train_model(out: str) -> str:
     with open(train, "w", encoding="utf-8") as f:
         f.writelines(lines)
     model = os.path.join(out, "model")
-    subprocess.run([sys.executable, "-m", "ernie_ft.classify", "--train", train, "--model", "scratch:nano",
-                    "--vocab", os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt"), "--max-len", str(MAX_LEN),
-                    "--epochs", "1", "--output", model], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ernie_ft.classify",
+            "--train",
+            train,
+            "--model",
+            "scratch:nano",
+            "--vocab",
+            os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt"),
+            "--max-len",
+            str(MAX_LEN),
+            "--epochs",
+            "1",
+            "--output",
+            model,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return os.path.join(model, "best")
 
 
-BASELINE = '''
+BASELINE = (
+    """
 import sys
 import numpy as np
 import paddle
@@ -100,7 +120,9 @@ if __name__ == "__main__":
     import uvicorn
 
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
-''' % MAX_LEN
+"""
+    % MAX_LEN
+)
 
 
 def free_port() -> int:
@@ -119,7 +141,9 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "w")
         command = [c.replace("{port}", str(self.port)) for c in command]
-        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        self.proc = subprocess.Popen(
+            command, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
         self.process = psutil.Process(self.proc.pid)
         self.peak_rss = 0
         self.rss = []
@@ -200,26 +224,46 @@ def run_level(server: Server, path: str, body, texts, clients: int, args) -> dic
     import httpx
 
     before = httpx.get(server.url + "/v1/stats").json() if path == "/v1/predict" else None
-    asyncio.run(load(server.url, path, body, texts[:clients * 2], min(clients, 4), clients * 2, 60))  # warm up
+    asyncio.run(load(server.url, path, body, texts[: clients * 2], min(clients, 4), clients * 2, 60))  # warm up
     if before is not None:
         before = httpx.get(server.url + "/v1/stats").json()
-    latencies, failures, seconds = asyncio.run(load(server.url, path, body, texts, clients, args.requests,
-                                                    args.time_limit))
+    latencies, failures, seconds = asyncio.run(
+        load(server.url, path, body, texts, clients, args.requests, args.time_limit)
+    )
     histogram = ""
     if before is not None:
         after = httpx.get(server.url + "/v1/stats").json()["batch_sizes"]
         counts = {int(k): v - before["batch_sizes"].get(k, 0) for k, v in after.items()}
         histogram = " ".join(f"{k}:{v}" for k, v in sorted(counts.items()) if v)
-    return {"clients": clients, "requests": len(latencies), "rps": len(latencies) / seconds,
-            "p50": 1000 * percentile(latencies, 50), "p95": 1000 * percentile(latencies, 95),
-            "p99": 1000 * percentile(latencies, 99), "failed": sum(failures.values()), "why": dict(failures),
-            "histogram": histogram, "peak_rss_mib": server.peak_rss / 2 ** 20}
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "rps": len(latencies) / seconds,
+        "p50": 1000 * percentile(latencies, 50),
+        "p95": 1000 * percentile(latencies, 95),
+        "p99": 1000 * percentile(latencies, 99),
+        "failed": sum(failures.values()),
+        "why": dict(failures),
+        "histogram": histogram,
+        "peak_rss_mib": server.peak_rss / 2**20,
+    }
 
 
 def serve_command(model: str, engine: str, device: str) -> list[str]:
     """``ernie_ft serve`` on ``{port}``: exported first for Paddle Inference, as deployments do, or dygraph."""
-    return [sys.executable, "-m", "ernie_ft", "serve", "--model", model, "--port", "{port}", "--device", device,
-            *(["--export"] if engine == "inference" else ["--engine", "dygraph"])]
+    return [
+        sys.executable,
+        "-m",
+        "ernie_ft",
+        "serve",
+        "--model",
+        model,
+        "--port",
+        "{port}",
+        "--device",
+        device,
+        *(["--export"] if engine == "inference" else ["--engine", "dygraph"]),
+    ]
 
 
 def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
@@ -229,15 +273,30 @@ def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
         f.write(BASELINE)
     env = {"MKL_DEBUG_CPU_TYPE": "5"}
     return {
-        "ernie_ft serve (dynamic batching)": (serve + ["--max-batch-size", "32", "--max-wait-ms", "5"], "/v1/predict",
-                                              lambda t: {"inputs": [{"text": t}]}, env),
+        "ernie_ft serve (dynamic batching)": (
+            serve + ["--max-batch-size", "32", "--max-wait-ms", "5"],
+            "/v1/predict",
+            lambda t: {"inputs": [{"text": t}]},
+            env,
+        ),
         "ernie_ft serve (dynamic batching, one pass per batch)": (
-            serve + ["--max-batch-size", "32", "--max-wait-ms", "5", "--forward-batch-size", "32"], "/v1/predict",
-            lambda t: {"inputs": [{"text": t}]}, env),
-        "ernie_ft serve (batch size 1)": (serve + ["--max-batch-size", "1", "--max-wait-ms", "0"], "/v1/predict",
-                                          lambda t: {"inputs": [{"text": t}]}, env),
-        "FastAPI + PaddleNLP per request": ([sys.executable, baseline, model, "{port}", device], "/predict",
-                                            lambda t: {"text": t}, env),
+            serve + ["--max-batch-size", "32", "--max-wait-ms", "5", "--forward-batch-size", "32"],
+            "/v1/predict",
+            lambda t: {"inputs": [{"text": t}]},
+            env,
+        ),
+        "ernie_ft serve (batch size 1)": (
+            serve + ["--max-batch-size", "1", "--max-wait-ms", "0"],
+            "/v1/predict",
+            lambda t: {"inputs": [{"text": t}]},
+            env,
+        ),
+        "FastAPI + PaddleNLP per request": (
+            [sys.executable, baseline, model, "{port}", device],
+            "/predict",
+            lambda t: {"text": t},
+            env,
+        ),
     }
 
 
@@ -248,29 +307,46 @@ def main() -> None:
     p.add_argument("--time-limit", type=float, default=120, help="seconds per level at most")
     p.add_argument("--model", help="a classifier checkpoint (default: train a nano-shape one)")
     p.add_argument("--only", help="run only the stacks whose name contains this")
-    p.add_argument("--cut", type=int, help="send each review's first CUT characters (120: one window of 128 tokens, "
-                                           "the same work for every server)")
-    p.add_argument("--engine", default="inference", choices=("inference", "dygraph"),
-                   help="ernie_ft's engine: inference exports the model first (serve --export), as deployments do")
-    p.add_argument("--device", default="cpu", help="where both servers run the model: cpu, or gpu:N with "
-                                                   "paddlepaddle-gpu (--model-only stays on the CPU)")
+    p.add_argument(
+        "--cut",
+        type=int,
+        help="send each review's first CUT characters (120: one window of 128 tokens, the same work for every server)",
+    )
+    p.add_argument(
+        "--engine",
+        default="inference",
+        choices=("inference", "dygraph"),
+        help="ernie_ft's engine: inference exports the model first (serve --export), as deployments do",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="where both servers run the model: cpu, or gpu:N with paddlepaddle-gpu (--model-only stays on the CPU)",
+    )
     p.add_argument("--soak", type=float, help="instead: this many seconds at --clients[0] against ernie_ft serve")
-    p.add_argument("--model-only", action="store_true",
-                   help="instead: the model's cost per window by batch size and engine, without HTTP (the ceiling "
-                        "dynamic batching can reach)")
+    p.add_argument(
+        "--model-only",
+        action="store_true",
+        help="instead: the model's cost per window by batch size and engine, without HTTP (the ceiling "
+        "dynamic batching can reach)",
+    )
     args = p.parse_args()
-    texts = [text[:args.cut] for text in reviews()] if args.cut else reviews()
+    texts = [text[: args.cut] for text in reviews()] if args.cut else reviews()
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or train_model(tmp)
         if args.soak:
             return soak(model, texts, args, tmp)
         if args.model_only:
             return model_only(model, texts[:160], tmp)
-        print(f"nano-shape classifier, max length {MAX_LEN}, ernie_ft engine {args.engine}, "
-              f"ChnSentiCorp dev reviews ({len(texts)}), "
-              f"{args.requests} requests per level (at most {args.time_limit:.0f} s), loopback\n")
-        print("| server | clients | requests/s | p50 ms | p95 ms | p99 ms | failed | forward batch sizes (size:count) "
-              "| peak RSS MiB |")
+        print(
+            f"nano-shape classifier, max length {MAX_LEN}, ernie_ft engine {args.engine}, "
+            f"ChnSentiCorp dev reviews ({len(texts)}), "
+            f"{args.requests} requests per level (at most {args.time_limit:.0f} s), loopback\n"
+        )
+        print(
+            "| server | clients | requests/s | p50 ms | p95 ms | p99 ms | failed | forward batch sizes (size:count) "
+            "| peak RSS MiB |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         results = {}
         for name, (command, path, body, env) in stacks(model, tmp, args.engine, args.device).items():
@@ -282,17 +358,23 @@ def main() -> None:
                 for clients in args.clients:
                     r = run_level(server, path, body, texts, clients, args)
                     results[(name, clients)] = r
-                    print(f"| {name} | {clients} | {r['rps']:.1f} | {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | "
-                          f"{r['failed']}{' ' + str(r['why']) if r['failed'] else ''} | {r['histogram']} | "
-                          f"{r['peak_rss_mib']:.0f} |", flush=True)
+                    print(
+                        f"| {name} | {clients} | {r['rps']:.1f} | {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | "
+                        f"{r['failed']}{' ' + str(r['why']) if r['failed'] else ''} | {r['histogram']} | "
+                        f"{r['peak_rss_mib']:.0f} |",
+                        flush=True,
+                    )
             finally:
                 server.stop()
         base = "FastAPI + PaddleNLP per request"
         for clients in args.clients:
             ours, theirs = results.get(("ernie_ft serve (dynamic batching)", clients)), results.get((base, clients))
             if ours and theirs:
-                print(f"\n{clients} clients: dynamic batching / per-request baseline = {ours['rps'] / theirs['rps']:.2f}x "
-                      f"throughput; p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms", end="")
+                print(
+                    f"\n{clients} clients: dynamic batching / per-request baseline = {ours['rps'] / theirs['rps']:.2f}x "
+                    f"throughput; p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms",
+                    end="",
+                )
         print()
 
 
@@ -301,8 +383,10 @@ def model_only(model: str, texts: list[str], tmp: str) -> None:
     from ernie_ft.inference.export import export
     from ernie_ft.serving.server import ServedModel
 
-    engines = {"dygraph": ServedModel(model, "dygraph", "cpu"),
-               "inference": ServedModel(export(model, os.path.join(tmp, "exported"), overwrite=True), "inference", "cpu")}
+    engines = {
+        "dygraph": ServedModel(model, "dygraph", "cpu"),
+        "inference": ServedModel(export(model, os.path.join(tmp, "exported"), overwrite=True), "inference", "cpu"),
+    }
     features = [f for text in texts for f in engines["dygraph"].prepare([{"text": text}])[1]]
     print(f"{len(texts)} reviews -> {len(features)} windows; ms per window (second pass over them)\n")
     print("| engine | " + " | ".join(f"batch {b}" for b in (1, 4, 8, 16, 32)) + " |")
@@ -313,7 +397,7 @@ def model_only(model: str, texts: list[str], tmp: str) -> None:
             for _ in range(2):  # the first pass meets new shapes (oneDNN caches per shape)
                 start = time.perf_counter()
                 for i in range(0, len(features), batch):
-                    served.logits(features[i:i + batch], batch)
+                    served.logits(features[i : i + batch], batch)
                 seconds = time.perf_counter() - start
             cells.append(f"{1000 * seconds / len(features):.2f}")
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
@@ -323,7 +407,9 @@ def soak(model: str, texts: list[str], args, tmp: str) -> None:
     import httpx
 
     clients = args.clients[0]
-    server = Server(serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), {"MKL_DEBUG_CPU_TYPE": "5"})
+    server = Server(
+        serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), {"MKL_DEBUG_CPU_TYPE": "5"}
+    )
     try:
         server.wait_ready()
         start, minute = time.monotonic(), []
@@ -333,18 +419,24 @@ def soak(model: str, texts: list[str], args, tmp: str) -> None:
         print("|---|---|---|---|---|")
         while time.monotonic() - start < args.soak:
             span = min(60.0, args.soak - (time.monotonic() - start))
-            latencies, failures, _ = asyncio.run(load(server.url, "/v1/predict", lambda t: {"inputs": [{"text": t}]},
-                                                      texts, clients, 10 ** 9, span))
+            latencies, failures, _ = asyncio.run(
+                load(server.url, "/v1/predict", lambda t: {"inputs": [{"text": t}]}, texts, clients, 10**9, span)
+            )
             total += len(latencies)
             failed.update(failures)
-            rss = server.process.memory_info().rss / 2 ** 20
+            rss = server.process.memory_info().rss / 2**20
             minute.append(rss)
-            print(f"| {len(minute)} | {len(latencies)} | {sum(failures.values())} | {rss:.0f} | "
-                  f"{1000 * percentile(latencies, 99):.0f} |", flush=True)
+            print(
+                f"| {len(minute)} | {len(latencies)} | {sum(failures.values())} | {rss:.0f} | "
+                f"{1000 * percentile(latencies, 99):.0f} |",
+                flush=True,
+            )
         stats = httpx.get(server.url + "/v1/stats").json()
-        print(f"\n{total} requests, {sum(failed.values())} failed {dict(failed)}; RSS first minute {minute[0]:.0f} MiB, "
-              f"last {minute[-1]:.0f} MiB, peak {server.peak_rss / 2 ** 20:.0f} MiB; "
-              f"median RSS {statistics.median(minute):.0f} MiB; server counted {stats['requests']} requests")
+        print(
+            f"\n{total} requests, {sum(failed.values())} failed {dict(failed)}; RSS first minute {minute[0]:.0f} MiB, "
+            f"last {minute[-1]:.0f} MiB, peak {server.peak_rss / 2**20:.0f} MiB; "
+            f"median RSS {statistics.median(minute):.0f} MiB; server counted {stats['requests']} requests"
+        )
     finally:
         server.stop()
 

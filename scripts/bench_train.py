@@ -15,6 +15,7 @@ resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP. Wit
 the three run in turn N times: this machine's speed drifts by up to 20 % over minutes, so a
 ratio is taken within each round and the table gives their median and every round's value.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,10 @@ class TokenIds:
         return ["x"] * len(examples)  # nothing to tokenise: the ids are given
 
     def featurize(self, examples, encodings, pipeline, labels, data):
-        return [{"input_ids": e["ids"], "token_type_ids": [0] * len(e["ids"]), "labels": int(e["label"]), "doc": i}
-                for i, e in enumerate(examples)]
+        return [
+            {"input_ids": e["ids"], "token_type_ids": [0] * len(e["ids"]), "labels": int(e["label"]), "doc": i}
+            for i, e in enumerate(examples)
+        ]
 
     def loss(self, logits, batch):
         import paddle.nn.functional as F
@@ -83,8 +86,17 @@ def ernie_ft(args, tmp: str, extra: tuple = ()) -> dict:
     sys.path.insert(0, BENCH)
     import common
 
-    sys.argv = ["bench", "--shape", args.shape, "--steps", str(args.steps), "--warmup", str(args.warmup),
-                "--pad", "dynamic"]
+    sys.argv = [
+        "bench",
+        "--shape",
+        args.shape,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--pad",
+        "dynamic",
+    ]
     bench = common.parse_args("ernie_ft")
     train = os.path.join(tmp, "train.jsonl")
     with open(train, "w") as f:
@@ -93,26 +105,74 @@ def ernie_ft(args, tmp: str, extra: tuple = ()) -> dict:
                 f.write(json.dumps({"ids": ids[mask == 1].tolist(), "label": str(label)}) + "\n")
     vocab = os.path.join(tmp, "vocab.txt")
     with open(vocab, "w") as f:  # ids only matter: [PAD] 0, [CLS] 1, [SEP] 2 as in the bench
-        f.write("\n".join(["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + [f"t{i}" for i in range(4, bench.vocab - 1)]
-                          + ["[UNK]"]) + "\n")
+        f.write(
+            "\n".join(["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + [f"t{i}" for i in range(4, bench.vocab - 1)] + ["[UNK]"])
+            + "\n"
+        )
     out = os.path.join(tmp, "run")
-    command = [sys.executable, "-m", "ernie_ft", "--task", f"{os.path.abspath(__file__)}:TokenIds",
-               "--train", train, "--model", f"scratch:{args.shape}",
-               "--vocab", vocab, "--epochs", "1", "--batch-size", "32", "--lr", "1e-4", "--warmup", "0",
-               "--max-grad-norm", "0", "--dropout", "0.1", "--threads", str(args.threads), "--log-steps", "1",
-               "--max-len", "128", "--output", out, "--overwrite", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "ernie_ft",
+        "--task",
+        f"{os.path.abspath(__file__)}:TokenIds",
+        "--train",
+        train,
+        "--model",
+        f"scratch:{args.shape}",
+        "--vocab",
+        vocab,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--lr",
+        "1e-4",
+        "--warmup",
+        "0",
+        "--max-grad-norm",
+        "0",
+        "--dropout",
+        "0.1",
+        "--threads",
+        str(args.threads),
+        "--log-steps",
+        "1",
+        "--max-len",
+        "128",
+        "--output",
+        out,
+        "--overwrite",
+        *extra,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     _, rss = run(command, env)
     with open(os.path.join(out, "train_log.jsonl")) as f:
-        records = [json.loads(line) for line in f][args.warmup:]
+        records = [json.loads(line) for line in f][args.warmup :]
     tokens_per_s = statistics.median(r["tokens_per_s"] for r in records)
-    return {"real_tokens_per_s": tokens_per_s, "peak_rss_mib": rss,
-            "step_time_ms": 1000 * statistics.median(r["step_seconds"] for r in records)}
+    return {
+        "real_tokens_per_s": tokens_per_s,
+        "peak_rss_mib": rss,
+        "step_time_ms": 1000 * statistics.median(r["step_seconds"] for r in records),
+    }
 
 
 def baseline(script: str, python: str, args) -> dict:
-    command = [python, os.path.join(BENCH, script), "--shape", args.shape, "--threads", str(args.threads),
-               "--steps", str(args.steps), "--warmup", str(args.warmup), "--pad", "dynamic", "--group-by-length"]
+    command = [
+        python,
+        os.path.join(BENCH, script),
+        "--shape",
+        args.shape,
+        "--threads",
+        str(args.threads),
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--pad",
+        "dynamic",
+        "--group-by-length",
+    ]
     out, _ = run(command, {**os.environ, "MKL_DEBUG_CPU_TYPE": "5"})
     return json.loads(out.strip().splitlines()[-1])
 
@@ -123,12 +183,22 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run the stacks in turn this many times; ratios are per round, then the median")
-    p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"),
-                   help="python of a venv with torch and transformers (see ../shared/bench/README.md)")
-    p.add_argument("--memory", action="store_true",
-                   help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the stacks in turn this many times; ratios are per round, then the median",
+    )
+    p.add_argument(
+        "--torch-python",
+        default=os.environ.get("TORCH_PYTHON"),
+        help="python of a venv with torch and transformers (see ../shared/bench/README.md)",
+    )
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16",
+    )
     args = p.parse_args()
     if args.memory:
         return memory(args)
@@ -141,24 +211,33 @@ def main() -> None:
             results["HF transformers / PyTorch"] = baseline("baseline_hf_torch.py", args.torch_python, args)
         results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
         rounds.append(results)
-    print(f"shape {args.shape}, batch 32, max length 128, fp32, dropout 0.1, {args.threads} threads; "
-          f"median over {args.steps} steps after {args.warmup}; {args.rounds} round(s), medians across rounds\n")
+    print(
+        f"shape {args.shape}, batch 32, max length 128, fp32, dropout 0.1, {args.threads} threads; "
+        f"median over {args.steps} steps after {args.warmup}; {args.rounds} round(s), medians across rounds\n"
+    )
     print("| stack | real tokens/s | step time (ms) | peak RSS (MiB) | ernie_ft / this | per round |")
     print("|---|---|---|---|---|---|")
     for name in rounds[0]:
+
         def median(key, stack=name):
             return statistics.median(r[stack][key] for r in rounds)
 
         ratios = [r["ernie_ft"]["real_tokens_per_s"] / r[name]["real_tokens_per_s"] for r in rounds]
-        print(f"| {name} | {median('real_tokens_per_s'):.0f} | {median('step_time_ms'):.0f} | "
-              f"{median('peak_rss_mib'):.0f} | {statistics.median(ratios):.2f}x | "
-              f"{' '.join(f'{x:.2f}' for x in ratios)} |")
+        print(
+            f"| {name} | {median('real_tokens_per_s'):.0f} | {median('step_time_ms'):.0f} | "
+            f"{median('peak_rss_mib'):.0f} | {statistics.median(ratios):.2f}x | "
+            f"{' '.join(f'{x:.2f}' for x in ratios)} |"
+        )
 
 
 def memory(args) -> None:
     """Peak resident memory of ernie_ft training runs, per configuration (a process each)."""
-    configs = {"fp32": (), "fp32 + recompute": ("--recompute",), "bf16": ("--amp", "bf16"),
-               "bf16 + recompute": ("--amp", "bf16", "--recompute")}
+    configs = {
+        "fp32": (),
+        "fp32 + recompute": ("--recompute",),
+        "bf16": ("--amp", "bf16"),
+        "bf16 + recompute": ("--amp", "bf16", "--recompute"),
+    }
     print(f"shape {args.shape}, batch 32, max length 128, {args.threads} threads, {args.steps} steps\n")
     print("| configuration | peak RSS (MiB) | real tokens/s |")
     print("|---|---|---|")

@@ -25,6 +25,7 @@ HF ``transformers`` is not a dependency of ernie_ft. For the BertTokenizerFast c
 without one, the column is skipped with a message. The machine's conditions (CPU, cores, load
 average before and after) are written with the tables to --output (markdown) and stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,23 @@ def learn_extensions(out: Path, corpus: str, vocab: str, sizes: list[int]) -> di
     for size in sizes:
         directory = out / f"ext-{size}"
         if not (directory / "extension.json").is_file():
-            run([sys.executable, "-m", "ernie_ft.vocab", "learn", "--corpus", corpus,
-                 "--base", vocab, "--size", str(size), "--output", str(directory)], stdout=subprocess.DEVNULL)
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ernie_ft.vocab",
+                    "learn",
+                    "--corpus",
+                    corpus,
+                    "--base",
+                    vocab,
+                    "--size",
+                    str(size),
+                    "--output",
+                    str(directory),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
         result[size] = (str(directory), json.loads((directory / "extension.json").read_text())["report"])
     return result
 
@@ -81,21 +97,48 @@ def epoch_tokens(cfg, task, examples, labels, pipeline, cache: str) -> dict:
             features = task.featurize(ex, encodings, pipeline, labels, cfg.data)
             lengths = [len(f["input_ids"]) for f in features]
             batches = LengthGroupedSampler(lengths, cfg.train.batch_size, seed=cfg.train.seed).batches(0)
-            out.update(inputs=len(features), real=sum(lengths),
-                       padded=sum(len(b) * max(lengths[i] for i in b) for b in batches))
+            out.update(
+                inputs=len(features),
+                real=sum(lengths),
+                padded=sum(len(b) * max(lengths[i] for i in b) for b in batches),
+            )
     return out
 
 
 def train_run(name: str, out: Path, args, extension: str | None) -> dict:
     """One training run through the CLI; wall time per epoch from the time-stamped step lines."""
     output = out / f"train-{name}"
-    cmd = [sys.executable, "-m", "ernie_ft.classify", "--config", args.recipe, "--model", "scratch:tiny",
-           "--vocab", args.vocab,
-           "--epochs", str(args.epochs), "--eval-steps", "0", "--threads", str(args.threads), "--log-steps", "1",
-           "--output", str(output), "--overwrite"] + (["--vocab-extension", extension] if extension else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "ernie_ft.classify",
+        "--config",
+        args.recipe,
+        "--model",
+        "scratch:tiny",
+        "--vocab",
+        args.vocab,
+        "--epochs",
+        str(args.epochs),
+        "--eval-steps",
+        "0",
+        "--threads",
+        str(args.threads),
+        "--log-steps",
+        "1",
+        "--output",
+        str(output),
+        "--overwrite",
+    ] + (["--vocab-extension", extension] if extension else [])
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"},
+    )
     epoch_start, last_step, per_epoch, padding = None, None, [], []
     for line in proc.stdout:
         now = time.perf_counter()
@@ -111,13 +154,19 @@ def train_run(name: str, out: Path, args, extension: str | None) -> dict:
         raise SystemExit(f"training run {name} failed: {' '.join(cmd)}")
     per_epoch.append(last_step - epoch_start)
     metrics = json.loads((output / "metrics.json").read_text())
-    return {"epoch_seconds": per_epoch, "wall": time.perf_counter() - start, "padding": padding,
-            "cpu": usage.ru_utime + usage.ru_stime,
-            "dev": metrics["dev"]["accuracy"], "test": metrics["test"]["accuracy"]}
+    return {
+        "epoch_seconds": per_epoch,
+        "wall": time.perf_counter() - start,
+        "padding": padding,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "dev": metrics["dev"]["accuracy"],
+        "test": metrics["test"]["accuracy"],
+    }
 
 
-def throughput(vocab: str, extension: str, extension_name: str, texts: list[str], hf_python: str | None,
-               repeat: int) -> list[tuple[str, str, float]]:
+def throughput(
+    vocab: str, extension: str, extension_name: str, texts: list[str], hf_python: str | None, repeat: int
+) -> list[tuple[str, str, float]]:
     """(tokenizer, what it returns, characters per second) rows: the best of ``repeat`` rounds, each
     round timing every tokenizer once, so that a busy moment of the machine hits them alike."""
     import jieba
@@ -130,38 +179,64 @@ def throughput(vocab: str, extension: str, extension_name: str, texts: list[str]
             start = time.perf_counter()
             fn()
             return time.perf_counter() - start
+
         return run
 
     cases = []  # (label, what it returns, () -> seconds)
     caches = tempfile.TemporaryDirectory()
-    for name, pipe in (("ernie_ft TextPipeline", TextPipeline(vocab)),
-                       (f"ernie_ft TextPipeline {extension_name}", TextPipeline(vocab, vocab_extension=extension))):
+    for name, pipe in (
+        ("ernie_ft TextPipeline", TextPipeline(vocab)),
+        (f"ernie_ft TextPipeline {extension_name}", TextPipeline(vocab, vocab_extension=extension)),
+    ):
         pipe.encode(texts[0])  # jieba loads its dictionary once per process
         cache = tempfile.mkdtemp(dir=caches.name)
         pipe.encode_many(texts, cache_dir=cache)
-        cases += [(f"{name}, 1 process", "ids, offsets, word ids", clock(lambda p=pipe: p.encode_many(texts))),
-                  (f"{name}, --num-proc 2", "ids, offsets, word ids",
-                   clock(lambda p=pipe: p.encode_many(texts, num_proc=2))),
-                  (f"{name}, cached second run", "ids, offsets, word ids (Arrow cache)",
-                   clock(lambda p=pipe, c=cache: p.encode_many(texts, cache_dir=c)))]
+        cases += [
+            (f"{name}, 1 process", "ids, offsets, word ids", clock(lambda p=pipe: p.encode_many(texts))),
+            (f"{name}, --num-proc 2", "ids, offsets, word ids", clock(lambda p=pipe: p.encode_many(texts, num_proc=2))),
+            (
+                f"{name}, cached second run",
+                "ids, offsets, word ids (Arrow cache)",
+                clock(lambda p=pipe, c=cache: p.encode_many(texts, cache_dir=c)),
+            ),
+        ]
     segmenter = jieba.Tokenizer()
     segmenter.lcut("预热")
     cases.append(("jieba alone (HMM on), 1 process", "words", clock(lambda: [segmenter.lcut(t) for t in texts])))
     ernie = ErnieTokenizer(vocab)
-    cases.append(("PaddleNLP ErnieTokenizer, 1 process", "ids",
-                  clock(lambda: [ernie.convert_tokens_to_ids(ernie.tokenize(t)) for t in texts])))
+    cases.append(
+        (
+            "PaddleNLP ErnieTokenizer, 1 process",
+            "ids",
+            clock(lambda: [ernie.convert_tokens_to_ids(ernie.tokenize(t)) for t in texts]),
+        )
+    )
     if hf_python:
         source = Path(caches.name) / "texts.json"
         source.write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
         for threads, parallel in (("1 thread", "false"), ("2 threads", "true")):
             env = {**os.environ, "TOKENIZERS_PARALLELISM": parallel, "RAYON_NUM_THREADS": "2"}
-            cases.append((f"HF BertTokenizerFast, {threads}", "ids, offsets (batch call)",
-                          lambda env=env: float(subprocess.run([hf_python, "-c", HF_CODE, vocab, str(source)], env=env,
-                                                               check=True, text=True, capture_output=True)
-                                                .stdout.split()[-1])))
+            cases.append(
+                (
+                    f"HF BertTokenizerFast, {threads}",
+                    "ids, offsets (batch call)",
+                    lambda env=env: float(
+                        subprocess.run(
+                            [hf_python, "-c", HF_CODE, vocab, str(source)],
+                            env=env,
+                            check=True,
+                            text=True,
+                            capture_output=True,
+                        ).stdout.split()[-1]
+                    ),
+                )
+            )
     else:
-        print("  HF BertTokenizerFast: skipped (transformers is not an ernie_ft dependency); pass --hf-python "
-              "with an interpreter that has it, see this script's docstring", file=sys.stderr)
+        print(
+            "  HF BertTokenizerFast: skipped (transformers is not an ernie_ft dependency); pass --hf-python "
+            "with an interpreter that has it, see this script's docstring",
+            file=sys.stderr,
+        )
     best = {}
     for round_ in range(repeat):
         for name, _, run in cases:
@@ -177,10 +252,14 @@ def label(size: int) -> str:
 
 
 def conditions(args) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    return (f"{cpu}, {os.cpu_count()} cores (shared with other jobs), Python {platform.python_version()}, "
-            f"--threads {args.threads}, {args.epochs} epoch(s), batch 32, max-len 128, stride 32, fp32")
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
+    return (
+        f"{cpu}, {os.cpu_count()} cores (shared with other jobs), Python {platform.python_version()}, "
+        f"--threads {args.threads}, {args.epochs} epoch(s), batch 32, max-len 128, stride 32, fp32"
+    )
 
 
 def main(args) -> None:
@@ -193,7 +272,9 @@ def main(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     os.chdir(ROOT)
-    cfg = build_config(load_recipe(args.recipe), {"model": "scratch:tiny", **({"vocab": args.vocab} if args.vocab else {})})
+    cfg = build_config(
+        load_recipe(args.recipe), {"model": "scratch:tiny", **({"vocab": args.vocab} if args.vocab else {})}
+    )
     vocab = args.vocab = cfg.model.vocab
     if not vocab:
         raise SystemExit("--vocab is needed: the recipe names no vocabulary to extend")
@@ -220,29 +301,44 @@ def main(args) -> None:
     speed = throughput(vocab, extensions[middle][0], label(middle), texts, args.hf_python, args.repeat)
     load_after = os.getloadavg()
 
-    lines = [f"Conditions: {conditions(args)}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.",
-             "", f"Command: `python scripts/bench_vocab.py {' '.join(sys.argv[1:])}`", "",
-             "| vocabulary | pieces learned / used on train | tokens/char train / dev / test | inputs per epoch | "
-             "real tokens per epoch | padded tokens per epoch | train time per epoch, each run | CPU time per run "
-             "| dev acc | test acc |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Conditions: {conditions(args)}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.",
+        "",
+        f"Command: `python scripts/bench_vocab.py {' '.join(sys.argv[1:])}`",
+        "",
+        "| vocabulary | pieces learned / used on train | tokens/char train / dev / test | inputs per epoch | "
+        "real tokens per epoch | padded tokens per epoch | train time per epoch, each run | CPU time per run "
+        "| dev acc | test acc |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, directory in variants:
         s = stats[name]
         size = next((k for k, (d, _) in extensions.items() if d == directory), None)
-        learned = "-" if size is None else f"{extensions[size][1]['new_pieces']:,} / {extensions[size][1]['pieces_used']:,}"
+        learned = (
+            "-" if size is None else f"{extensions[size][1]['new_pieces']:,} / {extensions[size][1]['pieces_used']:,}"
+        )
         done = runs.get(name, [])
         times = " / ".join(f"{sum(r['epoch_seconds']) / len(r['epoch_seconds']):.0f} s" for r in done) or "-"
         cpu = " / ".join(f"{r['cpu']:.0f} s" for r in done) or "-"
         dev = " / ".join(sorted({f"{r['dev']:.4f}" for r in done})) or "-"
         test = " / ".join(sorted({f"{r['test']:.4f}" for r in done})) or "-"
         trainer = f"; trainer: {done[0]['padding'][0]}" if done else ""
-        lines.append(f"| {name} | {learned} | {s['tpc_train']:.3f} / {s['tpc_dev']:.3f} / {s['tpc_test']:.3f} | "
-                     f"{s['inputs']:,} | {s['real']:,} | {s['padded']:,} ({1 - s['real'] / s['padded']:.1%} padding"
-                     f"{trainer}) | {times} | {cpu} | {dev} | {test} |")
+        lines.append(
+            f"| {name} | {learned} | {s['tpc_train']:.3f} / {s['tpc_dev']:.3f} / {s['tpc_test']:.3f} | "
+            f"{s['inputs']:,} | {s['real']:,} | {s['padded']:,} ({1 - s['real'] / s['padded']:.1%} padding"
+            f"{trainer}) | {times} | {cpu} | {dev} | {test} |"
+        )
     if order:
-        lines.append(f"\nRun order: {', '.join(name for name, _ in order)}. One accuracy shown when every run of "
-                     "a vocabulary gave the same one (same seed, same weights).")
-    lines += ["", f"| tokenizer ({len(texts):,} train texts, {sum(map(len, texts)):,} characters; best of "
-              f"{args.repeat}) | returns | characters per second |", "|---|---|---|"]
+        lines.append(
+            f"\nRun order: {', '.join(name for name, _ in order)}. One accuracy shown when every run of "
+            "a vocabulary gave the same one (same seed, same weights)."
+        )
+    lines += [
+        "",
+        f"| tokenizer ({len(texts):,} train texts, {sum(map(len, texts)):,} characters; best of "
+        f"{args.repeat}) | returns | characters per second |",
+        "|---|---|---|",
+    ]
     lines += [f"| {label} | {what} | {rate:,.0f} |" for label, what, rate in speed]
     if not args.hf_python:
         lines.append("| HF BertTokenizerFast | skipped: no --hf-python given | |")
@@ -259,8 +355,12 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 20000])
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--passes", type=int, default=2,
-                        help="training passes over the vocabularies, alternately forward and back (default: 2)")
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=2,
+        help="training passes over the vocabularies, alternately forward and back (default: 2)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="throughput rounds; the best is reported (default: 3)")
     parser.add_argument("--skip-training", action="store_true", help="tokens and throughput only, no training runs")
     parser.add_argument("--hf-python", help="python with transformers installed, for the BertTokenizerFast column")

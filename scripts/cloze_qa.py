@@ -18,6 +18,7 @@ Example: passage ``……国务院总理李强3月5日在北京作政府工作�
 layout ``python -m ernie_ft.qa`` reads (``--train``), and a held-out ``--dev`` file beside it
 (``OUTPUT`` with ``.dev`` before the suffix). Deterministic for a seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,8 +107,11 @@ def cloze(passage: str, rng: random.Random) -> dict | None:
         question = (sentence[:start] + word + sentence[end:]).rstrip("。！？；，")
         answer = sentence[start:end]
         if answer not in question:  # an answer the question still spells out teaches nothing
-            return {"context": passage, "question": question + "？",
-                    "answers": {"text": [answer], "answer_start": [starts[k] + start]}}
+            return {
+                "context": passage,
+                "question": question + "？",
+                "answers": {"text": [answer], "answer_start": [starts[k] + start]},
+            }
     return None
 
 
@@ -142,12 +146,15 @@ def main(argv=None) -> int:
             if len(records) == args.questions + args.dev:
                 break
     if len(records) < args.questions + args.dev:
-        print(f"error: --corpus gave {len(records)} questions, fewer than --questions {args.questions} + --dev "
-              f"{args.dev}; add text or ask for fewer", file=sys.stderr)
+        print(
+            f"error: --corpus gave {len(records)} questions, fewer than --questions {args.questions} + --dev "
+            f"{args.dev}; add text or ask for fewer",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.output)
     dev = out.with_name(out.stem + ".dev" + out.suffix)
-    for path, part in ((out, records[args.dev:]), (dev, records[:args.dev])):
+    for path, part in ((out, records[args.dev :]), (dev, records[: args.dev])):
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             for record in part:

@@ -13,6 +13,7 @@ importing the module ``x`` when there is one. Importing
 ``pkg.a`` is not counted as importing ``pkg`` itself, although Python runs ``pkg/__init__.py``
 first. tests/test_layout.py loads this file to keep the package acyclic. Standard library only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,7 +80,7 @@ def _resolve(node: ast.ImportFrom, module: str, files: dict[str, Path]) -> str:
     base = module.split(".")
     if not _is_package(module, files):
         base = base[:-1]  # a plain module's dots start from its package
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -111,8 +112,10 @@ def _imports_in(tree: ast.Module, module: str, files: dict[str, Path], path: str
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                found.extend(Import(module, target, path, child.lineno, where)
-                             for target in _imported_names(child, module, files))
+                found.extend(
+                    Import(module, target, path, child.lineno, where)
+                    for target in _imported_names(child, module, files)
+                )
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 visit(child, "function")
             elif where == "module" and node is tree and _is_main_block(child):
@@ -129,8 +132,11 @@ def _is_main_block(node: ast.AST) -> bool:
     if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
         return False
     sides = [node.test.left, *node.test.comparators]
-    return (len(sides) == 2 and isinstance(node.test.ops[0], ast.Eq)
-            and {getattr(s, "id", None) or getattr(s, "value", None) for s in sides} == {"__name__", "__main__"})
+    return (
+        len(sides) == 2
+        and isinstance(node.test.ops[0], ast.Eq)
+        and {getattr(s, "id", None) or getattr(s, "value", None) for s in sides} == {"__name__", "__main__"}
+    )
 
 
 def import_graph(package: Path) -> tuple[dict[str, set[str]], list[Import]]:
@@ -231,8 +237,9 @@ def describe_cycle(cycle: list[str], imports: list[Import]) -> str:
 def imports_within(group: list[str], imports: list[Import]) -> list[Import]:
     """The import statements between modules of one cycle group: the edges to cut from."""
     members = set(group)
-    return sorted((i for i in imports if i.source in members and i.target in members),
-                  key=lambda i: (i.source, i.target, i.line))
+    return sorted(
+        (i for i in imports if i.source in members and i.target in members), key=lambda i: (i.source, i.target, i.line)
+    )
 
 
 def module_sizes(package: Path) -> dict[str, int]:
@@ -248,8 +255,14 @@ def functions(package: Path) -> list[Function]:
     def visit(node: ast.AST, prefix: str, path: Path) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append(Function(prefix + child.name, path.relative_to(root).as_posix(), child.lineno,
-                                      child.end_lineno - child.lineno + 1))
+                found.append(
+                    Function(
+                        prefix + child.name,
+                        path.relative_to(root).as_posix(),
+                        child.lineno,
+                        child.end_lineno - child.lineno + 1,
+                    )
+                )
                 visit(child, f"{prefix}{child.name}.<locals>.", path)
             elif isinstance(child, ast.ClassDef):
                 visit(child, f"{prefix}{child.name}.", path)
@@ -269,12 +282,22 @@ def report(package: Path, top: int = 10) -> dict:
     return {
         "package": str(package),
         "imports": {name: sorted(targets) for name, targets in sorted(graph.items())},
-        "deferred_only": {name: sorted(t for t in targets if (name, t) not in eager)
-                          for name, targets in sorted(graph.items()) if any((name, t) not in eager for t in targets)},
-        "cycles": [{"cycle": c, "description": describe_cycle(c, imports), "group": groups[c[0]],
-                    "imports_within_group": [f"{i.source} -> {i.target} ({i.describe()})"
-                                             for i in imports_within(groups[c[0]], imports)]}
-                   for c in cycles(graph)],
+        "deferred_only": {
+            name: sorted(t for t in targets if (name, t) not in eager)
+            for name, targets in sorted(graph.items())
+            if any((name, t) not in eager for t in targets)
+        },
+        "cycles": [
+            {
+                "cycle": c,
+                "description": describe_cycle(c, imports),
+                "group": groups[c[0]],
+                "imports_within_group": [
+                    f"{i.source} -> {i.target} ({i.describe()})" for i in imports_within(groups[c[0]], imports)
+                ],
+            }
+            for c in cycles(graph)
+        ],
         "sizes": dict(sorted(module_sizes(package).items(), key=lambda item: (-item[1], item[0]))),
         "longest_functions": [asdict(f) for f in functions(package)[:top]],
     }
@@ -285,8 +308,10 @@ def cycle_lines(found: list[dict], short=lambda name: name) -> list[str]:
     lines = []
     for cycle in found:
         lines.append(f"  {cycle['description']}")
-        lines.append(f"    cycle group ({len(cycle['group'])} modules): {', '.join(short(m) for m in cycle['group'])}; "
-                     "imports within it:")
+        lines.append(
+            f"    cycle group ({len(cycle['group'])} modules): {', '.join(short(m) for m in cycle['group'])}; "
+            "imports within it:"
+        )
         lines += [f"      {line}" for line in cycle["imports_within_group"]]
     return lines
 
@@ -295,10 +320,12 @@ def print_text(data: dict) -> None:
     package = Path(data["package"]).name
 
     def short(name: str) -> str:
-        return name[len(package) + 1:] if name.startswith(package + ".") else name
+        return name[len(package) + 1 :] if name.startswith(package + ".") else name
 
-    print(f"import graph of {package} (module: the {package} modules it imports; "
-          "* only inside functions or the __main__ block)")
+    print(
+        f"import graph of {package} (module: the {package} modules it imports; "
+        "* only inside functions or the __main__ block)"
+    )
     for name, targets in data["imports"].items():
         deferred = set(data["deferred_only"].get(name, ()))
         print(f"  {short(name):14} {', '.join(short(t) + '*' * (t in deferred) for t in targets) or '-'}")

@@ -17,6 +17,7 @@ with its test score where the task has one, and further ``--seeds`` rerun it (th
 and range). Every run writes its own directory under ``--out`` and is skipped when its ``metrics.json``
 exists, so the script resumes where it stopped; a stopped pretraining run resumes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,11 @@ import sys
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OBJECTIVES = {"mlm-char": ("--objective", "mlm", "--masking", "char"),
-              "mlm-word": ("--objective", "mlm", "--masking", "word"),
-              "electra": ("--objective", "electra", "--masking", "word")}
+OBJECTIVES = {
+    "mlm-char": ("--objective", "mlm", "--masking", "char"),
+    "mlm-word": ("--objective", "mlm", "--masking", "word"),
+    "electra": ("--objective", "electra", "--masking", "word"),
+}
 TASKS = {  # recipe, module, dev metric, what the table shows, learning rates (around the recipe's)
     "chnsenticorp": ("tasks/chnsenticorp.yaml", "classify", "accuracy", ("accuracy",), "5e-4,1e-3"),
     "cluener": ("tasks/cluener.yaml", "ner", "f1", ("f1",), "1e-3,2e-3"),
@@ -57,9 +60,21 @@ def pretrain(row: str, args) -> str:
     if not os.path.isfile(os.path.join(out, "metrics.json")):  # written when the run ends; a stopped one resumes
         again = "--resume" if os.path.isdir(os.path.join(out, "last")) else "--overwrite"
         stop = ["--stop-after-steps", str(args.steps)] if args.steps else []
-        command = [sys.executable, "-m", "ernie_ft.pretrain", "--config", "tasks/pretrain_corpus.yaml",
-                   *OBJECTIVES[row], *shlex.split(args.pretrain_args), *stop, "--threads", str(args.threads),
-                   "--output", out, again]
+        command = [
+            sys.executable,
+            "-m",
+            "ernie_ft.pretrain",
+            "--config",
+            "tasks/pretrain_corpus.yaml",
+            *OBJECTIVES[row],
+            *shlex.split(args.pretrain_args),
+            *stop,
+            "--threads",
+            str(args.threads),
+            "--output",
+            out,
+            again,
+        ]
         print("+", " ".join(command), flush=True)
         with open(out + ".log", "a") as f:
             subprocess.run(command, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -76,8 +91,28 @@ def fine_tune(row: str, model: str, task: str, lr: str, seed: str, args) -> dict
     out = os.path.join(args.out, f"{task}-{row}-lr{lr}-seed{seed}")
     model_flags = ["--model", "scratch:tiny"] if model == "scratch:tiny" else ["--model", model, "--vocab", ""]
     extra = ["--crf"] if task == "cluener" else []
-    return run([sys.executable, "-m", f"ernie_ft.{module}", "--config", recipe, *model_flags, *extra, "--lr", lr,
-                "--seed", seed, "--threads", str(args.threads), "--output", out, "--overwrite"], out, out + ".log")
+    return run(
+        [
+            sys.executable,
+            "-m",
+            f"ernie_ft.{module}",
+            "--config",
+            recipe,
+            *model_flags,
+            *extra,
+            "--lr",
+            lr,
+            "--seed",
+            seed,
+            "--threads",
+            str(args.threads),
+            "--output",
+            out,
+            "--overwrite",
+        ],
+        out,
+        out + ".log",
+    )
 
 
 def main() -> None:
@@ -107,16 +142,24 @@ def main() -> None:
             runs = {lr: fine_tune(row, model, task, lr, first, args) for lr in (args.lrs or grid).split(",")}
             lr = max(runs, key=lambda k: runs[k]["dev"][metric])  # picked on dev, with the first seed
             results = [runs[lr]] + [fine_tune(row, model, task, lr, seed, args) for seed in others]
-            table.setdefault(row, {})[task] = {"lr": lr, "seeds": [first, *others], **{
-                f"{split} {m}": [r[split][m] for r in results] for split in ("dev", "test") if split in runs[lr]
-                for m in shown}}
+            table.setdefault(row, {})[task] = {
+                "lr": lr,
+                "seeds": [first, *others],
+                **{
+                    f"{split} {m}": [r[split][m] for r in results]
+                    for split in ("dev", "test")
+                    if split in runs[lr]
+                    for m in shown
+                },
+            }
     table = merge_results(os.path.join(args.out, "results.json"), table)
     print("each cell: the mean over its seeds, and the lowest and highest where there are several\n")
     print("| init | " + " | ".join(TASKS) + " |")
     print("|---|" + "---|" * len(TASKS))
     for row, cells in table.items():
-        print(f"| {row} | " + " | ".join(table_cell(task, cells[task]) if task in cells else "" for task in TASKS)
-              + " |")
+        print(
+            f"| {row} | " + " | ".join(table_cell(task, cells[task]) if task in cells else "" for task in TASKS) + " |"
+        )
     print("\ncurves:", plot_pretraining(table, os.path.join(args.out, "pretraining.png")))
 
 
@@ -134,8 +177,11 @@ def merge_results(path: str, new: dict) -> dict:
         for row, cells in new.items():
             for key, cell in cells.items():
                 old = table.setdefault(row, {}).get(key)
-                table[row][key] = merge_seeds(old, cell) if isinstance(cell, dict) and isinstance(old, dict) \
-                    and old.get("lr") == cell["lr"] else cell
+                table[row][key] = (
+                    merge_seeds(old, cell)
+                    if isinstance(cell, dict) and isinstance(old, dict) and old.get("lr") == cell["lr"]
+                    else cell
+                )
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(table, f, indent=1)
         os.replace(path + ".tmp", path)
@@ -167,8 +213,7 @@ def pretraining_curve(model: str) -> list[tuple[float, float]]:
     run was resumed later.
     """
     run, saved = os.path.dirname(model), os.path.join(model, "ernie_ft.yaml")
-    if not (os.path.isdir(model) and os.path.isfile(os.path.join(run, "evaluations.jsonl"))
-            and os.path.isfile(saved)):
+    if not (os.path.isdir(model) and os.path.isfile(os.path.join(run, "evaluations.jsonl")) and os.path.isfile(saved)):
         return []
     with open(saved, encoding="utf-8") as f:
         config = yaml.safe_load(f)["run"]
@@ -188,8 +233,13 @@ def plot_pretraining(table: dict, path: str) -> str:
     from ernie_ft.evaluation.plots import plot_series
 
     series = {row: pretraining_curve(cells.get("model", "")) for row, cells in table.items()}
-    return plot_series({row: points for row, points in series.items() if points}, path, "tokens seen (millions)",
-                       "held-out masked accuracy", "Pretraining scratch tiny (2 x 128)")
+    return plot_series(
+        {row: points for row, points in series.items() if points},
+        path,
+        "tokens seen (millions)",
+        "held-out masked accuracy",
+        "Pretraining scratch tiny (2 x 128)",
+    )
 
 
 def table_cell(task: str, cell: dict) -> str:
@@ -200,8 +250,11 @@ def table_cell(task: str, cell: dict) -> str:
     for name, values in cell.items():
         if name not in ("lr", "seeds"):
             mean = f"{sum(values) / len(values):.{digits}f}"
-            scores.append(f"{name} {mean}" if len(values) == 1 else
-                          f"{name} {mean} ({min(values):.{digits}f}-{max(values):.{digits}f})")
+            scores.append(
+                f"{name} {mean}"
+                if len(values) == 1
+                else f"{name} {mean} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+            )
     return ", ".join(scores) + f" (lr {cell['lr']}, seeds {','.join(cell['seeds'])})"
 
 

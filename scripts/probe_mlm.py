@@ -24,6 +24,7 @@ mean the model reads its context as a bag of tokens. With them, the mean norm of
 the position embeddings the blocks use (1 to max_len - 1), of those they never reach (still at their
 initial scale) and of the word embeddings: how loud position is in the model's input. Prints one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,12 @@ def fit(train_blocks, vocab: int):
         pairs.append(ids[:-2][three] * vocab + ids[2:][three])
         middles.append(ids[1:-1][three])
     lefts, rights = np.concatenate(lefts), np.concatenate(rights)
-    return (int(unigrams.argmax()), commonest_after(lefts, rights, vocab), commonest_after(rights, lefts, vocab),
-            commonest_after(np.concatenate(pairs), np.concatenate(middles), vocab))
+    return (
+        int(unigrams.argmax()),
+        commonest_after(lefts, rights, vocab),
+        commonest_after(rights, lefts, vocab),
+        commonest_after(np.concatenate(pairs), np.concatenate(middles), vocab),
+    )
 
 
 def main(argv=None) -> int:
@@ -116,7 +121,7 @@ def main(argv=None) -> int:
     if not args.no_model:
         words = np.full(ids.shape, -1)
         for row, b in enumerate(dev_blocks):
-            words[row, :len(b["words"])] = b["words"]
+            words[row, : len(b["words"])] = b["words"]
         chosen = np.zeros(ids.size, bool)
         chosen[batch["masked_positions"]] = True
         context = (words >= 0) & ~chosen.reshape(ids.shape)
@@ -129,10 +134,25 @@ def main(argv=None) -> int:
         ordered = model_hits(args.model, ids, batch["token_type_ids"], batch["masked_positions"], labels)
         unordered = model_hits(args.model, shuffled, batch["token_type_ids"], batch["masked_positions"], labels)
         gap = ordered.astype(float) - unordered
-        scores.update({"model": ordered.mean(), "model, shuffled": unordered.mean(), "order gap": gap.mean(),
-                       "order gap, standard error": gap.std(ddof=1) / np.sqrt(len(gap))})  # paired, per token
-    print(json.dumps({"masking": task.masking, "masked_tokens": masked, "dev_blocks": rows,
-                      **{name: round(value, 4) for name, value in scores.items()}}, ensure_ascii=False))
+        scores.update(
+            {
+                "model": ordered.mean(),
+                "model, shuffled": unordered.mean(),
+                "order gap": gap.mean(),
+                "order gap, standard error": gap.std(ddof=1) / np.sqrt(len(gap)),
+            }
+        )  # paired, per token
+    print(
+        json.dumps(
+            {
+                "masking": task.masking,
+                "masked_tokens": masked,
+                "dev_blocks": rows,
+                **{name: round(value, 4) for name, value in scores.items()},
+            },
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 
@@ -144,13 +164,21 @@ def embedding_norms(model_dir: str, max_len: int) -> dict:
     positions = next(v for k, v in weights.items() if k.endswith("position_embeddings.weight"))
     words = next(v for k, v in weights.items() if k.endswith("word_embeddings.weight"))
     norms = np.linalg.norm(positions, axis=1)
-    return {"position norm, used": float(norms[1:max_len].mean()),
-            "position norm, unused": float(norms[max_len:].mean()) if len(norms) > max_len else float("nan"),
-            "word norm": float(np.linalg.norm(words, axis=1).mean())}
+    return {
+        "position norm, used": float(norms[1:max_len].mean()),
+        "position norm, unused": float(norms[max_len:].mean()) if len(norms) > max_len else float("nan"),
+        "word norm": float(np.linalg.norm(words, axis=1).mean()),
+    }
 
 
-def model_hits(model_dir: str, ids: np.ndarray, types: np.ndarray, positions: np.ndarray, labels: np.ndarray,
-               rows_per_pass: int = 64) -> np.ndarray:
+def model_hits(
+    model_dir: str,
+    ids: np.ndarray,
+    types: np.ndarray,
+    positions: np.ndarray,
+    labels: np.ndarray,
+    rows_per_pass: int = 64,
+) -> np.ndarray:
     """Whether ``ErnieForMaskedLM``'s top-1 token is the label, at each masked position (flat indices into ``ids``)."""
     import paddle
     from paddlenlp.transformers import ErnieForMaskedLM
@@ -163,8 +191,11 @@ def model_hits(model_dir: str, ids: np.ndarray, types: np.ndarray, positions: np
         stop = min(start + rows_per_pass, len(ids))
         inside = (positions >= start * length) & (positions < stop * length)
         with paddle.no_grad():
-            logits = model(paddle.to_tensor(ids[start:stop]), token_type_ids=paddle.to_tensor(types[start:stop]),
-                           masked_positions=paddle.to_tensor(positions[inside] - start * length))
+            logits = model(
+                paddle.to_tensor(ids[start:stop]),
+                token_type_ids=paddle.to_tensor(types[start:stop]),
+                masked_positions=paddle.to_tensor(positions[inside] - start * length),
+            )
         hits[inside] = logits.numpy().argmax(-1) == labels[inside]
     return hits
 

@@ -13,6 +13,7 @@ fused kernel of ``ernie_ft/csrc`` against the Paddle ops it replaces. This is ho
 changes in the README's benchmarks section were found and measured one by one;
 ``scripts/bench_train.py`` is the side-by-side comparison with the baselines.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,11 @@ def main() -> None:
     p.add_argument("--no-kernels", action="store_true", help="keep Paddle's own layers")
     p.add_argument("--strided-views", action="store_true", help="leave FLAGS_use_stride_kernel on")
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--ops", action="store_true",
-                   help="instead: time each fused kernel against the Paddle ops it replaces, forward + backward")
+    p.add_argument(
+        "--ops",
+        action="store_true",
+        help="instead: time each fused kernel against the Paddle ops it replaces, forward + backward",
+    )
     args = p.parse_args()
     sys.path[:0] = [BENCH, ROOT]
     import common
@@ -47,17 +51,37 @@ def main() -> None:
 
     from ernie_ft.training import runtime
 
-    sys.argv = ["bench", "--shape", args.shape, "--steps", str(max(args.steps, 5)), "--warmup", "3",
-                "--pad", "dynamic", "--group-by-length"]
+    sys.argv = [
+        "bench",
+        "--shape",
+        args.shape,
+        "--steps",
+        str(max(args.steps, 5)),
+        "--warmup",
+        "3",
+        "--pad",
+        "dynamic",
+        "--group-by-length",
+    ]
     bench = common.parse_args("profile_step")
     runtime.set_threads(2)
     paddle.set_flags({"FLAGS_use_stride_kernel": args.strided_views})
     paddle.seed(0)
-    model = ErnieForSequenceClassification(ErnieConfig(
-        vocab_size=bench.vocab, hidden_size=bench.hidden, num_hidden_layers=bench.layers,
-        num_attention_heads=bench.heads, intermediate_size=bench.intermediate, hidden_dropout_prob=args.dropout,
-        attention_probs_dropout_prob=args.dropout, max_position_embeddings=2048, type_vocab_size=4, num_classes=2,
-        use_task_id=False))
+    model = ErnieForSequenceClassification(
+        ErnieConfig(
+            vocab_size=bench.vocab,
+            hidden_size=bench.hidden,
+            num_hidden_layers=bench.layers,
+            num_attention_heads=bench.heads,
+            intermediate_size=bench.intermediate,
+            hidden_dropout_prob=args.dropout,
+            attention_probs_dropout_prob=args.dropout,
+            max_position_embeddings=2048,
+            type_vocab_size=4,
+            num_classes=2,
+            use_task_id=False,
+        )
+    )
     if not args.no_kernels:
         kernels.enable_fast_kernels(model)
     model.train()
@@ -93,9 +117,11 @@ def main() -> None:
         step(batch)
         seconds.append(time.perf_counter() - tic)
         tokens += int(batch["attention_mask"].sum())
-    print(f"{args.shape}: {tokens / sum(seconds):.0f} real tokens/s, median step {1000 * np.median(seconds):.0f} ms "
-          f"over {len(seconds)} steps (kernels {'off' if args.no_kernels else 'on'}, strided views "
-          f"{'on' if args.strided_views else 'off'})")
+    print(
+        f"{args.shape}: {tokens / sum(seconds):.0f} real tokens/s, median step {1000 * np.median(seconds):.0f} ms "
+        f"over {len(seconds)} steps (kernels {'off' if args.no_kernels else 'on'}, strided views "
+        f"{'on' if args.strided_views else 'off'})"
+    )
 
 
 def time_ops(bench, p: float, shape: str) -> None:
@@ -130,12 +156,17 @@ def time_ops(bench, p: float, shape: str) -> None:
     tokens, scores = [32, 112, bench.hidden], [32, bench.heads, 112, 112]
     norm = paddle.nn.LayerNorm(bench.hidden)
     cases = {
-        "softmax + dropout": (lambda x: F.dropout(F.softmax(x), p), lambda x: kernels.softmax_dropout(x, p),
-                              [scores]),
-        "GELU (+ dropout 0, as ERNIE's FFN)": (F.gelu, lambda x: kernels.gelu_dropout(x, 0.0),
-                                               [[32, 112, bench.intermediate]]),
-        "residual + dropout + LayerNorm": (lambda r, x: norm(r + F.dropout(x, p)),
-                                           lambda r, x: kernels.add_dropout_layernorm(r, x, norm, p), [tokens, tokens]),
+        "softmax + dropout": (lambda x: F.dropout(F.softmax(x), p), lambda x: kernels.softmax_dropout(x, p), [scores]),
+        "GELU (+ dropout 0, as ERNIE's FFN)": (
+            F.gelu,
+            lambda x: kernels.gelu_dropout(x, 0.0),
+            [[32, 112, bench.intermediate]],
+        ),
+        "residual + dropout + LayerNorm": (
+            lambda r, x: norm(r + F.dropout(x, p)),
+            lambda r, x: kernels.add_dropout_layernorm(r, x, norm, p),
+            [tokens, tokens],
+        ),
     }
     print(f"{shape}, batch 32 x 112 tokens, dropout {p}, 2 threads: ms for forward + backward, median of 20\n")
     print("| op | Paddle's kernels | fused (ernie_ft) | ratio |")

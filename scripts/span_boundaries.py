@@ -10,6 +10,7 @@ does not point at the answer text. An edge (start or end of a span) is "inside" 
 token starts before it and ends after it. Edges inside base WordPiece tokens (Latin words, digit
 runs) are counted too: they happen without any extension. The table goes to stdout and --output.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,7 @@ def cmrc(path: Path) -> tuple[list[tuple[str, list[tuple[int, int]]]], int, int]
             for qa in paragraph["qas"]:
                 for answer in qa["answers"]:
                     text, start = answer["text"], answer["answer_start"]
-                    if context[start:start + len(text)] != text:
+                    if context[start : start + len(text)] != text:
                         hits = [i for i in range(len(context)) if context.startswith(text, i)]
                         if not hits:
                             missing += 1
@@ -85,8 +86,10 @@ def main() -> None:
     dev = cluener(data / "cluener2020" / "dev.json")
     cmrc_dev, fixed_dev, missing_dev = cmrc(data / "cmrc2018" / "cmrc2018_dev.json")
     cmrc_trial, fixed_trial, _ = cmrc(data / "cmrc2018" / "cmrc2018_trial.json")
-    corpora = {"CLUENER2020": ([t for t, _ in train], {"train": train, "dev": dev}),
-               "CMRC 2018": ([t for t, _ in cmrc_trial + cmrc_dev], {"dev": cmrc_dev})}
+    corpora = {
+        "CLUENER2020": ([t for t, _ in train], {"train": train, "dev": dev}),
+        "CMRC 2018": ([t for t, _ in cmrc_trial + cmrc_dev], {"dev": cmrc_dev}),
+    }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, (corpus, splits) in corpora.items():
@@ -101,14 +104,21 @@ def main() -> None:
                     n, in_piece, in_base, _ = edges_inside(pipe, records)
                     rows.append((name, split, len(learned["pieces"]), n, in_piece, in_base, *ratio))
                 print(f"{name} {size}: {time.perf_counter() - start:.0f}s", file=sys.stderr)
-    lines = ["| data | split | pieces | spans | edge inside a learned piece | edge inside a base token "
-             "| tokens/char base -> extended |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data | split | pieces | spans | edge inside a learned piece | edge inside a base token "
+        "| tokens/char base -> extended |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, split, pieces, n, in_piece, in_base, before, after in rows:
-        lines.append(f"| {name} | {split} | {pieces:,} | {n:,} | {in_piece:,} ({in_piece / n:.1%}) | "
-                     f"{in_base:,} ({in_base / n:.1%}) | {before:.3f} -> {after:.3f} |")
-    lines.append(f"\nCMRC 2018 dev: {fixed_dev} answers re-located near answer_start, {missing_dev} left out "
-                 f"(answer text not in the context). Learned with min frequency {ARGS.min_frequency}; a size "
-                 "the corpus cannot fill gives fewer pieces.")
+        lines.append(
+            f"| {name} | {split} | {pieces:,} | {n:,} | {in_piece:,} ({in_piece / n:.1%}) | "
+            f"{in_base:,} ({in_base / n:.1%}) | {before:.3f} -> {after:.3f} |"
+        )
+    lines.append(
+        f"\nCMRC 2018 dev: {fixed_dev} answers re-located near answer_start, {missing_dev} left out "
+        f"(answer text not in the context). Learned with min frequency {ARGS.min_frequency}; a size "
+        "the corpus cannot fill gives fewer pieces."
+    )
     table = "\n".join(lines)
     print(table)
     if ARGS.output:

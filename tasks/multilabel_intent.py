@@ -8,6 +8,7 @@ Records are JSONL: {"text": "明天早上七点叫我起床", "labels": ["设置
 reading, the loss and the metrics comes from the library: windows, batching, the trainer,
 checkpoints, predict and evaluate.
 """
+
 import os
 import sys
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ class MultiLabelIntent:
     threshold: float = 0.5
     """Probability above which an intent is predicted."""
     unused_data_settings: ClassVar[dict] = dict.fromkeys(
-        ("text_column", "text_pair_column", "label_column"), 'records are JSONL with "text" and "labels" keys')
+        ("text_column", "text_pair_column", "label_column"), 'records are JSONL with "text" and "labels" keys'
+    )
     """Settings this task never reads: no flags for them, and a recipe that sets one is an error."""
 
     def read(self, path, data, flag, labelled=True):
@@ -48,9 +50,9 @@ class MultiLabelIntent:
         for line, row in rows:
             text, labels = row.get("text"), row.get("labels", [] if not labelled else None)
             if not isinstance(text, str) or not text.strip():
-                raise UserError(f"{path}:{line}: missing or empty \"text\"")
+                raise UserError(f'{path}:{line}: missing or empty "text"')
             if not isinstance(labels, list):
-                raise UserError(f"{path}:{line}: \"labels\" must be a list of intent names")
+                raise UserError(f'{path}:{line}: "labels" must be a list of intent names')
             examples.append(Utterance(text, tuple(str(x) for x in labels), line, path))
         return examples
 
@@ -83,15 +85,22 @@ class MultiLabelIntent:
 
         predicted = self.probabilities(logits, features, examples, data) >= self.threshold
         gold = np.array([[label in e.labels for label in labels] for e in examples])
-        return {"micro_f1": float(f1_score(gold, predicted, average="micro", zero_division=0)),
-                "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0)),
-                "exact_match": float((gold == predicted).all(axis=1).mean())}
+        return {
+            "micro_f1": float(f1_score(gold, predicted, average="micro", zero_division=0)),
+            "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0)),
+            "exact_match": float((gold == predicted).all(axis=1).mean()),
+        }
 
     def predict(self, logits, features, examples, labels, data):
         probs = self.probabilities(logits, features, examples, data)
-        return [{"text": e.text, "labels": [label for label, q in zip(labels, p) if q >= self.threshold],
-                 "probs": {label: round(float(q), 6) for label, q in zip(labels, p)}}
-                for e, p in zip(examples, probs)]
+        return [
+            {
+                "text": e.text,
+                "labels": [label for label, q in zip(labels, p) if q >= self.threshold],
+                "probs": {label: round(float(q), 6) for label, q in zip(labels, p)},
+            }
+            for e, p in zip(examples, probs)
+        ]
 
 
 if __name__ == "__main__":

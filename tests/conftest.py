@@ -1,4 +1,5 @@
 """Shared fixtures: tiny random ERNIE checkpoints in PaddleNLP's real format, and data paths."""
+
 import logging
 import os
 import sys
@@ -22,7 +23,7 @@ def pytest_configure(config):
     if worker and workers and hasattr(os, "sched_setaffinity"):
         cores, n = sorted(os.sched_getaffinity(0)), int(workers)
         if len(cores) >= n:
-            os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) % n::n])
+            os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) % n :: n])
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -91,8 +92,16 @@ def tiny_checkpoint(tmp_path_factory) -> str:
     vocab = path / "vocab.txt"
     write_vocab(build_vocab(texts), str(vocab))
     n_vocab = len(vocab.read_text(encoding="utf-8").splitlines())
-    config = ErnieConfig(vocab_size=n_vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=256, type_vocab_size=4, use_task_id=False)
+    config = ErnieConfig(
+        vocab_size=n_vocab,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+        type_vocab_size=4,
+        use_task_id=False,
+    )
     ErnieModel(config).save_pretrained(str(path), safe_serialization=True)
     ErnieTokenizer(str(vocab)).save_pretrained(str(path))
     return str(path)
@@ -100,9 +109,33 @@ def tiny_checkpoint(tmp_path_factory) -> str:
 
 def pretrain_args(corpus, out, *extra) -> list:
     """``python -m ernie_ft.pretrain`` flags for a quick scratch:tiny run (2 epochs of batch 8, dev every 4 steps)."""
-    return ["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "2",
-            "--batch-size", "8", "--lr", "1e-3", "--max-len", "48", "--threads", "1", "--seed", "3",
-            "--dev-fraction", "0.1", "--eval-steps", "4", "--log-steps", "2", *extra]
+    return [
+        "--corpus",
+        str(corpus),
+        "--model",
+        "scratch:tiny",
+        "--output",
+        str(out),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-3",
+        "--max-len",
+        "48",
+        "--threads",
+        "1",
+        "--seed",
+        "3",
+        "--dev-fraction",
+        "0.1",
+        "--eval-steps",
+        "4",
+        "--log-steps",
+        "2",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -111,8 +144,9 @@ def texts_file(tmp_path_factory):
     from ernie_ft.data.readers import read_examples
 
     path = tmp_path_factory.mktemp("corpus") / "reviews.txt"
-    path.write_text("\n".join(e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        "\n".join(e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))) + "\n", encoding="utf-8"
+    )
     return path
 
 

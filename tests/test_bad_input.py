@@ -1,4 +1,5 @@
 """Every user mistake: one clear message naming the file, line or flag, exit status 2, nothing lost."""
+
 import subprocess
 import sys
 
@@ -24,18 +25,32 @@ def write(path, text, encoding="utf-8"):
 
 
 def base(out, train=TRAIN, *extra):
-    return ["--train", train, "--model", "scratch:tiny", "--output", str(out), "--epochs", "1", "--threads", "1",
-            *extra]
+    return [
+        "--train",
+        train,
+        "--model",
+        "scratch:tiny",
+        "--output",
+        str(out),
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+        *extra,
+    ]
 
 
-@pytest.mark.parametrize("name,content,expected", [
-    ("missing.tsv", None, ["--train", "missing.tsv", "not found"]),
-    ("empty.tsv", "\n\n", ["empty.tsv", "empty"]),
-    ("short_row.tsv", "label\ttext_a\n正面\t很好\n负面\n", ["short_row.tsv:3", "expected 2 fields"]),
-    ("empty_text.tsv", "label\ttext_a\n正面\t很好\n负面\t  \n", ["empty_text.tsv:3", "empty text"]),
-    ("gbk.tsv", ("label\ttext_a\n正面\t房间很干净\n负面\t服务太差\n", "gbk"), ["not UTF-8", "GBK", "iconv"]),
-    ("one_label.tsv", "label\ttext_a\n正面\t很好\n正面\t不错\n", ["one_label.tsv", "at least two labels"]),
-])
+@pytest.mark.parametrize(
+    "name,content,expected",
+    [
+        ("missing.tsv", None, ["--train", "missing.tsv", "not found"]),
+        ("empty.tsv", "\n\n", ["empty.tsv", "empty"]),
+        ("short_row.tsv", "label\ttext_a\n正面\t很好\n负面\n", ["short_row.tsv:3", "expected 2 fields"]),
+        ("empty_text.tsv", "label\ttext_a\n正面\t很好\n负面\t  \n", ["empty_text.tsv:3", "empty text"]),
+        ("gbk.tsv", ("label\ttext_a\n正面\t房间很干净\n负面\t服务太差\n", "gbk"), ["not UTF-8", "GBK", "iconv"]),
+        ("one_label.tsv", "label\ttext_a\n正面\t很好\n正面\t不错\n", ["one_label.tsv", "at least two labels"]),
+    ],
+)
 def test_bad_training_files(tmp_path, capsys, name, content, expected):
     path = tmp_path / name
     if content is not None:
@@ -68,11 +83,14 @@ def test_max_len_above_the_models_position_limit(tmp_path, capsys, tiny_checkpoi
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model,expected", [
-    ("ernie-3.0-medium-zh", ["--model ernie-3.0-medium-zh", "offline", "save_pretrained"]),
-    ("./no/such/dir", ["directory not found"]),
-    ("scratch:huge", ["unknown scratch preset", "scratch:tiny"]),
-])
+@pytest.mark.parametrize(
+    "model,expected",
+    [
+        ("ernie-3.0-medium-zh", ["--model ernie-3.0-medium-zh", "offline", "save_pretrained"]),
+        ("./no/such/dir", ["directory not found"]),
+        ("scratch:huge", ["unknown scratch preset", "scratch:tiny"]),
+    ],
+)
 def test_models_that_cannot_be_had(tmp_path, capsys, model, expected):
     code, err = run(capsys, *base(tmp_path / "out", TRAIN, "--model", model))
     assert code == 2
@@ -93,6 +111,7 @@ def test_an_existing_output_is_never_overwritten_silently(tmp_path, capsys):
 
 def test_no_traceback_reaches_the_user_from_the_real_command(tmp_path):
     bad = write(tmp_path / "bad.tsv", "label\ttext_a\n正面\t房间很干净\n", "gbk")
-    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", *base(tmp_path / "o", bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ernie_ft.classify", *base(tmp_path / "o", bad)], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "GBK" in proc.stderr

@@ -7,6 +7,7 @@ predictions on data/sentiment_test.csv, the weights the same command reached uni
 data/ner_dev.jsonl. Their weights are pickles, so they load with --trust-pickle (tests/test_pickle_safety.py:
 without it they are refused).
 """
+
 import json
 import shutil
 import subprocess
@@ -19,15 +20,50 @@ import pytest
 from conftest import DATA, ROOT
 
 OLD = ROOT / "tests" / "fixtures" / "v0.1"
-TRAIN = ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"),
-         "--model", str(OLD / "base"), "--max-len", "32", "--epochs", "2", "--batch-size", "16", "--lr", "1e-3",
-         "--threads", "1", "--eval-steps", "10", "--trust-pickle"]  # 0.1 wrote weights as pickles
+TRAIN = [
+    "--train",
+    str(DATA / "sentiment_train.tsv"),
+    "--dev",
+    str(DATA / "sentiment_dev.tsv"),
+    "--model",
+    str(OLD / "base"),
+    "--max-len",
+    "32",
+    "--epochs",
+    "2",
+    "--batch-size",
+    "16",
+    "--lr",
+    "1e-3",
+    "--threads",
+    "1",
+    "--eval-steps",
+    "10",
+    "--trust-pickle",
+]  # 0.1 wrote weights as pickles
 
 
 def predict(module, model, data, out):
-    proc = subprocess.run([sys.executable, "-m", module, "predict", "--model", str(model), "--input", str(data),
-                           "--output", str(out), "--device", "cpu", "--trust-pickle"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            module,
+            "predict",
+            "--model",
+            str(model),
+            "--input",
+            str(data),
+            "--output",
+            str(out),
+            "--device",
+            "cpu",
+            "--trust-pickle",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
@@ -47,15 +83,20 @@ def test_an_old_classifier_predicts_what_it_predicted(tmp_path):
 def test_an_old_crf_tagger_predicts_the_same_entities(tmp_path):
     got = predict("ernie_ft.ner", OLD / "ner", DATA / "ner_dev.jsonl", tmp_path / "p.jsonl")
     old = expected("ner_predictions.jsonl")
-    assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in got] == \
-        [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in old]
+    assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in got] == [
+        [(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in old
+    ]
 
 
 def test_an_old_resumable_state_resumes_to_the_uninterrupted_weights(tmp_path):
     out = tmp_path / "run"
     shutil.copytree(OLD / "classify", out)
-    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", *TRAIN, "--output", str(out), "--resume"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ernie_ft.classify", *TRAIN, "--output", str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resumed at step 20 (epoch 1, batch 20)" in proc.stderr
     final = paddle.load(str(out / "last" / "model.pdparams"))

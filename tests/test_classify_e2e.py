@@ -1,4 +1,5 @@
 """The classification command line end to end on the project's sample data and a tiny checkpoint."""
+
 import json
 import shutil
 
@@ -16,8 +17,29 @@ TEST_CSV, TEST_JSONL = str(DATA / "sentiment_test.csv"), str(DATA / "sentiment_t
 
 
 def train_args(model, out, *extra):
-    return ["--train", TRAIN, "--model", model, "--output", str(out), "--epochs", "2", "--batch-size", "16",
-            "--lr", "2e-3", "--max-len", "48", "--stride", "8", "--threads", "1", "--log-steps", "5", *extra]
+    return [
+        "--train",
+        TRAIN,
+        "--model",
+        model,
+        "--output",
+        str(out),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--max-len",
+        "48",
+        "--stride",
+        "8",
+        "--threads",
+        "1",
+        "--log-steps",
+        "5",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +52,14 @@ def trained(tiny_checkpoint, tmp_path_factory):
 def test_training_writes_a_ready_checkpoint_metrics_logs_and_curves(trained):
     best = trained / "best"
     assert not (best / "model_state.pdparams").exists()  # weights as safetensors, never a pickle
-    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "labels.json",
-                 "ernie_ft.yaml"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer_config.json",
+        "labels.json",
+        "ernie_ft.yaml",
+    ):
         assert (best / name).is_file(), name
     assert json.loads((best / "labels.json").read_text(encoding="utf-8")) == ["正面", "负面"]
     metrics = json.loads((trained / "metrics.json").read_text(encoding="utf-8"))
@@ -93,7 +121,9 @@ def test_default_evaluation_directories_never_replace_another_checkpoints_or_fil
     calls = [(run / "best", first), (run / "best", second), (run / "best-epoch1", first), (run / "best", first)]
     for model, source in calls:
         assert evaluate(["--model", str(model), "--input", str(source)]) == 0
-    written = [line.split("metrics: ")[1] for line in capsys.readouterr().out.splitlines() if line.startswith("metrics: ")]
+    written = [
+        line.split("metrics: ")[1] for line in capsys.readouterr().out.splitlines() if line.startswith("metrics: ")
+    ]
     assert written == [str(run / d / "metrics.json") for d in ("eval-test", "eval-test-2", "eval-test-3", "eval-test")]
     for d, (model, source) in zip(("eval-test", "eval-test-2", "eval-test-3"), calls):
         held = json.loads((run / d / "source.json").read_text(encoding="utf-8"))
@@ -125,8 +155,22 @@ def test_resume_ends_with_the_same_weights_as_an_uninterrupted_run(tiny_checkpoi
 
 def test_scratch_model_with_a_vocabulary_built_from_train_and_sentence_pairs(tmp_path):
     out = tmp_path / "pairs"
-    args = ["--train", str(DATA / "pairs_train.tsv"), "--dev", str(DATA / "pairs_dev.tsv"), "--model",
-            "scratch:tiny", "--output", str(out), "--epochs", "1", "--batch-size", "16", "--threads", "1"]
+    args = [
+        "--train",
+        str(DATA / "pairs_train.tsv"),
+        "--dev",
+        str(DATA / "pairs_dev.tsv"),
+        "--model",
+        "scratch:tiny",
+        "--output",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--threads",
+        "1",
+    ]
     assert main(args) == 0
     vocab = (out / "best" / "vocab.txt").read_text(encoding="utf-8").splitlines()
     assert vocab[:4] == ["[PAD]", "[CLS]", "[SEP]", "[MASK]"] and vocab[-1] == "[UNK]"
@@ -138,15 +182,35 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
 
     monkeypatch.chdir(ROOT)
     out = tmp_path / "intent"
-    args = ["--task", "tasks/multilabel_intent.py:MultiLabelIntent", "--train", "data/intent_train.jsonl",
-            "--dev", "data/intent_dev.jsonl", "--model", "scratch:tiny", "--output", str(out), "--epochs", "2",
-            "--batch-size", "16", "--lr", "2e-3", "--threads", "1", "--threshold", "0.9"]  # a task option
+    args = [
+        "--task",
+        "tasks/multilabel_intent.py:MultiLabelIntent",
+        "--train",
+        "data/intent_train.jsonl",
+        "--dev",
+        "data/intent_dev.jsonl",
+        "--model",
+        "scratch:tiny",
+        "--output",
+        str(out),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--threads",
+        "1",
+        "--threshold",
+        "0.9",
+    ]  # a task option
     assert ernie_ft_main(args) == 0
     assert yaml.safe_load((out / "best" / "ernie_ft.yaml").read_text())["run"]["task"] == {"threshold": 0.9}
     assert "micro_f1" in json.loads((out / "metrics.json").read_text())["dev"]
     pred = tmp_path / "p.jsonl"
-    assert ernie_ft_main(["predict", "--model", str(out), "--input", "data/intent_dev.jsonl",
-                          "--output", str(pred)]) == 0
+    assert (
+        ernie_ft_main(["predict", "--model", str(out), "--input", "data/intent_dev.jsonl", "--output", str(pred)]) == 0
+    )
     records = [json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()]
     assert set(records[0]["probs"]) == set(json.loads((out / "best" / "labels.json").read_text()))
     for record in records:  # the checkpoint brought the task's threshold back
@@ -167,8 +231,10 @@ def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp
     runs = {}
     for engine, model in (("dygraph", trained), ("inference", exported)):
         out = tmp_path / f"{engine}.jsonl"
-        assert main(["predict", "--model", str(model), "--input", str(source), "--output", str(out),
-                     "--engine", engine]) == 0
+        assert (
+            main(["predict", "--model", str(model), "--input", str(source), "--output", str(out), "--engine", engine])
+            == 0
+        )
         runs[engine] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["label"] for r in runs["inference"]] == [r["label"] for r in runs["dygraph"]]
     for a, b in zip(runs["dygraph"], runs["inference"]):

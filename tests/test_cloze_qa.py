@@ -1,4 +1,5 @@
 """scripts/cloze_qa.py: cloze questions from unlabelled text, read by the QA task as training data."""
+
 import importlib.util
 import json
 
@@ -27,20 +28,37 @@ def write_corpus(tmp_path, copies=30):
 
 def test_each_answer_is_where_the_question_has_its_question_word(tmp_path):
     out = tmp_path / "cloze.jsonl"
-    assert cloze_qa.main(["--corpus", str(write_corpus(tmp_path)), "--output", str(out), "--questions", "40",
-                          "--dev", "5", "--min-context", "60", "--max-context", "200"]) == 0
+    assert (
+        cloze_qa.main(
+            [
+                "--corpus",
+                str(write_corpus(tmp_path)),
+                "--output",
+                str(out),
+                "--questions",
+                "40",
+                "--dev",
+                "5",
+                "--min-context",
+                "60",
+                "--max-context",
+                "200",
+            ]
+        )
+        == 0
+    )
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(records) == 40 and len((tmp_path / "cloze.dev.jsonl").read_text(encoding="utf-8").splitlines()) == 5
     words = set(cloze_qa.QUESTION_WORDS.values()) | {"什么"}
     for r in records:
         (answer,), (start,) = r["answers"]["text"], r["answers"]["answer_start"]
         context, question = r["context"], r["question"]
-        assert 60 <= len(context) <= 200 and context[start:start + len(answer)] == answer
+        assert 60 <= len(context) <= 200 and context[start : start + len(answer)] == answer
         assert answer not in question and question.endswith("？")
         # the question is the answer's sentence with the answer replaced by a question word
         sentence_start = max(context.rfind(p, 0, start) for p in "。！？；") + 1
         before = context[sentence_start:start]
-        assert question.startswith(before) and question[len(before):].startswith(tuple(words)), (question, answer)
+        assert question.startswith(before) and question[len(before) :].startswith(tuple(words)), (question, answer)
     # the QA task reads them, every answer found at its offset
     examples, stats = read_qa(str(out), "--train")
     assert len(examples) == 40 and stats.answers == 40 and not stats.relocated and not stats.not_found

@@ -22,30 +22,37 @@ def test_flags_override_recipe_which_overrides_defaults(tmp_path):
     assert cfg.train.recompute is False and cfg.resume is True and cfg.train.batch_size == 32
 
 
-@pytest.mark.parametrize("recipe,expected", [
-    ({"train": {"epoch": 3}}, "Did you mean epochs?"),
-    ({"max_len": 3}, "belongs under 'data:'"),
-    ({"trian": {}}, "Did you mean train?"),
-])
+@pytest.mark.parametrize(
+    "recipe,expected",
+    [
+        ({"train": {"epoch": 3}}, "Did you mean epochs?"),
+        ({"max_len": 3}, "belongs under 'data:'"),
+        ({"trian": {}}, "Did you mean train?"),
+    ],
+)
 def test_unknown_recipe_keys_are_errors_with_a_suggestion(recipe, expected):
     with pytest.raises(UserError, match=expected):
         build_config(recipe, {})
 
 
-@pytest.mark.parametrize("override,message", [
-    ({"epochs": "two"}, "--epochs: expected int"),
-    ({"amp": "fp8"}, "--amp must be off, fp16 or bf16"),
-    ({"stride": 100}, "--stride 100"),
-    ({"window_pooling": "median"}, "mean or max"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ({"epochs": "two"}, "--epochs: expected int"),
+        ({"amp": "fp8"}, "--amp must be off, fp16 or bf16"),
+        ({"stride": 100}, "--stride 100"),
+        ({"window_pooling": "median"}, "mean or max"),
+    ],
+)
 def test_bad_values_name_the_flag(override, message):
     with pytest.raises(UserError, match=message):
         build_config({}, override)
 
 
 def test_unknown_flag_suggests_the_closest_and_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", "--train", "x", "--epoch", "3"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ernie_ft.classify", "--train", "x", "--epoch", "3"], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "unknown flag --epoch. Did you mean --epochs?" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -61,8 +68,11 @@ def test_every_command_answers_help(command, capsys):
 def test_help_lists_the_flags_without_importing_paddle():
     proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--max-len" in proc.stdout and "predict --model DIR" in proc.stdout
-    check = subprocess.run([sys.executable, "-c", "import sys, ernie_ft.classify, ernie_ft.cli;"
-                            "print('paddle' in sys.modules)"], capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-c", "import sys, ernie_ft.classify, ernie_ft.cli;print('paddle' in sys.modules)"],
+        capture_output=True,
+        text=True,
+    )
     assert check.stdout.strip() == "False"
 
 
@@ -75,15 +85,31 @@ def test_every_unused_data_setting_is_a_real_one():
         assert set(unused_data_settings(resolve_task(name))) <= fields, name
 
 
-@pytest.mark.parametrize("command,absent,present", [
-    ("pretrain", ["--label-column", "--allow-new-labels", "--stride", "--window-pooling", "--train"],
-     ["--corpus", "--text-column", "--text-pair-column", "--max-len", "--user-dict"]),
-    ("ner", ["--text-column", "--text-pair-column", "--label-column", "--window-pooling"],
-     ["--train", "--stride", "--allow-new-labels", "--format"]),
-    ("qa", ["--text-column", "--text-pair-column", "--label-column", "--allow-new-labels", "--window-pooling"],
-     ["--train", "--stride", "--doc-stride"]),
-    ("classify", [], ["--train", "--text-column", "--label-column", "--stride", "--window-pooling", "--allow-new-labels"]),
-])
+@pytest.mark.parametrize(
+    "command,absent,present",
+    [
+        (
+            "pretrain",
+            ["--label-column", "--allow-new-labels", "--stride", "--window-pooling", "--train"],
+            ["--corpus", "--text-column", "--text-pair-column", "--max-len", "--user-dict"],
+        ),
+        (
+            "ner",
+            ["--text-column", "--text-pair-column", "--label-column", "--window-pooling"],
+            ["--train", "--stride", "--allow-new-labels", "--format"],
+        ),
+        (
+            "qa",
+            ["--text-column", "--text-pair-column", "--label-column", "--allow-new-labels", "--window-pooling"],
+            ["--train", "--stride", "--doc-stride"],
+        ),
+        (
+            "classify",
+            [],
+            ["--train", "--text-column", "--label-column", "--stride", "--window-pooling", "--allow-new-labels"],
+        ),
+    ],
+)
 def test_help_lists_only_the_settings_the_task_reads(command, absent, present, capsys):
     with pytest.raises(SystemExit):
         cli_main([command, "--help"])
@@ -91,14 +117,31 @@ def test_help_lists_only_the_settings_the_task_reads(command, absent, present, c
     assert not flags & set(absent) and set(present) <= flags
 
 
-@pytest.mark.parametrize("command,argv,expected", [
-    ("pretrain", ["--corpus", "c.txt", "--label-column", "y"],
-     "--label-column does not apply to python -m ernie_ft pretrain (a pretraining corpus is unlabelled)"),
-    ("pretrain", ["--train", "c.txt"], "--train does not apply to python -m ernie_ft pretrain (its text comes from --corpus"),
-    ("ner", ["--train", "t.json", "--text-column=content"],
-     "--text-column does not apply to python -m ernie_ft ner (NER files are read by --format"),
-    ("qa", ["--train", "t.json", "--window-pooling", "max"], "--window-pooling does not apply to python -m ernie_ft qa ("),
-])
+@pytest.mark.parametrize(
+    "command,argv,expected",
+    [
+        (
+            "pretrain",
+            ["--corpus", "c.txt", "--label-column", "y"],
+            "--label-column does not apply to python -m ernie_ft pretrain (a pretraining corpus is unlabelled)",
+        ),
+        (
+            "pretrain",
+            ["--train", "c.txt"],
+            "--train does not apply to python -m ernie_ft pretrain (its text comes from --corpus",
+        ),
+        (
+            "ner",
+            ["--train", "t.json", "--text-column=content"],
+            "--text-column does not apply to python -m ernie_ft ner (NER files are read by --format",
+        ),
+        (
+            "qa",
+            ["--train", "t.json", "--window-pooling", "max"],
+            "--window-pooling does not apply to python -m ernie_ft qa (",
+        ),
+    ],
+)
 def test_a_flag_the_task_never_reads_is_one_error_line_and_nothing_written(command, argv, expected, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         cli_main([command, *argv, "--output", str(tmp_path / "out")])
@@ -107,16 +150,22 @@ def test_a_flag_the_task_never_reads_is_one_error_line_and_nothing_written(comma
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("command,data,key", [
-    ("pretrain", {"train": ["c.txt"], "stride": 16}, "data.stride"),
-    ("ner", {"train": "t.json", "label_column": "tags"}, "data.label_column"),
-    ("qa", {"train": "t.json", "allow_new_labels": True}, "data.allow_new_labels"),
-])
+@pytest.mark.parametrize(
+    "command,data,key",
+    [
+        ("pretrain", {"train": ["c.txt"], "stride": 16}, "data.stride"),
+        ("ner", {"train": "t.json", "label_column": "tags"}, "data.label_column"),
+        ("qa", {"train": "t.json", "allow_new_labels": True}, "data.allow_new_labels"),
+    ],
+)
 def test_a_recipe_setting_the_task_never_reads_is_an_error_naming_it(command, data, key, tmp_path):
     from ernie_ft.task import resolve_task
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump({"data": data}))
-    with pytest.raises(UserError, match=rf"--config {re.escape(str(recipe))}: '{key}' does not apply to this command "
-                                        r"\(.+\); remove it"):
+    with pytest.raises(
+        UserError,
+        match=rf"--config {re.escape(str(recipe))}: '{key}' does not apply to this command "
+        r"\(.+\); remove it",
+    ):
         parse_train_args(["--config", str(recipe)], f"python -m ernie_ft.{command}", "", resolve_task(command))

@@ -1,4 +1,5 @@
 """Data and tensor parallelism on CPU processes (gloo) against single-process reference runs."""
+
 import json
 import os
 import shutil
@@ -16,17 +17,41 @@ from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, st
 from ernie_ft.config import ParallelConfig
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
-COMMON = ["--train", TRAIN, "--dev", DEV, "--model", "scratch:tiny", "--epochs", "1", "--max-len", "48",
-          "--dropout", "0", "--threads", "1", "--seed", "7", "--warmup", "0", "--eval-steps", "3",
-          "--adam-epsilon", str(ADAM_EPSILON)]
+COMMON = [
+    "--train",
+    TRAIN,
+    "--dev",
+    DEV,
+    "--model",
+    "scratch:tiny",
+    "--epochs",
+    "1",
+    "--max-len",
+    "48",
+    "--dropout",
+    "0",
+    "--threads",
+    "1",
+    "--seed",
+    "7",
+    "--warmup",
+    "0",
+    "--eval-steps",
+    "3",
+    "--adam-epsilon",
+    str(ADAM_EPSILON),
+]
 
 
 def run(out, *extra, check=True):
     args = [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--output", str(out), *extra]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if check:
-        logs = "".join(p.read_text()[-2000:] for p in sorted((out / "logs").glob("workerlog.*"))) \
-            if (out / "logs").is_dir() else ""
+        logs = (
+            "".join(p.read_text()[-2000:] for p in sorted((out / "logs").glob("workerlog.*")))
+            if (out / "logs").is_dir()
+            else ""
+        )
         assert proc.returncode == 0, proc.stderr[-3000:] + logs
     return proc
 
@@ -88,8 +113,10 @@ def test_two_processes_equal_one_process_with_the_same_global_batch(reference, d
 
 
 def test_logged_loss_is_the_mean_over_replicas(reference, data_parallel):
-    losses = [[json.loads(line)["loss"] for line in (d / "train_log.jsonl").read_text().splitlines()]
-              for d in (reference, data_parallel)]
+    losses = [
+        [json.loads(line)["loss"] for line in (d / "train_log.jsonl").read_text().splitlines()]
+        for d in (reference, data_parallel)
+    ]
     assert len(losses[0]) == 6
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
 
@@ -97,11 +124,26 @@ def test_logged_loss_is_the_mean_over_replicas(reference, data_parallel):
 def test_tensor_parallel_step_equals_the_unsharded_model(tmp_path):
     script = str(ROOT / "tests" / "helpers" / "tp_step.py")
     subprocess.run([sys.executable, script, str(tmp_path / "one.npz")], check=True, capture_output=True, timeout=120)
-    proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(tmp_path / "logs"),
-                           "--nproc_per_node", "2", script, str(tmp_path / "tp.npz"), "2"],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paddle.distributed.launch",
+            "--log_dir",
+            str(tmp_path / "logs"),
+            "--nproc_per_node",
+            "2",
+            script,
+            str(tmp_path / "tp.npz"),
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:] + "".join(
-        p.read_text()[-2000:] for p in sorted((tmp_path / "logs").glob("workerlog.*")))
+        p.read_text()[-2000:] for p in sorted((tmp_path / "logs").glob("workerlog.*"))
+    )
     one, tp = np.load(tmp_path / "one.npz"), np.load(tmp_path / "tp.npz")
     # q/k/v/linear1 weights and biases, out_proj/linear2 weights: 10 per layer, 2 layers
     assert len(tp["sharded"]) == 20
@@ -115,13 +157,29 @@ def test_tensor_parallel_training_saves_a_checkpoint_that_predicts_single_proces
     run(out, "--batch-size", "8", "--lr", "2e-3", "--nproc", "2", "--tensor-parallel", "2", "--stop-after-steps", "6")
     assert "mesh 1 data-parallel x 2 tensor-parallel" in (out / "logs" / "workerlog.0").read_text()
     assert_same_weights(weights(reference), weights(out), atol=adam_drift(6, 2e-3))
-    assert_same_weights(weights(reference, "best"), weights(out, "best"),
-                        atol=adam_drift(6, 2e-3))
+    assert_same_weights(weights(reference, "best"), weights(out, "best"), atol=adam_drift(6, 2e-3))
     predictions = []
     for model in (reference, out):  # both best checkpoints, loaded in one plain process
         pred = tmp_path / f"{model.parent.name}.jsonl"
-        subprocess.run([sys.executable, "-m", "ernie_ft.classify", "predict", "--model", str(model), "--input", DEV,
-                        "--output", str(pred), "--device", "cpu"], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ernie_ft.classify",
+                "predict",
+                "--model",
+                str(model),
+                "--input",
+                DEV,
+                "--output",
+                str(pred),
+                "--device",
+                "cpu",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         predictions.append([json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()])
     assert [r["label"] for r in predictions[0]] == [r["label"] for r in predictions[1]]
     for a, b in zip(*predictions):
@@ -139,8 +197,20 @@ def test_resume_with_two_data_parallel_processes(reference, halfway, tmp_path):
 def test_a_two_by_two_mesh_resumes_and_saves(reference, halfway, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(halfway, out)
-    run(out, "--batch-size", "4", "--lr", "1e-3", "--nproc", "4", "--tensor-parallel", "2",
-        "--stop-after-steps", "6", "--resume")
+    run(
+        out,
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-3",
+        "--nproc",
+        "4",
+        "--tensor-parallel",
+        "2",
+        "--stop-after-steps",
+        "6",
+        "--resume",
+    )
     log = (out / "logs" / "workerlog.0").read_text()
     assert "mesh 2 data-parallel x 2 tensor-parallel" in log and "resumed at step 3" in log
     assert_same_weights(weights(reference), weights(out), atol=adam_drift(3, 2e-3))  # steps 1-3 were one process's
@@ -163,15 +233,30 @@ def _rank_pid(rank: int, output) -> int | None:
         except OSError:
             continue
         if f"PADDLE_TRAINER_ID={rank}".encode() in env and any(
-                e.startswith(b"ERNIE_FT_WORKER_ARGV=") and str(output).encode() in e for e in env):
+            e.startswith(b"ERNIE_FT_WORKER_ARGV=") and str(output).encode() in e for e in env
+        ):
             return int(pid)
     return None
 
 
 def test_a_killed_rank_stops_the_whole_job_quickly(tmp_path):
     out = tmp_path / "run"
-    args = [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--epochs", "500", "--eval-steps", "0",
-            "--log-steps", "1", "--output", str(out), "--nproc", "2"]
+    args = [
+        sys.executable,
+        "-m",
+        "ernie_ft.classify",
+        *COMMON,
+        "--epochs",
+        "500",
+        "--eval-steps",
+        "0",
+        "--log-steps",
+        "1",
+        "--output",
+        str(out),
+        "--nproc",
+        "2",
+    ]
     job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         log, deadline = out / "logs" / "workerlog.0", time.monotonic() + 120
@@ -192,10 +277,17 @@ def test_a_killed_rank_stops_the_whole_job_quickly(tmp_path):
     assert "Container rank" in output and "the distributed job failed" in output, output[-3000:]
 
 
-@pytest.mark.parametrize("rule,replicas,accum,with_accum,factor", [
-    ("linear", 4, 1, False, 4.0), ("linear", 4, 2, True, 8.0), ("linear", 4, 2, False, 4.0),
-    ("sqrt", 4, 1, False, 2.0), ("sqrt", 2, 2, True, 2.0), ("none", 8, 4, True, 1.0),
-])
+@pytest.mark.parametrize(
+    "rule,replicas,accum,with_accum,factor",
+    [
+        ("linear", 4, 1, False, 4.0),
+        ("linear", 4, 2, True, 8.0),
+        ("linear", 4, 2, False, 4.0),
+        ("sqrt", 4, 1, False, 2.0),
+        ("sqrt", 2, 2, True, 2.0),
+        ("none", 8, 4, True, 1.0),
+    ],
+)
 def test_learning_rate_scaling_rules(rule, replicas, accum, with_accum, factor):
     config = ParallelConfig(lr_scaling=rule, scale_lr_with_accum=with_accum)
     assert config.lr_factor(replicas, accum) == pytest.approx(factor)

@@ -1,4 +1,5 @@
 """The jieba + BPE vocabulary extension: learning, encoding, saving, the embedding rows, a task run."""
+
 import json
 import re
 
@@ -157,8 +158,18 @@ def test_learn_command_reports_and_refuses_bad_input(vocab, tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTIMENT) + "\n", encoding="utf-8")
     out = tmp_path / "ext"
-    args = ["learn", "--corpus", str(corpus), str(DATA / "sentiment_dev.tsv"), "--base", vocab, "--size", "100",
-            "--output", str(out)]
+    args = [
+        "learn",
+        "--corpus",
+        str(corpus),
+        str(DATA / "sentiment_dev.tsv"),
+        "--base",
+        vocab,
+        "--size",
+        "100",
+        "--output",
+        str(out),
+    ]
     assert vocab_main(args) == 0
     printed = capsys.readouterr().out
     report = json.loads((out / "extension.json").read_text(encoding="utf-8"))["report"]
@@ -168,11 +179,31 @@ def test_learn_command_reports_and_refuses_bad_input(vocab, tmp_path, capsys):
     assert report["top_pieces"][0][0] in printed
     assert vocab_main(args) == 2  # the output directory is taken
     assert "--output" in capsys.readouterr().err
-    bad = [["learn", "--corpus", str(tmp_path / "missing.txt"), "--base", vocab, "--size", "10", "--output",
-            str(tmp_path / "a")],
-           ["learn", "--corpus", str(corpus), "--base", vocab, "--size", "0", "--output", str(tmp_path / "b")],
-           ["learn", "--corpus", str(corpus), "--base", str(tmp_path / "nowhere"), "--size", "5", "--output",
-            str(tmp_path / "c")]]
+    bad = [
+        [
+            "learn",
+            "--corpus",
+            str(tmp_path / "missing.txt"),
+            "--base",
+            vocab,
+            "--size",
+            "10",
+            "--output",
+            str(tmp_path / "a"),
+        ],
+        ["learn", "--corpus", str(corpus), "--base", vocab, "--size", "0", "--output", str(tmp_path / "b")],
+        [
+            "learn",
+            "--corpus",
+            str(corpus),
+            "--base",
+            str(tmp_path / "nowhere"),
+            "--size",
+            "5",
+            "--output",
+            str(tmp_path / "c"),
+        ],
+    ]
     for argv in bad:
         assert vocab_main(argv) == 2
         err = capsys.readouterr().err
@@ -192,12 +223,12 @@ def test_embedding_rows_start_as_the_mean_of_their_characters(tiny_checkpoint, t
     net = build_model(config, "sequence", 2, pipe)
     grown = net.get_input_embeddings().weight.numpy()
     assert grown.shape[0] == net.config.vocab_size == pipe.vocab_size == base.vocab_size + 60
-    np.testing.assert_array_equal(grown[:original.shape[0]], original)  # base rows untouched
+    np.testing.assert_array_equal(grown[: original.shape[0]], original)  # base rows untouched
     for i, piece in enumerate(learned["pieces"]):
         rows = [base.vocab[c] for c in piece]
         np.testing.assert_allclose(grown[base.vocab_size + i], original[rows].mean(axis=0), rtol=1e-6)
     # saved with its pipeline, the checkpoint loads as is and is not grown or re-initialised again
-    grown[base.vocab_size:] += 1.0
+    grown[base.vocab_size :] += 1.0
     net.get_input_embeddings().weight.set_value(grown)
     net.save_pretrained(str(tmp_path / "ckpt"), safe_serialization=True)
     pipe.save(str(tmp_path / "ckpt"))
@@ -218,9 +249,28 @@ def test_classification_with_an_extension_trains_resumes_and_predicts(tiny_check
     main = task_command("classify")
 
     _, directory, _ = _extension(tmp_path, f"{tiny_checkpoint}/vocab.txt", SENTIMENT, size=80)
-    args = ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"), "--model",
-            tiny_checkpoint, "--vocab-extension", directory, "--output", str(tmp_path / "run"), "--epochs", "2",
-            "--batch-size", "16", "--lr", "2e-3", "--max-len", "48", "--threads", "1"]
+    args = [
+        "--train",
+        str(DATA / "sentiment_train.tsv"),
+        "--dev",
+        str(DATA / "sentiment_dev.tsv"),
+        "--model",
+        tiny_checkpoint,
+        "--vocab-extension",
+        directory,
+        "--output",
+        str(tmp_path / "run"),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--max-len",
+        "48",
+        "--threads",
+        "1",
+    ]
     assert main([*args, "--stop-after-steps", "4"]) == 0
     assert main([*args, "--resume"]) == 0
     best = tmp_path / "run" / "best"

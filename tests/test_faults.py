@@ -1,5 +1,6 @@
 """Faults a run survives: a non-finite loss, a failed checkpoint write, a process killed while it swaps a
 checkpoint in, and a second run pointed at the same output directory."""
+
 import errno
 import json
 import os
@@ -19,8 +20,22 @@ from ernie_ft.task import create_task
 from ernie_ft.training.trainer import NonFiniteLoss, fit, setup
 
 # 240 reviews, batch 32: 8 steps per epoch
-COMMON = ["--train", str(DATA / "sentiment_train.tsv"), "--model", "scratch:tiny", "--max-len", "64",
-          "--threads", "1", "--seed", "4", "--dropout", "0", "--lr", "1e-3"]
+COMMON = [
+    "--train",
+    str(DATA / "sentiment_train.tsv"),
+    "--model",
+    "scratch:tiny",
+    "--max-len",
+    "64",
+    "--threads",
+    "1",
+    "--seed",
+    "4",
+    "--dropout",
+    "0",
+    "--lr",
+    "1e-3",
+]
 
 
 def new_run(out, *extra):
@@ -29,8 +44,12 @@ def new_run(out, *extra):
 
 
 def cli(out, *extra):
-    return subprocess.run([sys.executable, "-m", "ernie_ft.classify", *COMMON, "--output", str(out), *extra],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--output", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def release_locks():
@@ -141,12 +160,19 @@ def uninterrupted(tmp_path_factory):
 def test_a_process_killed_while_it_saves_last_leaves_a_state_that_resumes(uninterrupted, tmp_path, crash):
     out = tmp_path / "run"
     helper = Path(__file__).with_name("helpers") / "crash_run.py"
-    proc = subprocess.run([sys.executable, str(helper), crash, "classify", *COMMON, "--output", str(out),
-                           "--epochs", "3"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(helper), crash, "classify", *COMMON, "--output", str(out), "--epochs", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 137, proc.stderr[-2000:]  # died in the second save of last/
     left = {p.name for p in out.iterdir()}
-    assert {"writing": {"last", "last.tmp"}, "between-renames": {"last.old", "last.tmp"},
-            "before-cleanup": {"last", "last.old"}}[crash] <= left, left
+    assert {
+        "writing": {"last", "last.tmp"},
+        "between-renames": {"last.old", "last.tmp"},
+        "before-cleanup": {"last", "last.old"},
+    }[crash] <= left, left
     proc = cli(out, "--epochs", "3", "--resume")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"resumed at step {16 if crash == 'before-cleanup' else 8}" in proc.stderr
@@ -166,8 +192,10 @@ def test_a_second_run_on_the_same_output_is_refused_and_touches_nothing(tmp_path
             proc = cli(out, "--epochs", "1", *extra)
             lines = proc.stderr.strip().splitlines()
             assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-            assert lines[-1] == f"error: --output {out} is in use by another ernie_ft run (pid {os.getpid()}); " \
-                                "wait for it to finish or choose another directory"
+            assert (
+                lines[-1] == f"error: --output {out} is in use by another ernie_ft run (pid {os.getpid()}); "
+                "wait for it to finish or choose another directory"
+            )
             assert (out / "best" / "marker").read_text() == "the first run's file"
     finally:
         release_locks()

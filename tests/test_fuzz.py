@@ -8,6 +8,7 @@ The suite runs ``FUZZ_EXAMPLES`` cases per property and reader (default 40). The
 
 writes how many cases each reader took to ``ERNIE_FT_FUZZ_REPORT``.
 """
+
 import collections
 import json
 import os
@@ -23,8 +24,12 @@ from ernie_ft.data.squad import read_qa
 from ernie_ft.data.readers import read_examples
 
 FUZZ_EXAMPLES = int(os.environ.get("ERNIE_FT_FUZZ_EXAMPLES", "40"))
-FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 CASES = collections.Counter()
 
 # reader name -> (file suffix, how the command line reads such a file)
@@ -72,6 +77,7 @@ def check(reader: str, content: bytes):
 
 # ------------------------------------------------------------------ anything at all
 
+
 @pytest.mark.parametrize("reader", READERS)
 @FUZZ
 @given(content=st.binary(max_size=400))
@@ -90,11 +96,65 @@ def test_random_text_in_random_encodings_parses_or_fails_with_a_user_error(reade
 
 
 # Fragments of every format, so that random sequences of them look like the real thing.
-FRAGMENTS = ["\t", ",", '"', "'", "\n", "\r\n", " ", "{", "}", "[", "]", ":", "text", "label", "text_a", "text_b",
-             '"text"', '"label"', '"entities"', '"start"', '"end"', '"type"', '"context"', '"question"',
-             '"answers"', '"answer_start"', '"data"', '"paragraphs"', '"qas"', '"id"', "null", "true", "0", "1",
-             "-1", "3.5", "1e400", "正面", "负面", "张三", "北京", "B-PER", "I-PER", "E-LOC", "S-ORG", "M-LOC", "O",
-             "B-", "I-", "\ufeff", "\u2028", "\x00", "\\", '\\"', "\\u4e2d", "😀", "𠀀"]
+FRAGMENTS = [
+    "\t",
+    ",",
+    '"',
+    "'",
+    "\n",
+    "\r\n",
+    " ",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    "text",
+    "label",
+    "text_a",
+    "text_b",
+    '"text"',
+    '"label"',
+    '"entities"',
+    '"start"',
+    '"end"',
+    '"type"',
+    '"context"',
+    '"question"',
+    '"answers"',
+    '"answer_start"',
+    '"data"',
+    '"paragraphs"',
+    '"qas"',
+    '"id"',
+    "null",
+    "true",
+    "0",
+    "1",
+    "-1",
+    "3.5",
+    "1e400",
+    "正面",
+    "负面",
+    "张三",
+    "北京",
+    "B-PER",
+    "I-PER",
+    "E-LOC",
+    "S-ORG",
+    "M-LOC",
+    "O",
+    "B-",
+    "I-",
+    "\ufeff",
+    "\u2028",
+    "\x00",
+    "\\",
+    '\\"',
+    "\\u4e2d",
+    "😀",
+    "𠀀",
+]
 
 
 @pytest.mark.parametrize("reader", READERS)
@@ -140,8 +200,11 @@ def ner_examples(draw):
 @given(examples=ner_examples(), scheme=st.sampled_from(["bio", "bioes", "bmes"]))
 def test_ner_files_from_every_writer_read_back_as_written(examples, scheme):
     expected = [(e.text, tuple(e.entities)) for e in examples]
-    for reader, content in (("conll", write_conll(examples, scheme)), ("cluener jsonl", write_cluener(examples)),
-                            ("span jsonl", write_spans(examples))):
+    for reader, content in (
+        ("conll", write_conll(examples, scheme)),
+        ("cluener jsonl", write_cluener(examples)),
+        ("span jsonl", write_spans(examples)),
+    ):
         got = check(reader, content.encode("utf-8"))
         assert [(e.text, tuple(e.entities)) for e in got] == expected, (reader, scheme)
 
@@ -153,20 +216,44 @@ def squad_records(draw):
         context = draw(st.text(HANZI, min_size=2, max_size=60))
         start = draw(st.integers(0, len(context) - 1))
         end = draw(st.integers(start + 1, len(context)))
-        records.append({"id": f"q{i}", "context": context, "question": draw(WORDS) + "？",
-                        "answers": {"text": [context[start:end]], "answer_start": [start]}})
+        records.append(
+            {
+                "id": f"q{i}",
+                "context": context,
+                "question": draw(WORDS) + "？",
+                "answers": {"text": [context[start:end]], "answer_start": [start]},
+            }
+        )
     return records
 
 
 @FUZZ
 @given(records=squad_records())
 def test_squad_json_and_jsonl_read_back_as_written(records):
-    squad = {"data": [{"paragraphs": [{"context": r["context"], "qas": [
-        {"id": r["id"], "question": r["question"],
-         "answers": [{"text": r["answers"]["text"][0], "answer_start": r["answers"]["answer_start"][0]}]}]}
-        for r in records]}]}
+    squad = {
+        "data": [
+            {
+                "paragraphs": [
+                    {
+                        "context": r["context"],
+                        "qas": [
+                            {
+                                "id": r["id"],
+                                "question": r["question"],
+                                "answers": [
+                                    {"text": r["answers"]["text"][0], "answer_start": r["answers"]["answer_start"][0]}
+                                ],
+                            }
+                        ],
+                    }
+                    for r in records
+                ]
+            }
+        ]
+    }
     jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     for reader, content in (("squad json", json.dumps(squad, ensure_ascii=False)), ("squad jsonl", jsonl)):
         examples, _ = check(reader, content.encode("utf-8"))
         assert [(e.id, e.context, e.question) for e in examples] == [
-            (r["id"], r["context"], r["question"]) for r in records], reader
+            (r["id"], r["context"], r["question"]) for r in records
+        ], reader

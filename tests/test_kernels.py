@@ -1,4 +1,5 @@
 """The fast CPU kernels: each computes the same function and gradients as Paddle's, and so does a swapped model."""
+
 import os
 import shutil
 import sys
@@ -10,8 +11,17 @@ import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from ernie_ft.models import kernels
-from ernie_ft.models.kernels import (FastAttention, FastLayerNorm, FastLinear, SWAPS, add_dropout_layernorm,
-                             dropout, enable_fast_kernels, gelu_dropout, softmax_dropout)
+from ernie_ft.models.kernels import (
+    FastAttention,
+    FastLayerNorm,
+    FastLinear,
+    SWAPS,
+    add_dropout_layernorm,
+    dropout,
+    enable_fast_kernels,
+    gelu_dropout,
+    softmax_dropout,
+)
 
 
 @pytest.fixture(params=["c", "paddle"])
@@ -50,9 +60,19 @@ def test_gradient_flows_through_the_kept_elements_only(c_kernels):
 
 def _model(dropout_prob):
     paddle.seed(5)
-    config = ErnieConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=64, max_position_embeddings=32, type_vocab_size=4, use_task_id=False,
-                         num_labels=3, hidden_dropout_prob=dropout_prob, attention_probs_dropout_prob=dropout_prob)
+    config = ErnieConfig(
+        vocab_size=60,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        type_vocab_size=4,
+        use_task_id=False,
+        num_labels=3,
+        hidden_dropout_prob=dropout_prob,
+        attention_probs_dropout_prob=dropout_prob,
+    )
     return ErnieForSequenceClassification(config)
 
 
@@ -70,11 +90,11 @@ def test_swapped_model_computes_the_same_loss_and_gradients(train_mode, dropout_
             assert {type(m) for m in model.sublayers()} >= set(SWAPS.values())
             assert not any(type(m) in SWAPS for m in model.sublayers())
         model.train(train_mode)
-        loss = paddle.nn.functional.cross_entropy(model(input_ids=ids, token_type_ids=paddle.zeros_like(ids)),
-                                                  paddle.to_tensor([0, 1, 2, 1]))
+        loss = paddle.nn.functional.cross_entropy(
+            model(input_ids=ids, token_type_ids=paddle.zeros_like(ids)), paddle.to_tensor([0, 1, 2, 1])
+        )
         loss.backward()
-        results.append((float(loss), {n: p.grad.numpy() for n, p in model.named_parameters()
-                                      if p.grad is not None}))
+        results.append((float(loss), {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}))
     assert results[1][0] == pytest.approx(results[0][0], abs=1e-6)
     assert results[1][1].keys() == results[0][1].keys()
     for name, grad in results[0][1].items():
@@ -88,12 +108,15 @@ def _gradients(layer, x, dy):
     return [y.numpy(), x.grad.numpy()] + [p.grad.numpy() for p in layer.parameters()]
 
 
-@pytest.mark.parametrize("make,fast,shape", [
-    (lambda: paddle.nn.LayerNorm(24, epsilon=1e-12), FastLayerNorm, (3, 7, 24)),
-    (lambda: paddle.nn.LayerNorm(5), FastLayerNorm, (9, 5)),
-    (lambda: paddle.nn.Linear(24, 40), FastLinear, (3, 7, 24)),
-    (lambda: paddle.nn.Linear(6, 2), FastLinear, (5, 6)),
-])
+@pytest.mark.parametrize(
+    "make,fast,shape",
+    [
+        (lambda: paddle.nn.LayerNorm(24, epsilon=1e-12), FastLayerNorm, (3, 7, 24)),
+        (lambda: paddle.nn.LayerNorm(5), FastLayerNorm, (9, 5)),
+        (lambda: paddle.nn.Linear(24, 40), FastLinear, (3, 7, 24)),
+        (lambda: paddle.nn.Linear(6, 2), FastLinear, (5, 6)),
+    ],
+)
 def test_layer_computes_the_same_output_and_gradients(make, fast, shape, c_kernels):
     rng = np.random.default_rng(3)
     x = (rng.normal(size=shape) * 3 + 1).astype("float32")
@@ -133,8 +156,10 @@ def test_attention_mask_inside_the_matmul_equals_adding_it(c_kernels):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     attention.eval()
     with paddle.no_grad():  # prediction: the mask goes inside the matmul without the custom gradient
-        outputs = [cls.forward(attention, paddle.to_tensor(x), attn_mask=paddle.to_tensor(mask)).numpy()
-                   for cls in (paddle.nn.MultiHeadAttention, FastAttention)]
+        outputs = [
+            cls.forward(attention, paddle.to_tensor(x), attn_mask=paddle.to_tensor(mask)).numpy()
+            for cls in (paddle.nn.MultiHeadAttention, FastAttention)
+        ]
     np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
 
 
@@ -146,7 +171,7 @@ def test_training_trajectory_matches_paddles_defaults(c_kernels):
     for length in (11, 7, 9, 5, 11, 8):
         ids = rng.integers(5, 60, (4, length))
         for row in range(4):
-            ids[row, rng.integers(2, length + 1):] = 0
+            ids[row, rng.integers(2, length + 1) :] = 0
         batches.append((paddle.to_tensor(ids), paddle.to_tensor(rng.integers(0, 3, 4))))
     runs = []
     default = paddle.get_flags("FLAGS_use_stride_kernel")["FLAGS_use_stride_kernel"]
@@ -161,12 +186,12 @@ def test_training_trajectory_matches_paddles_defaults(c_kernels):
             # bias: softmax ignores a shift shared by all keys) or about 1e-7 (a rare token's
             # embedding) is normalised to steps of up to lr, so last-digit differences become 1e-4
             # in the weights of either run; the trajectory is Adam's for every larger gradient.
-            optimizer = paddle.optimizer.AdamW(1e-2, parameters=model.parameters(), weight_decay=0.01,
-                                               epsilon=1e-5)
+            optimizer = paddle.optimizer.AdamW(1e-2, parameters=model.parameters(), weight_decay=0.01, epsilon=1e-5)
             losses = []
             for ids, labels in batches:
                 loss = paddle.nn.functional.cross_entropy(
-                    model(input_ids=ids, token_type_ids=paddle.zeros_like(ids)), labels)
+                    model(input_ids=ids, token_type_ids=paddle.zeros_like(ids)), labels
+                )
                 loss.backward()
                 optimizer.step()
                 optimizer.clear_grad()
@@ -317,8 +342,25 @@ def test_the_command_line_shows_the_warning_and_trains_without_a_compiler(monkey
     monkeypatch.setattr(kernels, "_state", {"lib": None, "tried": False, "threads": 1})
     monkeypatch.setenv("CC", "/nonexistent/cc")
     with pytest.warns(kernels.KernelsWarning, match="C compiler"):  # through the CLI's warning filters
-        assert main(["--train", str(DATA / "sentiment_train.tsv"), "--model", tiny_checkpoint, "--output",
-                     str(tmp_path / "run"), "--epochs", "1", "--max-len", "32", "--threads", "1"]) == 0
+        assert (
+            main(
+                [
+                    "--train",
+                    str(DATA / "sentiment_train.tsv"),
+                    "--model",
+                    tiny_checkpoint,
+                    "--output",
+                    str(tmp_path / "run"),
+                    "--epochs",
+                    "1",
+                    "--max-len",
+                    "32",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
     assert (tmp_path / "run" / "best" / "model.safetensors").exists()
 
 
@@ -337,15 +379,21 @@ def test_a_cached_library_that_is_not_the_one_built_here_is_never_loaded(monkeyp
     assert (tmp_path / "kernels").stat().st_mode & 0o077 == 0  # the cache directory is the user's alone
     # A planted library: its constructor would create a marker file when loaded.
     planted = tmp_path / "planted.c"
-    planted.write_text('#include <stdio.h>\n__attribute__((constructor)) static void f(void) '
-                       f'{{ fclose(fopen("{tmp_path / "pwned"}", "w")); }}\n')
+    planted.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void f(void) "
+        f'{{ fclose(fopen("{tmp_path / "pwned"}", "w")); }}\n'
+    )
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     import subprocess
 
     subprocess.run([cc, "-shared", "-fPIC", str(planted), "-o", str(target)], check=True)
-    loaded = subprocess.run([sys.executable, "-c", "from ernie_ft.models import kernels; print(kernels.library() is not None)"],
-                            env={**os.environ, "ERNIE_FT_CACHE": str(tmp_path)}, capture_output=True, text=True,
-                            timeout=120)  # a new process: nothing is loaded in it yet
+    loaded = subprocess.run(
+        [sys.executable, "-c", "from ernie_ft.models import kernels; print(kernels.library() is not None)"],
+        env={**os.environ, "ERNIE_FT_CACHE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # a new process: nothing is loaded in it yet
     assert loaded.stdout.strip() == "True", loaded.stderr[-2000:]
     assert not (tmp_path / "pwned").exists() and target.read_bytes() == built  # rebuilt, never loaded
     os.chmod(target, 0o777)  # writable by anyone: not trusted either, rebuilt with safe permissions

@@ -1,4 +1,5 @@
 """Starting several processes: which flags launch, what the children get, and GPU requests refused up front."""
+
 import json
 import os
 import subprocess
@@ -97,14 +98,21 @@ def test_launch_passes_the_visible_gpus_and_the_command_without_launch_flags(gpu
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     gpus(4)
     started = {}
-    monkeypatch.setattr(launch, "run_launcher",
-                        lambda command, env: started.update(command=command, env=env) or (0, None))
+    monkeypatch.setattr(
+        launch, "run_launcher", lambda command, env: started.update(command=command, env=env) or (0, None)
+    )
     argv = ["classify", "--train", "t.tsv", "--gpus", "2,3", "--epochs", "1"]
     assert launch.launch(argv, ParallelConfig(gpus="2,3"), str(tmp_path)) == 0
     command = started["command"]
     assert command[command.index("--devices") + 1] == "6,7"
-    assert json.loads(started["env"]["ERNIE_FT_WORKER_ARGV"]) == ["ernie_ft", "classify", "--train", "t.tsv",
-                                                                  "--epochs", "1"]
+    assert json.loads(started["env"]["ERNIE_FT_WORKER_ARGV"]) == [
+        "ernie_ft",
+        "classify",
+        "--train",
+        "t.tsv",
+        "--epochs",
+        "1",
+    ]
 
 
 def test_the_single_gpu_path_refuses_a_cpu_build_in_one_line(gpus):
@@ -128,8 +136,7 @@ def test_needs_launch(monkeypatch):
 
 
 def test_child_argv_drops_the_launch_flags_in_both_spellings():
-    argv = ["classify", "--train", "t.tsv", "--gpus", "0,1", "--nproc=2", "--ips", "a,b", "--epochs", "1",
-            "--gpus=2,3"]
+    argv = ["classify", "--train", "t.tsv", "--gpus", "0,1", "--nproc=2", "--ips", "a,b", "--epochs", "1", "--gpus=2,3"]
     assert launch.child_argv(argv) == ["classify", "--train", "t.tsv", "--epochs", "1"]
 
 
@@ -143,9 +150,26 @@ def test_the_command_line_refuses_gpus_on_this_machine_in_one_line(request_, tmp
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", "--train", str(DATA / "sentiment_train.tsv"),
-                           "--model", "scratch:tiny", "--output", str(out), "--gpus", request_],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ernie_ft.classify",
+            "--train",
+            str(DATA / "sentiment_train.tsv"),
+            "--model",
+            "scratch:tiny",
+            "--output",
+            str(out),
+            "--gpus",
+            request_,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - started
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()

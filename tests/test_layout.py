@@ -2,6 +2,7 @@
 
 The graph code is scripts/code_report.py's, loaded by path so the report and the test agree.
 """
+
 import importlib.util
 import json
 import sys
@@ -40,36 +41,55 @@ def test_cycle_detection_on_small_graphs():
 
 
 def test_the_graph_counts_every_kind_of_import(tmp_path):
-    package = write_package(tmp_path, {
-        "pkg/__init__.py": "from . import a\n",
-        "pkg/a.py": "import os\nfrom .b import helper\n",
-        "pkg/b.py": """\
+    package = write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from . import a\n",
+            "pkg/a.py": "import os\nfrom .b import helper\n",
+            "pkg/b.py": """\
             def helper():
                 from . import c
                 return c
             """,
-        "pkg/c.py": "import pkg.a\n",
-        "pkg/sub/__init__.py": "",
-        "pkg/sub/d.py": "from .. import b\nfrom ..a import helper\nfrom . import e\nfrom pkg.sub import d\n",
-        "pkg/sub/e.py": "class E:\n    def method(self):\n        from ..c import x\n",
-        "pkg/sub/f.py": "if __name__ == '__main__':\n    from pkg.sub.e import E\n",
-    })
+            "pkg/c.py": "import pkg.a\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/d.py": "from .. import b\nfrom ..a import helper\nfrom . import e\nfrom pkg.sub import d\n",
+            "pkg/sub/e.py": "class E:\n    def method(self):\n        from ..c import x\n",
+            "pkg/sub/f.py": "if __name__ == '__main__':\n    from pkg.sub.e import E\n",
+        },
+    )
     graph, imports = report.import_graph(package)
-    assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"},
-                     "pkg.sub": set(), "pkg.sub.d": {"pkg.a", "pkg.b", "pkg.sub.e", "pkg.sub.d"},
-                     "pkg.sub.e": {"pkg.c"}, "pkg.sub.f": set(),
-                     "pkg.sub.f (__main__)": {"pkg.sub.e"}}  # python -m pkg.sub.f runs f as a second module
+    assert graph == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.c"},
+        "pkg.c": {"pkg.a"},
+        "pkg.sub": set(),
+        "pkg.sub.d": {"pkg.a", "pkg.b", "pkg.sub.e", "pkg.sub.d"},
+        "pkg.sub.e": {"pkg.c"},
+        "pkg.sub.f": set(),
+        "pkg.sub.f (__main__)": {"pkg.sub.e"},
+    }  # python -m pkg.sub.f runs f as a second module
     deferred = {(i.source, i.target, i.where) for i in imports if i.deferred}
-    assert deferred == {("pkg.b", "pkg.c", "function"), ("pkg.sub.e", "pkg.c", "function"),
-                        ("pkg.sub.f", "pkg.sub.e", "main")}
+    assert deferred == {
+        ("pkg.b", "pkg.c", "function"),
+        ("pkg.sub.e", "pkg.c", "function"),
+        ("pkg.sub.f", "pkg.sub.e", "main"),
+    }
     found = report.cycles(graph)
     assert found == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"], ["pkg.sub.d", "pkg.sub.d"]]
-    assert report.describe_cycle(found[0], imports) == \
-        "pkg.a (pkg/a.py:2) -> pkg.b (pkg/b.py:2, in a function) -> pkg.c (pkg/c.py:1) -> pkg.a"
+    assert (
+        report.describe_cycle(found[0], imports)
+        == "pkg.a (pkg/a.py:2) -> pkg.b (pkg/b.py:2, in a function) -> pkg.c (pkg/c.py:1) -> pkg.a"
+    )
 
 
 def test_function_lengths_run_from_def_to_the_end_of_the_body(tmp_path):
-    package = write_package(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": """\
+    package = write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/m.py": """\
         class K:
             def short(self):
                 return 1
@@ -78,9 +98,14 @@ def test_function_lengths_run_from_def_to_the_end_of_the_body(tmp_path):
             def inner():
                 pass
             return inner
-        """})
+        """,
+        },
+    )
     assert [(f.name, f.path, f.line, f.lines) for f in report.functions(package)] == [
-        ("outer", "pkg/m.py", 5, 4), ("K.short", "pkg/m.py", 2, 2), ("outer.<locals>.inner", "pkg/m.py", 6, 2)]
+        ("outer", "pkg/m.py", 5, 4),
+        ("K.short", "pkg/m.py", 2, 2),
+        ("outer.<locals>.inner", "pkg/m.py", 6, 2),
+    ]
 
 
 def test_the_report_prints_json(capsys):
@@ -92,11 +117,13 @@ def test_the_report_prints_json(capsys):
 
 def test_ernie_ft_has_no_import_cycle():
     found = report.report(ROOT / "ernie_ft")["cycles"]
-    assert not found, "import cycles in ernie_ft (imports in functions count too):\n" + \
-        "\n".join(report.cycle_lines(found))
+    assert not found, "import cycles in ernie_ft (imports in functions count too):\n" + "\n".join(
+        report.cycle_lines(found)
+    )
 
 
 def test_no_function_in_ernie_ft_is_longer_than_80_lines():
     long = [f for f in report.functions(ROOT / "ernie_ft") if f.lines > MAX_FUNCTION_LINES]
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(
-        f"  {f.name} {f.path}:{f.line} ({f.lines} lines)" for f in long)
+        f"  {f.name} {f.path}:{f.line} ({f.lines} lines)" for f in long
+    )

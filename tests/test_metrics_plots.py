@@ -1,4 +1,5 @@
 """ernie_ft.evaluation.classification against hand-computed cases, and ernie_ft.evaluation.plots writing real PNG files."""
+
 import unicodedata
 import warnings
 
@@ -76,8 +77,9 @@ def test_report_aligns_chinese_labels():
 
 
 def test_table_aligns_chinese_names_and_right_aligns_the_other_columns():
-    table = format_table(("type", "f1", "gold"), [("人名", "0.5000", "12"), ("LOC", "1.0000", "3")],
-                         [("micro avg", "0.7500", "15")])
+    table = format_table(
+        ("type", "f1", "gold"), [("人名", "0.5000", "12"), ("LOC", "1.0000", "3")], [("micro avg", "0.7500", "15")]
+    )
     lines = table.splitlines()
     assert len({width(line) for line in lines}) == 1, table
     assert lines[1] == lines[-2] == "-" * width(lines[0]) and lines[-1].startswith("micro avg")
@@ -135,12 +137,21 @@ def test_training_curves_png(tmp_path):
 def test_series_png(tmp_path, monkeypatch, cjk_font_available):
     if not cjk_font_available:
         monkeypatch.setattr(plots, "find_cjk_font", lambda: None)
-    series = {"全词 MLM lr 1e-3": [(6.6, 0.142), (3.3, 0.122), (16.5, 0.149)],  # unsorted: drawn in x order
-              "one point": [(1.0, 0.1)], "nothing yet": []}
+    series = {
+        "全词 MLM lr 1e-3": [(6.6, 0.142), (3.3, 0.122), (16.5, 0.149)],  # unsorted: drawn in x order
+        "one point": [(1.0, 0.1)],
+        "nothing yet": [],
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = plots.plot_series(series, str(tmp_path / "sub" / "runs.png"), "tokens seen (M)",
-                                "held-out masked accuracy", "Pretraining", reference=("unigram", 0.052))
+        out = plots.plot_series(
+            series,
+            str(tmp_path / "sub" / "runs.png"),
+            "tokens seen (M)",
+            "held-out masked accuracy",
+            "Pretraining",
+            reference=("unigram", 0.052),
+        )
         plots.plot_series({}, str(tmp_path / "empty.png"), "x", "y", "no runs")
     assert out == str(tmp_path / "sub" / "runs.png")
     assert_png(tmp_path / "sub" / "runs.png")
@@ -153,6 +164,11 @@ def test_importing_is_cheap():
     from pathlib import Path
 
     code = "import sys, ernie_ft.evaluation.plots, ernie_ft.evaluation.classification; print('matplotlib' in sys.modules, 'sklearn' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert result.stdout.split() == ["False", "False"]

@@ -1,4 +1,5 @@
 """NER: alignment through character offsets, window stitching, the CRF, the metric, and the command line."""
+
 import itertools
 import json
 import random
@@ -19,11 +20,21 @@ main = task_command("ner")
 
 TRAIN, DEV = str(DATA / "ner_train.jsonl"), str(DATA / "ner_dev.jsonl")
 TEST_BIO, TEST_BIOES = str(DATA / "ner_test_bio.conll"), str(DATA / "ner_test_bioes.conll")
-VOCAB = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]", *"我在买了和个，张三李四去上班.", "starbucks", "iphone", "##13",
-         "30", "google"]
+VOCAB = [
+    "[PAD]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "[UNK]",
+    *"我在买了和个，张三李四去上班.",
+    "starbucks",
+    "iphone",
+    "##13",
+    "30",
+    "google",
+]
 MIXED = "我在Starbucks买了iPhone13和３０个🍎，张三…李四去Ｇｏｏｇｌｅ上班"
-MIXED_ENTITIES = ((2, 11, "ORG"), (13, 21, "MISC"), (25, 26, "MISC"), (27, 29, "PER"), (30, 32, "PER"),
-                  (33, 39, "ORG"))
+MIXED_ENTITIES = ((2, 11, "ORG"), (13, 21, "MISC"), (25, 26, "MISC"), (27, 29, "PER"), (30, 32, "PER"), (33, 39, "ORG"))
 
 
 @pytest.fixture(scope="module")
@@ -59,18 +70,65 @@ def test_alignment_on_mixed_chinese_english_digits_emoji_and_full_width_text(pip
     assert labels == ["O", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
     encoding = pipeline.encode(MIXED)
     tokens = [VOCAB[i] for i in encoding.ids]
-    assert tokens == ["我", "在", "starbucks", "买", "了", "iphone", "##13", "和", "30", "个", "[UNK]", "，", "张", "三",
-                      ".", ".", ".", "李", "四", "去", "google", "上", "班"]
+    assert tokens == [
+        "我",
+        "在",
+        "starbucks",
+        "买",
+        "了",
+        "iphone",
+        "##13",
+        "和",
+        "30",
+        "个",
+        "[UNK]",
+        "，",
+        "张",
+        "三",
+        ".",
+        ".",
+        ".",
+        "李",
+        "四",
+        "去",
+        "google",
+        "上",
+        "班",
+    ]
     [feature], data = featurize(task, [example], pipeline, labels)
-    expected = ["O", "O", "B-ORG", "O", "O", "B-MISC", None, "O", "O", "O", "B-MISC", "O", "B-PER", "I-PER",
-                "O", None, None, "B-PER", "I-PER", "O", "B-ORG", "O", "O"]  # None: continuation or nothing new
+    expected = [
+        "O",
+        "O",
+        "B-ORG",
+        "O",
+        "O",
+        "B-MISC",
+        None,
+        "O",
+        "O",
+        "O",
+        "B-MISC",
+        "O",
+        "B-PER",
+        "I-PER",
+        "O",
+        None,
+        None,
+        "B-PER",
+        "I-PER",
+        "O",
+        "B-ORG",
+        "O",
+        "O",
+    ]  # None: continuation or nothing new
     assert feature["labels"] == [-100, *[-100 if t is None else labels.index(t) for t in expected], -100]
     assert "inside a token" not in capsys.readouterr().err
     logits = perfect_logits([feature], len(labels))
     assert task.evaluate(logits, [feature], [example], labels, data)["f1"] == 1.0
     [record] = task.predict(logits, [feature], [example], labels, data)
     assert [(e["start"], e["end"], e["type"], e["text"]) for e in record["entities"]] == [
-        (s, e, k, MIXED[s:e]) for s, e, k in MIXED_ENTITIES]
+        (s, e, k, MIXED[s:e]) for s, e, k in MIXED_ENTITIES
+    ]
 
 
 def test_entities_that_cannot_be_tagged_exactly_are_reported_and_never_shifted_silently(pipeline, capsys):
@@ -84,15 +142,18 @@ def test_entities_that_cannot_be_tagged_exactly_are_reported_and_never_shifted_s
     metrics = task.evaluate(perfect_logits(features, len(labels)), features, [hidden, invisible], labels, data)
     assert metrics["per_type"]["MISC"]["recall"] == 0.0 and metrics["per_type"]["PER"]["f1"] == 1.0
     assert entity_errors(MIXED, hidden.entities, [(13, 21, "MISC")]) == [
-        ("boundary", "iPhone [13, 19) MISC -> predicted iPhone13 [13, 21) MISC")]
+        ("boundary", "iPhone [13, 19) MISC -> predicted iPhone13 [13, 21) MISC")
+    ]
 
 
 def test_types_unknown_to_train_are_errors_unless_allowed_and_then_count_as_missed(pipeline):
     from ernie_ft.errors import UserError
 
     task, labels = NER(), ["O", "B-PER", "I-PER"]
-    dev = [NerExample("张三去上班", ((0, 2, "PER"),), 1, "dev.jsonl"),
-           NerExample("李四在上班", ((0, 2, "PER"), (3, 5, "GPE")), 2, "dev.jsonl")]
+    dev = [
+        NerExample("张三去上班", ((0, 2, "PER"),), 1, "dev.jsonl"),
+        NerExample("李四在上班", ((0, 2, "PER"), (3, 5, "GPE")), 2, "dev.jsonl"),
+    ]
     with pytest.raises(UserError, match=r"dev.jsonl:2: entity type 'GPE' \(--dev\).*--allow-new-labels"):
         task.check_labels(dev, labels, DataConfig(), "--dev")
     task.check_labels(dev, labels, DataConfig(allow_new_labels=True), "--dev")
@@ -138,7 +199,7 @@ def test_no_entity_is_lost_or_doubled_at_window_boundaries(pipeline, options, mo
         rows = [np.zeros((n_tokens[d], len(labels)), dtype="float32") for d in range(n_docs)]
         for f, window in zip(features, logits):
             start, end = f["_window"]
-            rows[f["doc"]][start:end] = window[1:1 + end - start]
+            rows[f["doc"]][start:end] = window[1 : 1 + end - start]
         return rows
 
     monkeypatch.setattr(ner, "stitch", last_window_wins)
@@ -200,6 +261,7 @@ def test_crf_loss_is_the_likelihood_over_labelled_tokens_only():
     def nll(e, gold):  # brute force: every tag path, transitions[from, to]
         def score(p):
             return e[np.arange(len(p)), p].sum() + sum(transitions[a, b] for a, b in zip(p, p[1:]))
+
         return np.log(sum(np.exp(score(p)) for p in itertools.product(range(3), repeat=len(gold)))) - score(gold)
 
     expected = np.mean([nll(logits[0][[1, 3, 4]], [1, 2, 0]), nll(logits[1][[1, 2]], [2, 2])])  # row 3: no labels
@@ -214,12 +276,21 @@ def test_entity_metric_against_hand_computed_counts():
     # 1 exact hit of 3 gold and 5 predicted entities
     p, r = 1 / 5, 1 / 3
     assert (m["precision"], m["recall"], m["f1"]) == pytest.approx((p, r, 2 * p * r / (p + r)))
-    assert m["per_type"]["PER"] == {"precision": 0.5, "recall": 1.0, "f1": pytest.approx(2 / 3), "support": 1,
-                                    "predicted": 2}
+    assert m["per_type"]["PER"] == {
+        "precision": 0.5,
+        "recall": 1.0,
+        "f1": pytest.approx(2 / 3),
+        "support": 1,
+        "predicted": 2,
+    }
     assert m["per_type"]["ORG"]["f1"] == 0.0 and m["per_type"]["LOC"]["support"] == 1
-    assert entity_errors("张三在北京大学", gold[0], pred[0]) == [("wrong type", "北京 [3, 5) LOC -> predicted 北京 [3, 5) ORG")]
+    assert entity_errors("张三在北京大学", gold[0], pred[0]) == [
+        ("wrong type", "北京 [3, 5) LOC -> predicted 北京 [3, 5) ORG")
+    ]
     assert entity_errors("北京大学，李", gold[1], pred[1]) == [
-        ("boundary", "北京大 [0, 3) ORG -> predicted 北京 [0, 2) ORG"), ("spurious", "李 [5, 6) LOC")]
+        ("boundary", "北京大 [0, 3) ORG -> predicted 北京 [0, 2) ORG"),
+        ("spurious", "李 [5, 6) LOC"),
+    ]
     assert entity_errors("张三", [(0, 2, "PER")], []) == [("missed", "张三 [0, 2) PER")]
 
 
@@ -231,8 +302,10 @@ def test_entity_metric_equals_seqeval_strict_mode():
     gold_tags, pred_tags, gold, pred = [], [], [], []
     for _ in range(300):
         n = rng.randint(1, 12)
-        spans = [sorted({(s, min(n, s + rng.randint(1, 3)), rng.choice("XYZ")) for s in rng.sample(range(n), k)})
-                 for k in (rng.randint(0, n // 3), rng.randint(0, n // 3))]
+        spans = [
+            sorted({(s, min(n, s + rng.randint(1, 3)), rng.choice("XYZ")) for s in rng.sample(range(n), k)})
+            for k in (rng.randint(0, n // 3), rng.randint(0, n // 3))
+        ]
         spans = [[s for j, s in enumerate(group) if all(s[0] >= t[1] for t in group[:j])] for group in spans]
         for tags, out, group in ((gold_tags, gold, spans[0]), (pred_tags, pred, spans[1])):
             tags.append(spans_to_tags(n, group, "bio"))
@@ -245,8 +318,29 @@ def test_entity_metric_equals_seqeval_strict_mode():
 
 
 def cli(out, model, *extra):
-    return ["--train", TRAIN, "--dev", DEV, "--model", model, "--output", str(out), "--epochs", "2",
-            "--batch-size", "16", "--lr", "3e-3", "--max-len", "48", "--stride", "12", "--threads", "1", *extra]
+    return [
+        "--train",
+        TRAIN,
+        "--dev",
+        DEV,
+        "--model",
+        model,
+        "--output",
+        str(out),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--lr",
+        "3e-3",
+        "--max-len",
+        "48",
+        "--stride",
+        "12",
+        "--threads",
+        "1",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -264,8 +358,7 @@ def test_cli_trains_a_crf_tagger_and_writes_entity_metrics(trained_crf):
             assert 0 <= m["precision"] <= 1 and 0 <= m["recall"] <= 1 and 0 <= m["f1"] <= 1
     assert metrics["test"]["support"] == sum(len(e.entities) for e in read_ner(TEST_BIO, "--test"))
     best = trained_crf / "best"
-    assert json.loads((best / "labels.json").read_text()) == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER",
-                                                              "I-PER"]
+    assert json.loads((best / "labels.json").read_text()) == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
     assert yaml.safe_load((best / "ernie_ft.yaml").read_text())["run"]["task"]["crf"] is True
     assert saved_weights(best)["crf_transitions"].shape == (7, 7)
 
@@ -282,7 +375,7 @@ def test_predict_writes_character_spans_with_types_and_scores(trained_crf, tmp_p
         previous_end = 0
         for e in r["entities"]:
             assert previous_end <= e["start"] < e["end"] <= len(r["text"])
-            assert e["text"] == r["text"][e["start"]:e["end"]]
+            assert e["text"] == r["text"][e["start"] : e["end"]]
             assert e["type"] in ("LOC", "ORG", "PER") and 0 < e["score"] <= 1
             previous_end = e["end"]
 
@@ -318,13 +411,22 @@ def test_softmax_tagger_checkpoint_loads_in_plain_paddlenlp(tiny_checkpoint, tmp
     assert json.loads((out / "metrics.json").read_text())["dev"]["f1"] >= 0
 
 
-@pytest.mark.parametrize("dev,extra,fragments", [
-    ('{"text": "张三在北京", "entities": [{"start": 0, "end": 2, "type": "PER"}, {"start": 3, "end": 5, "type": "GPE"}]}',
-     [], ["dev.jsonl:1", "'GPE'", "--allow-new-labels"]),
-    ('{"text": "北京大学", "entities": [{"start": 0, "end": 4, "type": "ORG"}, {"start": 0, "end": 2, "type": "LOC"}]}',
-     [], ["dev.jsonl:1", "overlaps", "--overlapping keep-longest"]),
-    ('{"text": "张三", "entities": []}', ["--format", "xml"], ["--format", "conll", "xml"]),
-])
+@pytest.mark.parametrize(
+    "dev,extra,fragments",
+    [
+        (
+            '{"text": "张三在北京", "entities": [{"start": 0, "end": 2, "type": "PER"}, {"start": 3, "end": 5, "type": "GPE"}]}',
+            [],
+            ["dev.jsonl:1", "'GPE'", "--allow-new-labels"],
+        ),
+        (
+            '{"text": "北京大学", "entities": [{"start": 0, "end": 4, "type": "ORG"}, {"start": 0, "end": 2, "type": "LOC"}]}',
+            [],
+            ["dev.jsonl:1", "overlaps", "--overlapping keep-longest"],
+        ),
+        ('{"text": "张三", "entities": []}', ["--format", "xml"], ["--format", "conll", "xml"]),
+    ],
+)
 def test_cli_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, dev, extra, fragments):
     path = tmp_path / "dev.jsonl"
     path.write_text(dev + "\n", encoding="utf-8")
@@ -343,9 +445,34 @@ def test_cluener_subset_reaches_an_entity_f1_well_above_zero(tmp_path):
     small_train.write_text("".join(open(train, encoding="utf-8").readlines()[:1500]), encoding="utf-8")
     small_dev.write_text("".join(open(dev, encoding="utf-8").readlines()[:300]), encoding="utf-8")
     out = tmp_path / "cluener"
-    assert main(["--train", str(small_train), "--dev", str(small_dev), "--model", "scratch:tiny", "--output", str(out),
-                 "--epochs", "3", "--batch-size", "16", "--lr", "2e-3", "--max-len", "64", "--threads", "1",
-                 "--crf", "--overlapping", "keep-longest"]) == 0
+    assert (
+        main(
+            [
+                "--train",
+                str(small_train),
+                "--dev",
+                str(small_dev),
+                "--model",
+                "scratch:tiny",
+                "--output",
+                str(out),
+                "--epochs",
+                "3",
+                "--batch-size",
+                "16",
+                "--lr",
+                "2e-3",
+                "--max-len",
+                "64",
+                "--threads",
+                "1",
+                "--crf",
+                "--overlapping",
+                "keep-longest",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())["dev"]
     assert metrics["f1"] > 0.1 and len(metrics["per_type"]) == 10
 
@@ -363,18 +490,41 @@ def test_crf_transitions_train_under_data_parallelism_like_one_process(tmp_path)
     # One step: the replicas' averaged gradients, CRF transitions included, are one process's up to rounding.
     assert_same_gradients(*step_gradients(tmp_path / "step", "ner-crf", small, 16, 256, 3))
     # Four steps through the CLI: the weights drift apart by no more than that rounding can explain.
-    common = ["--train", str(small), "--model", "scratch:tiny", "--epochs", "1", "--max-len", "256", "--crf",
-              "--dropout", "0", "--threads", "1", "--seed", "3", "--lr", "2e-3", "--lr-scaling", "none",
-              "--adam-epsilon", str(ADAM_EPSILON)]
+    common = [
+        "--train",
+        str(small),
+        "--model",
+        "scratch:tiny",
+        "--epochs",
+        "1",
+        "--max-len",
+        "256",
+        "--crf",
+        "--dropout",
+        "0",
+        "--threads",
+        "1",
+        "--seed",
+        "3",
+        "--lr",
+        "2e-3",
+        "--lr-scaling",
+        "none",
+        "--adam-epsilon",
+        str(ADAM_EPSILON),
+    ]
     for name, extra in (("one", ["--batch-size", "16"]), ("two", ["--batch-size", "8", "--nproc", "2"])):
-        proc = subprocess.run([sys.executable, "-m", "ernie_ft.ner", *common, "--output", str(tmp_path / name), *extra],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ernie_ft.ner", *common, "--output", str(tmp_path / name), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     one, two = (paddle.load(str(tmp_path / name / "last" / "model.pdparams")) for name in ("one", "two"))
     assert np.abs(one["crf_transitions"].numpy()).max() > 1e-3  # the transitions did learn
     for name in one:
-        np.testing.assert_allclose(two[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3),
-                                   err_msg=name)
+        np.testing.assert_allclose(two[name].numpy(), one[name].numpy(), rtol=0, atol=adam_drift(4, 2e-3), err_msg=name)
 
 
 def test_dictionary_baseline_tags_the_longest_training_entity_and_skips_mostly_plain_words(capsys):
@@ -385,9 +535,11 @@ def test_dictionary_baseline_tags_the_longest_training_entity_and_skips_mostly_p
     spec = importlib.util.spec_from_file_location("baseline_ner", ROOT / "scripts" / "baseline_ner.py")
     baseline = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(baseline)
-    train = [NerExample("北京大学在北京", ((0, 4, "ORG"), (5, 7, "LOC")), 1, "t"),
-             NerExample("北京大学很大", ((0, 4, "ORG"),), 2, "t"),
-             NerExample("大学生和大学生去大学", ((8, 10, "ORG"),), 3, "t")]  # 大学: 1 of 3 labelled
+    train = [
+        NerExample("北京大学在北京", ((0, 4, "ORG"), (5, 7, "LOC")), 1, "t"),
+        NerExample("北京大学很大", ((0, 4, "ORG"),), 2, "t"),
+        NerExample("大学生和大学生去大学", ((8, 10, "ORG"),), 3, "t"),
+    ]  # 大学: 1 of 3 labelled
     dictionary = baseline.build_dictionary(train, 0.5)
     assert dictionary == {"北京大学": "ORG", "北京": "LOC"}
     assert baseline.tag("我在北京大学和北京", dictionary, 4) == [(2, 6, "ORG"), (7, 9, "LOC")]

@@ -1,4 +1,5 @@
 """NER files: every format and tag scheme round-trips through character spans; bad files are clear errors."""
+
 import json
 import random
 
@@ -6,8 +7,17 @@ import pytest
 
 from conftest import DATA
 from ernie_ft.errors import UserError
-from ernie_ft.ner.formats import (NerExample, detect_format, parse_tag, read_ner, spans_to_tags, tags_to_spans,
-                                  write_cluener, write_conll, write_spans)
+from ernie_ft.ner.formats import (
+    NerExample,
+    detect_format,
+    parse_tag,
+    read_ner,
+    spans_to_tags,
+    tags_to_spans,
+    write_cluener,
+    write_conll,
+    write_spans,
+)
 
 BIO, BIOES = DATA / "ner_test_bio.conll", DATA / "ner_test_bioes.conll"
 CLUENER, SPANS = DATA / "ner_train.jsonl", DATA / "ner_dev.jsonl"
@@ -68,16 +78,19 @@ def test_word_level_conll_keeps_spaces_between_latin_words(tmp_path):
     assert write_conll([example], "bio") == source
 
 
-@pytest.mark.parametrize("tags,scheme,spans,invalid", [
-    (["O", "I-PER", "I-PER", "O"], "bio", [(1, 3, "PER")], [1]),
-    (["B-PER", "I-LOC", "I-LOC"], "bio", [(0, 1, "PER"), (1, 3, "LOC")], [1]),
-    (["B-PER", "B-PER", "I-PER"], "bio", [(0, 1, "PER"), (1, 3, "PER")], []),
-    (["I-PER", "I-PER", "O", "I-LOC", "I-PER"], "io", [(0, 2, "PER"), (3, 4, "LOC"), (4, 5, "PER")], []),
-    (["B-PER", "I-PER", "E-PER", "S-LOC"], "bioes", [(0, 3, "PER"), (3, 4, "LOC")], []),
-    (["B-PER", "I-PER", "O"], "bioes", [(0, 2, "PER")], [1]),  # never closed by E-
-    (["S-PER", "E-PER", "O"], "bioes", [(0, 1, "PER"), (1, 2, "PER")], [1]),
-    (["B-LOC", "I-LOC", "E-PER"], "bmes", [(0, 2, "LOC"), (2, 3, "PER")], [1, 2]),
-])
+@pytest.mark.parametrize(
+    "tags,scheme,spans,invalid",
+    [
+        (["O", "I-PER", "I-PER", "O"], "bio", [(1, 3, "PER")], [1]),
+        (["B-PER", "I-LOC", "I-LOC"], "bio", [(0, 1, "PER"), (1, 3, "LOC")], [1]),
+        (["B-PER", "B-PER", "I-PER"], "bio", [(0, 1, "PER"), (1, 3, "PER")], []),
+        (["I-PER", "I-PER", "O", "I-LOC", "I-PER"], "io", [(0, 2, "PER"), (3, 4, "LOC"), (4, 5, "PER")], []),
+        (["B-PER", "I-PER", "E-PER", "S-LOC"], "bioes", [(0, 3, "PER"), (3, 4, "LOC")], []),
+        (["B-PER", "I-PER", "O"], "bioes", [(0, 2, "PER")], [1]),  # never closed by E-
+        (["S-PER", "E-PER", "O"], "bioes", [(0, 1, "PER"), (1, 2, "PER")], [1]),
+        (["B-LOC", "I-LOC", "E-PER"], "bmes", [(0, 2, "LOC"), (2, 3, "PER")], [1, 2]),
+    ],
+)
 def test_tags_to_spans_repairs_and_counts_invalid_sequences(tags, scheme, spans, invalid):
     assert tags_to_spans(parsed(tags), scheme) == (spans, invalid)
 
@@ -129,19 +142,32 @@ def test_bom_windows_line_endings_and_trailing_blank_lines_change_nothing(tmp_pa
     assert content(read_ner(messy, "--dev")) == content(read_ner(str(SPANS), "--dev"))
 
 
-@pytest.mark.parametrize("name,text,fragments", [
-    ("range.jsonl", '{"text": "张三在北京", "entities": [{"start": 3, "end": 9, "type": "LOC"}]}\n',
-     ["range.jsonl:1", "characters 3 to 8", "outside the text (5 characters"]),
-    ("overlap.jsonl", '{"text": "a", "label": {}}\n{"text": "北京大学", "label": {"ORG": {"北京大学": [[0, 3]]}, '
-                      '"LOC": {"北京": [[0, 1]]}}}\n', ["overlap.jsonl:2", "overlaps", "--overlapping keep-longest"]),
-    ("mismatch.jsonl", '{"text": "张三在北京", "label": {"PER": {"张三": [[0, 2]]}}}\n',
-     ["mismatch.jsonl:1", "'张三在'", "inclusive"]),
-    ("badtag.conll", "张 B-PER\n三 X-PER\n", ["badtag.conll:2", "'X-PER'"]),
-    ("notag.conll", "张 B-PER\n三\n", ["notag.conll:2", "token and its tag"]),
-    ("plain.txt", "张三在北京工作\n李四在上海\n", ["plain.txt", "plain text without entities", "--format"]),
-    ("nolabel.jsonl", '{"text": "张三在北京"}\n', ["nolabel.jsonl:1", '"label" must be an object']),
-    ("empty.conll", "\n\n", ["empty.conll", "empty"]),
-])
+@pytest.mark.parametrize(
+    "name,text,fragments",
+    [
+        (
+            "range.jsonl",
+            '{"text": "张三在北京", "entities": [{"start": 3, "end": 9, "type": "LOC"}]}\n',
+            ["range.jsonl:1", "characters 3 to 8", "outside the text (5 characters"],
+        ),
+        (
+            "overlap.jsonl",
+            '{"text": "a", "label": {}}\n{"text": "北京大学", "label": {"ORG": {"北京大学": [[0, 3]]}, '
+            '"LOC": {"北京": [[0, 1]]}}}\n',
+            ["overlap.jsonl:2", "overlaps", "--overlapping keep-longest"],
+        ),
+        (
+            "mismatch.jsonl",
+            '{"text": "张三在北京", "label": {"PER": {"张三": [[0, 2]]}}}\n',
+            ["mismatch.jsonl:1", "'张三在'", "inclusive"],
+        ),
+        ("badtag.conll", "张 B-PER\n三 X-PER\n", ["badtag.conll:2", "'X-PER'"]),
+        ("notag.conll", "张 B-PER\n三\n", ["notag.conll:2", "token and its tag"]),
+        ("plain.txt", "张三在北京工作\n李四在上海\n", ["plain.txt", "plain text without entities", "--format"]),
+        ("nolabel.jsonl", '{"text": "张三在北京"}\n', ["nolabel.jsonl:1", '"label" must be an object']),
+        ("empty.conll", "\n\n", ["empty.conll", "empty"]),
+    ],
+)
 def test_bad_files_raise_one_clear_error_naming_the_line(tmp_path, name, text, fragments):
     with pytest.raises(UserError) as error:
         read_ner(write(tmp_path, name, text), "--train")
@@ -152,8 +178,12 @@ def test_bad_files_raise_one_clear_error_naming_the_line(tmp_path, name, text, f
 
 
 def test_keep_longest_drops_the_nested_entity_and_says_so(tmp_path, capsys):
-    path = write(tmp_path, "nested.jsonl", '{"text": "《北京大学校史》出版", "label": {"book": {"《北京大学校史》": [[0, 7]]}, '
-                                           '"ORG": {"北京大学": [[1, 4]]}}}\n')
+    path = write(
+        tmp_path,
+        "nested.jsonl",
+        '{"text": "《北京大学校史》出版", "label": {"book": {"《北京大学校史》": [[0, 7]]}, '
+        '"ORG": {"北京大学": [[1, 4]]}}}\n',
+    )
     [example] = read_ner(path, "--train", overlapping="keep-longest")
     assert example.entities == ((0, 8, "book"),)
     assert "dropped 1 entities" in capsys.readouterr().err
@@ -164,7 +194,9 @@ def test_formats_are_detected_from_content_and_unlabelled_input_reads_as_text(tm
         assert detect_format(path.read_text(encoding="utf-8").split("\n")) == fmt
     plain = write(tmp_path, "in.txt", "张三在北京工作\n\nLucy去了Google 😊\n")
     assert [(e.text, e.line) for e in read_ner(plain, "--input", labelled=False)] == [
-        ("张三在北京工作", 1), ("Lucy去了Google 😊", 3)]
+        ("张三在北京工作", 1),
+        ("Lucy去了Google 😊", 3),
+    ]
     assert read_ner(str(SPANS), "--input", labelled=False)[0].entities == ()
     forced = read_ner(str(CLUENER), "--train", fmt="cluener")
     assert content(forced) == content(read_ner(str(CLUENER), "--train"))

@@ -3,6 +3,7 @@
 Each test plants a pickle that would create a marker file when loaded, where ernie_ft might read
 weights, and checks that the marker never appears.
 """
+
 import os
 import pickle
 import shutil
@@ -40,6 +41,7 @@ class Result:
 @pytest.fixture
 def run(capsys):
     """``python -m ernie_ft ARGS`` in this process: its exit status and what it printed to stderr."""
+
     def call(*args):
         capsys.readouterr()
         status = main([str(a) for a in args])
@@ -61,11 +63,12 @@ def test_a_pickle_beside_the_safetensors_is_never_read(trained, tmp_path, run):
     marker = tmp_path / "pwned"
     plant(model, marker)
     (tmp_path / "in.txt").write_text("房间很干净\n", encoding="utf-8")
-    for command in (["predict", "--model", model, "--input", tmp_path / "in.txt", "--output", tmp_path / "p.jsonl"],
-                    ["evaluate", "--model", model, "--input", DATA / "sentiment_test.csv", "--output-dir",
-                     tmp_path / "eval"],
-                    ["export", "--model", model, "--output", tmp_path / "exported"],
-                    ["classify", *TRAIN, "--model", model, "--output", tmp_path / "again"]):
+    for command in (
+        ["predict", "--model", model, "--input", tmp_path / "in.txt", "--output", tmp_path / "p.jsonl"],
+        ["evaluate", "--model", model, "--input", DATA / "sentiment_test.csv", "--output-dir", tmp_path / "eval"],
+        ["export", "--model", model, "--output", tmp_path / "exported"],
+        ["classify", *TRAIN, "--model", model, "--output", tmp_path / "again"],
+    ):
         proc = run(*command)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert not marker.exists(), command
@@ -79,9 +82,13 @@ def test_a_directory_whose_weights_are_only_a_pickle_is_refused_in_one_line(trai
     (model / "model.safetensors").unlink()
     marker = tmp_path / "pwned"
     plant(model, marker)
-    args = {"predict": ["--input", DATA / "predict.txt"], "evaluate": ["--input", DATA / "sentiment_test.csv"],
-            "export": ["--output", tmp_path / "exported"], "serve": ["--port", "0"],
-            "classify": [*TRAIN, "--output", tmp_path / "again"]}[command]
+    args = {
+        "predict": ["--input", DATA / "predict.txt"],
+        "evaluate": ["--input", DATA / "sentiment_test.csv"],
+        "export": ["--output", tmp_path / "exported"],
+        "serve": ["--port", "0"],
+        "classify": [*TRAIN, "--output", tmp_path / "again"],
+    }[command]
     proc = run(command, "--model", model, *args)
     assert proc.returncode == 2 and not marker.exists()
     lines = proc.stderr.strip().splitlines()

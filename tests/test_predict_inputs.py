@@ -3,6 +3,7 @@
 A .txt is one text per line; a TSV/CSV/JSONL uses the training run's column when it has it, else
 the defaults; a column flag given at prediction time wins, and must be found.
 """
+
 import json
 from pathlib import Path
 
@@ -47,8 +48,10 @@ REVIEW = saved_data(text_column="review")
 def test_a_txt_file_is_one_text_per_line_whatever_the_training_columns(tmp_path):
     path = write(tmp_path, "new.txt", "质量很好\n物流太慢了\n")
     assert predict_texts(path, REVIEW) == ["质量很好", "物流太慢了"]
-    assert predict_texts(path, saved_data(text_column="review", label_column="stars", text_pair_column="title")) \
-        == ["质量很好", "物流太慢了"]
+    assert predict_texts(path, saved_data(text_column="review", label_column="stars", text_pair_column="title")) == [
+        "质量很好",
+        "物流太慢了",
+    ]
 
 
 def test_a_csv_with_the_training_text_column_uses_it(tmp_path):
@@ -64,8 +67,11 @@ def test_a_csv_without_the_training_text_column_uses_the_default_text_column(tmp
     path = write(tmp_path, "new.csv", "id,text\n1,质量很好\n2,物流太慢了\n")
     assert predict_texts(path, REVIEW) == ["质量很好", "物流太慢了"]
     nothing = write(tmp_path, "nothing.csv", "id,title\n1,质量很好\n")
-    with pytest.raises(UserError, match=r'no text column \(the model was trained on column "review"\).*'
-                                        r"columns found: id, title.*--text-column"):
+    with pytest.raises(
+        UserError,
+        match=r'no text column \(the model was trained on column "review"\).*'
+        r"columns found: id, title.*--text-column",
+    ):
         predict_texts(nothing, REVIEW)
 
 
@@ -89,25 +95,31 @@ def test_evaluate_uses_the_training_label_column_when_present_else_the_default_a
     assert evaluate_examples(flagged, trained, label_column="grade") == [("质量很好", "A")]
     with pytest.raises(UserError, match=r'--label-column "grade" not found in --input: .*same.csv'):
         evaluate_examples(same, trained, label_column="grade")
-    with pytest.raises(UserError, match=r'has no "label" column \(the model was trained on column "stars"\).*'
-                                        r"--label-column"):
+    with pytest.raises(
+        UserError,
+        match=r'has no "label" column \(the model was trained on column "stars"\).*'
+        r"--label-column",
+    ):
         evaluate_examples(write(tmp_path, "neither.csv", "review,score\n质量很好,5\n"), trained)
 
 
 def test_training_column_positions_carry_over_only_to_a_headerless_file_that_has_them_all(tmp_path):
     trained = saved_data(label_column="0", text_column="1")  # a headerless TSV: label, text
     assert evaluate_examples(write(tmp_path, "same.tsv", "正面\t质量很好\n负面\t太慢了\n"), trained) == [
-        ("质量很好", "正面"), ("太慢了", "负面")]
+        ("质量很好", "正面"),
+        ("太慢了", "负面"),
+    ]
     assert predict_texts(write(tmp_path, "texts.tsv", "质量很好\n太慢了\n"), trained) == ["质量很好", "太慢了"]
     assert predict_texts(write(tmp_path, "named.csv", "text,id\n质量很好,7\n"), trained) == ["质量很好"]
-
 
 
 def test_a_column_flag_for_a_task_that_reads_no_columns_is_an_error_not_ignored():
     from ernie_ft.ner.task import NER
     from ernie_ft.qa.task import QA
 
-    with pytest.raises(UserError, match=r"--text-column does not apply to a ner model \(NER files are read by --format"):
+    with pytest.raises(
+        UserError, match=r"--text-column does not apply to a ner model \(NER files are read by --format"
+    ):
         inference_data(saved_data(), {**NO_FLAGS, "text_column": "content"}, NER())
     with pytest.raises(UserError, match=r"--label-column does not apply to a qa model \(QA reads SQuAD-style"):
         inference_data(saved_data(), {**NO_FLAGS, "label_column": "answer"}, QA())
@@ -139,32 +151,66 @@ def test_a_classifier_trained_on_a_review_column_predicts_and_evaluates_other_la
     train = tmp_path / "train.csv"
     train.write_text("review,label\n" + "".join(f"{t},{label}\n" for t, label in rows * 3), encoding="utf-8")
     out = tmp_path / "run"
-    run("ernie_ft.classify", "--train", str(train), "--text-column", "review", "--model", "scratch:tiny",
-        "--epochs", "1", "--batch-size", "8", "--threads", "1", "--output", str(out), capsys=capsys)
+    run(
+        "ernie_ft.classify",
+        "--train",
+        str(train),
+        "--text-column",
+        "review",
+        "--model",
+        "scratch:tiny",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--threads",
+        "1",
+        "--output",
+        str(out),
+        capsys=capsys,
+    )
 
     texts = ["质量很好", "物流太慢了"]
     (tmp_path / "new.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     run("ernie_ft", "export", "--model", str(out), "--output", "exported", capsys=capsys)
-    for command in (["ernie_ft.classify", "predict", "--model", str(out)], ["ernie_ft", "predict", "--model", str(out)],
-                    ["ernie_ft", "predict", "--model", "exported", "--engine", "inference"]):
+    for command in (
+        ["ernie_ft.classify", "predict", "--model", str(out)],
+        ["ernie_ft", "predict", "--model", str(out)],
+        ["ernie_ft", "predict", "--model", "exported", "--engine", "inference"],
+    ):
         pred = tmp_path / "pred.jsonl"
         run(*command, "--input", "new.txt", "--output", str(pred), capsys=capsys)
         records = [json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()]
         assert [r["text"] for r in records] == texts and all(r["label"] in ("正面", "负面") for r in records)
 
     (tmp_path / "dev.csv").write_text("text,label\n质量很好,正面\n物流太慢了,负面\n", encoding="utf-8")
-    printed = run("ernie_ft.evaluate", "--model", str(out), "--input", "dev.csv", "--output-dir", "eval",
-                  capsys=capsys).out
+    printed = run(
+        "ernie_ft.evaluate", "--model", str(out), "--input", "dev.csv", "--output-dir", "eval", capsys=capsys
+    ).out
     assert "dev.csv: 2 examples" in printed
     assert set(json.loads((tmp_path / "eval" / "metrics.json").read_text(encoding="utf-8"))["per_class"]) == {
-        "正面", "负面"}
+        "正面",
+        "负面",
+    }
 
 
 def test_predict_with_a_column_flag_on_a_tagger_is_one_error_line_and_writes_nothing(tmp_path, capsys):
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "p.jsonl"
-    status = cli.main(["predict", "--model", str(root / "tests" / "fixtures" / "v0.1" / "ner"), "--trust-pickle",
-                       "--input", str(root / "data" / "ner_dev.jsonl"), "--text-column", "content", "--output", str(out)])
+    status = cli.main(
+        [
+            "predict",
+            "--model",
+            str(root / "tests" / "fixtures" / "v0.1" / "ner"),
+            "--trust-pickle",
+            "--input",
+            str(root / "data" / "ner_dev.jsonl"),
+            "--text-column",
+            "content",
+            "--output",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 2 and "error: --text-column does not apply to a ner model" in err and "Traceback" not in err
     assert not out.exists()

@@ -1,4 +1,5 @@
 """Pretraining: corpus packing, whole-word masking, the command line end to end, fill-mask, bad input."""
+
 import json
 import os
 import shutil
@@ -78,7 +79,9 @@ def test_corpus_documents_and_a_deterministic_held_out_split(tmp_path):
     train, dev = corpus.held_out(0.1)
     assert train.documents + dev.documents == 402 and 20 <= dev.documents <= 60
     dev_docs = [tuple(lines) for _, lines in dev.iter_documents()]
-    assert len(dev_docs) == dev.documents and dev_docs == [tuple(d) for _, d in corpus.held_out(0.1)[1].iter_documents()]
+    assert len(dev_docs) == dev.documents and dev_docs == [
+        tuple(d) for _, d in corpus.held_out(0.1)[1].iter_documents()
+    ]
     assert not set(dev_docs) & {tuple(lines) for _, lines in train.iter_documents()}
 
 
@@ -99,17 +102,27 @@ def test_a_sentence_pair_file_gives_both_texts_of_each_record_as_one_document(tm
     pairs = tmp_path / "pairs.tsv"  # a matching task's training file: task-adaptive pretraining reads both texts
     pairs.write_text("label\ttext_a\ttext_b\n1\t花呗怎么还款\t花呗如何还钱\n0\t今天天气很好\t\n", encoding="utf-8")
     assert [d for _, d in corpus_mod.scan(str(pairs), "--corpus").iter_documents()] == [
-        ["花呗怎么还款", "花呗如何还钱"], ["今天天气很好"]]
+        ["花呗怎么还款", "花呗如何还钱"],
+        ["今天天气很好"],
+    ]
     jsonl = tmp_path / "pairs.jsonl"
-    jsonl.write_text('{"sentence1": "借呗能提前还吗", "sentence2": "借呗可以提前还款吗", "note": "转账"}\n',
-                     encoding="utf-8")
+    jsonl.write_text(
+        '{"sentence1": "借呗能提前还吗", "sentence2": "借呗可以提前还款吗", "note": "转账"}\n', encoding="utf-8"
+    )
     assert [d for _, d in corpus_mod.scan(str(jsonl), "--corpus").iter_documents()] == [
-        ["借呗能提前还吗", "借呗可以提前还款吗"]]
+        ["借呗能提前还吗", "借呗可以提前还款吗"]
+    ]
     named = corpus_mod.scan(str(jsonl), "--corpus", text_column="sentence2", pair_column="note")
     assert [d for _, d in named.iter_documents()] == [["借呗可以提前还款吗", "转账"]]
     assert named.digest != corpus_mod.scan(str(jsonl), "--corpus").digest  # another cache
-    expect_error(capsys, pretrain_args(pairs, tmp_path / "out", "--text-pair-column", "question"),
-                 str(pairs), "'question'", "--text-pair-column", "label, text_a, text_b")
+    expect_error(
+        capsys,
+        pretrain_args(pairs, tmp_path / "out", "--text-pair-column", "question"),
+        str(pairs),
+        "'question'",
+        "--text-pair-column",
+        "label, text_a, text_b",
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -168,8 +181,9 @@ def test_masking_rate_80_10_10_whole_words_and_never_special_tokens(whole_word):
 
 def test_masks_are_a_function_of_seed_epoch_and_block():
     ids, words = next(random_blocks(1, np.random.default_rng(3)))
-    draw = lambda seed, epoch, block: mask_block(ids, words, block_rng(seed, epoch, block), 0.15, 3,
-                                                 np.arange(10, 1000))[1].tolist()
+    draw = lambda seed, epoch, block: mask_block(
+        ids, words, block_rng(seed, epoch, block), 0.15, 3, np.arange(10, 1000)
+    )[1].tolist()
     assert draw(1, 0, 5) == draw(1, 0, 5)
     assert len({tuple(draw(1, epoch, 5)) for epoch in range(6)}) > 3  # drawn anew every epoch
     assert draw(1, None, 5) == draw(1, None, 5) != draw(2, None, 5)  # evaluation: fixed masks
@@ -193,8 +207,13 @@ def test_user_dictionary_words_and_jieba_words_are_masked_as_units(pipeline, tmp
 def test_with_a_vocabulary_extension_a_words_pieces_are_masked_together(pipeline, tmp_path):
     from ernie_ft.text.extension import learn, write
 
-    write(str(tmp_path / "ext"), learn(pipeline, SENTENCES, 80, min_frequency=2), pipeline.vocab_file,
-          pipeline.vocab_size, {})
+    write(
+        str(tmp_path / "ext"),
+        learn(pipeline, SENTENCES, 80, min_frequency=2),
+        pipeline.vocab_file,
+        pipeline.vocab_size,
+        {},
+    )
     extended = pipeline.replace(vocab_extension=str(tmp_path / "ext"))
     encodings, blocks = pack_texts(extended, SENTENCES[:40], max_len=64)
     pieces = 0
@@ -210,8 +229,9 @@ def test_with_a_vocabulary_extension_a_words_pieces_are_masked_together(pipeline
 def test_batches_carry_flat_masked_positions_and_equal_block_weights(pipeline):
     _, blocks = pack_texts(pipeline, SENTENCES[:20], max_len=40)
     features = [{"input_ids": ids, "words": words, "doc": i} for i, (ids, words) in enumerate(blocks[:4])]
-    batch = mlm_batch(features, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, np.arange(5, 50), 0.15,
-                      True, seed=0, epoch=0)
+    batch = mlm_batch(
+        features, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, np.arange(5, 50), 0.15, True, seed=0, epoch=0
+    )
     rows, length = batch["input_ids"].shape
     owner = batch["masked_positions"] // length
     flat = np.stack([np.pad(f["input_ids"], (0, length - len(f["input_ids"]))) for f in features]).reshape(-1)
@@ -227,15 +247,24 @@ def test_logits_at_masked_positions_equal_the_full_sequence_logits_there():
     from paddlenlp.transformers import ErnieConfig, ErnieForMaskedLM
 
     paddle.seed(0)
-    model = ErnieForMaskedLM(ErnieConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                         intermediate_size=64, use_task_id=False))
+    model = ErnieForMaskedLM(
+        ErnieConfig(
+            vocab_size=300,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            use_task_id=False,
+        )
+    )
     model.eval()
     assert model.cls.predictions.decoder.weight is model.ernie.embeddings.word_embeddings.weight  # tied
     ids = paddle.randint(5, 300, [3, 20])
     positions = paddle.to_tensor([2, 7, 25, 41, 59])
     full = model(input_ids=ids).reshape([-1, 300]).numpy()
-    np.testing.assert_allclose(model(input_ids=ids, masked_positions=positions).numpy(), full[positions.numpy()],
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        model(input_ids=ids, masked_positions=positions).numpy(), full[positions.numpy()], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_masked_position():
@@ -243,8 +272,11 @@ def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_ma
 
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 3, size=(5, 50)).astype(np.float32)
-    batch = {"input_ids": paddle.zeros([2, 8], dtype="int64"), "masked_positions": paddle.to_tensor([1, 3, 9, 12, 15]),
-             "masked_labels": paddle.to_tensor([4, int(logits[1].argmax()), 7, -100, 9])}
+    batch = {
+        "input_ids": paddle.zeros([2, 8], dtype="int64"),
+        "masked_positions": paddle.to_tensor([1, 3, 9, 12, 15]),
+        "masked_labels": paddle.to_tensor([4, int(logits[1].argmax()), 7, -100, 9]),
+    }
     rows = Pretraining(top_k=3).summarize(paddle.to_tensor(logits), batch)
     assert [len(r) for r in rows] == [2, 3]  # positions 1, 3 in row 0; 9, 12, 15 in row 1
     table = np.concatenate(rows)
@@ -267,11 +299,18 @@ def test_electra_summaries_score_the_discriminator_on_real_tokens_against_the_re
     replaced = np.array([[5, 11, 7, 12], [13, 10, 14, 0]])  # padding never counts, replaced or not
     scores = np.array([[-2.0, 1.5, 0.5, -0.5], [3.0, -1.0, 9.0, 9.0]], dtype=np.float32)
     task = Pretraining(top_k=2)
-    outputs = {"generator": paddle.zeros([2, 20]), "replaced": paddle.to_tensor(replaced),
-               "discriminator": paddle.to_tensor(scores)}
-    batch = {"input_ids": paddle.to_tensor(original), "original_ids": paddle.to_tensor(original),
-             "token_weights": paddle.to_tensor((original > 0) / 12.0, dtype="float32"),
-             "masked_positions": paddle.to_tensor([1, 4]), "masked_labels": paddle.to_tensor([6, 9])}
+    outputs = {
+        "generator": paddle.zeros([2, 20]),
+        "replaced": paddle.to_tensor(replaced),
+        "discriminator": paddle.to_tensor(scores),
+    }
+    batch = {
+        "input_ids": paddle.to_tensor(original),
+        "original_ids": paddle.to_tensor(original),
+        "token_weights": paddle.to_tensor((original > 0) / 12.0, dtype="float32"),
+        "masked_positions": paddle.to_tensor([1, 4]),
+        "masked_labels": paddle.to_tensor([6, 9]),
+    }
     metrics = task.evaluate(task.summarize(outputs, batch), None, None, None, None)
     real, truth = scores[original > 0], (replaced != original)[original > 0]  # 6 tokens, 3 of them replaced
     bce = np.logaddexp(0, real) - truth * real
@@ -312,7 +351,9 @@ def test_the_checkpoint_loads_in_paddlenlp_and_its_encoder_arrives_unchanged_in_
     best = pretrained / "best"
     saved = saved_weights(best)
     mlm = ErnieForMaskedLM.from_pretrained(str(best))
-    np.testing.assert_array_equal(mlm.cls.predictions.decoder.weight.numpy(), saved["ernie.embeddings.word_embeddings.weight"])
+    np.testing.assert_array_equal(
+        mlm.cls.predictions.decoder.weight.numpy(), saved["ernie.embeddings.word_embeddings.weight"]
+    )
     assert ErnieModel.from_pretrained(str(best)).config.hidden_size == 128
     classifier = build_model(ModelConfig(str(best)), "sequence", 3, TextPipeline.from_dir(str(best)))
     for name, value in classifier.state_dict().items():
@@ -340,7 +381,9 @@ def test_fill_mask_predicts_tokens_for_each_mask(pretrained, tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("这家酒店的服务很[MASK]。\n质量[MASK][MASK]差了\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    assert main(["predict", "--model", str(pretrained), "--input", str(source), "--output", str(out), "--top-k", "3"]) == 0
+    assert (
+        main(["predict", "--model", str(pretrained), "--input", str(source), "--output", str(out), "--top-k", "3"]) == 0
+    )
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [len(r["masks"]) for r in records] == [1, 2] and all(len(m) == 3 for r in records for m in r["masks"])
     for r in records:
@@ -350,15 +393,49 @@ def test_fill_mask_predicts_tokens_for_each_mask(pretrained, tmp_path):
 
 def test_a_model_that_memorised_sentences_fills_in_their_masks(tmp_path):
     # 15 one-token characters: with --max-len 17 each line is a block of its own, as a fill-mask input is
-    sentences = ["今天天气很好，我们去公园散步。", "这本书的内容非常精彩值得一读。", "火车站离这里不远，走路就能到。",
-                 "请把窗户关上吧，外面的风很大。"]
+    sentences = [
+        "今天天气很好，我们去公园散步。",
+        "这本书的内容非常精彩值得一读。",
+        "火车站离这里不远，走路就能到。",
+        "请把窗户关上吧，外面的风很大。",
+    ]
     corpus = tmp_path / "memo.txt"
     corpus.write_text("".join(s + "\n" for s in sentences * 4), encoding="utf-8")
     out = tmp_path / "memo"
-    assert main(["--corpus", str(corpus), "--model", "scratch:tiny", "--output", str(out), "--epochs", "150",
-                 "--batch-size", "16", "--lr", "2e-3", "--warmup", "0.1", "--max-len", "17", "--threads", "1",
-                 "--dev-fraction", "0", "--masking", "char", "--dropout", "0", "--log-steps", "50"]) == 0
-    masked = [s[:k] + "[MASK]" + s[k + 1:] for s, k in zip(sentences, (11, 5, 4, 3))]
+    assert (
+        main(
+            [
+                "--corpus",
+                str(corpus),
+                "--model",
+                "scratch:tiny",
+                "--output",
+                str(out),
+                "--epochs",
+                "150",
+                "--batch-size",
+                "16",
+                "--lr",
+                "2e-3",
+                "--warmup",
+                "0.1",
+                "--max-len",
+                "17",
+                "--threads",
+                "1",
+                "--dev-fraction",
+                "0",
+                "--masking",
+                "char",
+                "--dropout",
+                "0",
+                "--log-steps",
+                "50",
+            ]
+        )
+        == 0
+    )
+    masked = [s[:k] + "[MASK]" + s[k + 1 :] for s, k in zip(sentences, (11, 5, 4, 3))]
     source = tmp_path / "in.txt"
     source.write_text("\n".join(masked) + "\n", encoding="utf-8")
     result = tmp_path / "out.jsonl"
@@ -376,17 +453,57 @@ def test_data_parallel_and_tensor_parallel_processes_equal_one(tmp_path):
     # the matrices, keeps the flat masked positions whole on every rank and the head tied to the embeddings.
     hanzi = "".join(c for c in "".join(SENTENCES) if "\u4e00" <= c <= "\u9fff")
     corpus, dev = tmp_path / "even.txt", tmp_path / "dev.txt"
-    corpus.write_text("".join(hanzi[i:i + 22] + "\n" for i in range(0, 22 * 64, 22)), encoding="utf-8")
-    dev.write_text("".join(hanzi[i:i + 30] + "\n" for i in range(22 * 64, 22 * 64 + 300, 30)), encoding="utf-8")
-    common = ["--corpus", str(corpus), "--dev", str(dev), "--model", "scratch:tiny", "--epochs", "1",
-              "--max-len", "48", "--threads", "1", "--seed", "5", "--warmup", "0", "--dropout", "0",
-              "--adam-epsilon", str(ADAM_EPSILON), "--stop-after-steps", "4", "--eval-steps", "2",
-              "--objective", "electra"]
+    corpus.write_text("".join(hanzi[i : i + 22] + "\n" for i in range(0, 22 * 64, 22)), encoding="utf-8")
+    dev.write_text("".join(hanzi[i : i + 30] + "\n" for i in range(22 * 64, 22 * 64 + 300, 30)), encoding="utf-8")
+    common = [
+        "--corpus",
+        str(corpus),
+        "--dev",
+        str(dev),
+        "--model",
+        "scratch:tiny",
+        "--epochs",
+        "1",
+        "--max-len",
+        "48",
+        "--threads",
+        "1",
+        "--seed",
+        "5",
+        "--warmup",
+        "0",
+        "--dropout",
+        "0",
+        "--adam-epsilon",
+        str(ADAM_EPSILON),
+        "--stop-after-steps",
+        "4",
+        "--eval-steps",
+        "2",
+        "--objective",
+        "electra",
+    ]
     assert main([*common, "--output", str(tmp_path / "one"), "--batch-size", "8", "--lr", "2e-3"]) == 0
     for name, layout in (("dp", ("--nproc", "2")), ("mesh", ("--nproc", "4", "--tensor-parallel", "2"))):
-        proc = subprocess.run([sys.executable, "-m", "ernie_ft.pretrain", *common, "--output", str(tmp_path / name),
-                               "--batch-size", "4", "--lr", "1e-3", *layout],
-                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ernie_ft.pretrain",
+                *common,
+                "--output",
+                str(tmp_path / name),
+                "--batch-size",
+                "4",
+                "--lr",
+                "1e-3",
+                *layout,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert "mesh 2 data-parallel x 2 tensor-parallel" in (tmp_path / "mesh" / "logs" / "workerlog.0").read_text()
     one = paddle.load(str(tmp_path / "one" / "last" / "model.pdparams"))
@@ -395,9 +512,12 @@ def test_data_parallel_and_tensor_parallel_processes_equal_one(tmp_path):
         run = paddle.load(str(tmp_path / name / "last" / "model.pdparams"))
         assert run.keys() == one.keys()
         for key in one:  # same global batches, same masks: the same steps
-            np.testing.assert_allclose(run[key].numpy(), one[key].numpy(), rtol=0, atol=adam_drift(4, 2e-3),
-                                       err_msg=f"{name}: {key}")
-        evaluations[name] = [json.loads(line) for line in (tmp_path / name / "evaluations.jsonl").read_text().splitlines()]
+            np.testing.assert_allclose(
+                run[key].numpy(), one[key].numpy(), rtol=0, atol=adam_drift(4, 2e-3), err_msg=f"{name}: {key}"
+            )
+        evaluations[name] = [
+            json.loads(line) for line in (tmp_path / name / "evaluations.jsonl").read_text().splitlines()
+        ]
     for name in ("dp", "mesh"):  # every dev block scored once, with the evaluation's fixed masks
         assert [e["masked_tokens"] for e in evaluations[name]] == [e["masked_tokens"] for e in evaluations["one"]]
         for got, want in zip(evaluations[name], evaluations["one"]):
@@ -409,8 +529,14 @@ def test_mixed_precision_and_recompute_pretraining_match_the_fp32_run(texts_file
     # and the generator's sample go through autocast, the scaler and recomputed layers like the reference.
     def run(name, *extra):
         out = tmp_path / name
-        assert main(pretrain_args(texts_file, out, "--objective", "electra", "--stop-after-steps", "4",
-                                  "--dev-fraction", "0", *extra)) == 0
+        assert (
+            main(
+                pretrain_args(
+                    texts_file, out, "--objective", "electra", "--stop-after-steps", "4", "--dev-fraction", "0", *extra
+                )
+            )
+            == 0
+        )
         return {k: v.numpy() for k, v in paddle.load(str(out / "last" / "model.pdparams")).items()}
 
     reference = run("fp32")
@@ -418,7 +544,9 @@ def test_mixed_precision_and_recompute_pretraining_match_the_fp32_run(texts_file
         weights = run(name, *extra)
         assert weights.keys() == reference.keys()
         for key in reference:
-            np.testing.assert_allclose(weights[key].astype("float32"), reference[key], atol=1e-5, err_msg=f"{name}: {key}")
+            np.testing.assert_allclose(
+                weights[key].astype("float32"), reference[key], atol=1e-5, err_msg=f"{name}: {key}"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -457,8 +585,9 @@ def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_p
     assert model.generator.cls.predictions.decoder.weight is model.ernie.embeddings.word_embeddings.weight
     assert model.generator.config.num_hidden_layers < model.config.num_hidden_layers
     encoder = ErnieModel.from_pretrained(str(best))
-    np.testing.assert_array_equal(encoder.encoder.layers[1].linear1.weight.numpy(),
-                                  saved["ernie.encoder.layers.1.linear1.weight"])
+    np.testing.assert_array_equal(
+        encoder.encoder.layers[1].linear1.weight.numpy(), saved["ernie.encoder.layers.1.linear1.weight"]
+    )
     classifier = build_model(ModelConfig(str(best)), "sequence", 2, TextPipeline.from_dir(str(best)))
     for name, value in classifier.state_dict().items():
         if name.startswith("ernie."):
@@ -470,22 +599,51 @@ def test_the_electra_checkpoint_is_a_discriminator_the_tasks_load(electra, tmp_p
 
 
 @pytest.mark.parametrize("objective", ["mlm", "electra"])
-def test_continued_pretraining_with_a_vocabulary_extension_saves_a_model_that_loads(objective, pretrained, electra,
-                                                                                   texts_file, tmp_path):
+def test_continued_pretraining_with_a_vocabulary_extension_saves_a_model_that_loads(
+    objective, pretrained, electra, texts_file, tmp_path
+):
     from ernie_ft.text.extension import learn, write
 
     start = pretrained / "best" if objective == "mlm" else electra / "resumed" / "best"
     base = TextPipeline.from_dir(str(start))
     write(str(tmp_path / "ext"), learn(base, SENTENCES, 40, min_frequency=2), base.vocab_file, base.vocab_size, {})
     out = tmp_path / "grown"
-    assert main(["--corpus", str(texts_file), "--model", str(start), "--vocab-extension", str(tmp_path / "ext"),
-                 "--output", str(out), "--objective", objective, "--epochs", "1", "--batch-size", "8",
-                 "--max-len", "48", "--threads", "1", "--stop-after-steps", "2", "--dev-fraction", "0.1",
-                 "--eval-steps", "2"]) == 0
+    assert (
+        main(
+            [
+                "--corpus",
+                str(texts_file),
+                "--model",
+                str(start),
+                "--vocab-extension",
+                str(tmp_path / "ext"),
+                "--output",
+                str(out),
+                "--objective",
+                objective,
+                "--epochs",
+                "1",
+                "--batch-size",
+                "8",
+                "--max-len",
+                "48",
+                "--threads",
+                "1",
+                "--stop-after-steps",
+                "2",
+                "--dev-fraction",
+                "0.1",
+                "--eval-steps",
+                "2",
+            ]
+        )
+        == 0
+    )
     saved = saved_weights(out / "best")
     grown = base.vocab_size + 40
     assert {k: v.shape[0] for k, v in saved.items() if "decoder" in k or "word_embeddings" in k} == {
-        k: grown for k in saved if "decoder" in k or "word_embeddings" in k}  # projection and bias grew with it
+        k: grown for k in saved if "decoder" in k or "word_embeddings" in k
+    }  # projection and bias grew with it
     source, result = tmp_path / "in.txt", tmp_path / "out.jsonl"
     source.write_text("服务很[MASK]\n", encoding="utf-8")
     assert main(["predict", "--model", str(out), "--input", str(source), "--output", str(result)]) == 0
@@ -515,10 +673,15 @@ def test_bad_corpora_are_one_clear_error_and_nothing_is_written(tmp_path, capsys
     expect_error(capsys, pretrain_args(tmp_path / "missing-*.txt", out), "no file matches")
     small = tmp_path / "small.txt"
     small.write_text("只有一行中文。\n", encoding="utf-8")
-    expect_error(capsys, pretrain_args(small, out, "--dev-fraction", "0.001"), "--dev-fraction 0.001",
-                 "holds out no document")
-    expect_error(capsys, pretrain_args(small, out, "--max-len", "4096", "--dev-fraction", "0"), "--max-len 4096",
-                 "position limit")
+    expect_error(
+        capsys, pretrain_args(small, out, "--dev-fraction", "0.001"), "--dev-fraction 0.001", "holds out no document"
+    )
+    expect_error(
+        capsys,
+        pretrain_args(small, out, "--max-len", "4096", "--dev-fraction", "0"),
+        "--max-len 4096",
+        "position limit",
+    )
     assert not out.exists()
 
 
@@ -533,8 +696,12 @@ def test_fill_mask_needs_masks_and_a_masked_language_model(pretrained, tmp_path,
     (classifier / "ernie_ft.yaml").write_text(yaml.safe_dump(meta, allow_unicode=True), encoding="utf-8")
     (classifier / "labels.json").write_text('["好", "坏"]', encoding="utf-8")
     source.write_text("很[MASK]\n", encoding="utf-8")
-    expect_error(capsys, ["predict", "--model", str(classifier), "--input", str(source)], "classify checkpoint",
-                 "python -m ernie_ft.pretrain")
+    expect_error(
+        capsys,
+        ["predict", "--model", str(classifier), "--input", str(source)],
+        "classify checkpoint",
+        "python -m ernie_ft.pretrain",
+    )
 
 
 def load_script(name):
@@ -572,8 +739,9 @@ def test_the_order_probe_reproduces_the_runs_dev_accuracy_and_its_unigram_floor(
     train_blocks = blocks_mod.cached_blocks(train, pipeline, 48, cache)[0]
     tokens = np.concatenate([np.asarray(b["input_ids"])[np.asarray(b["words"]) >= 0] for b in train_blocks])
     dev_blocks = list(blocks_mod.cached_blocks(dev, pipeline, 48, cache)[0])
-    labels = mlm_batch(dev_blocks, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline),
-                       0.15, True, 3, None)["masked_labels"]  # the fixture's seed 3; evaluation's masks
+    labels = mlm_batch(
+        dev_blocks, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline), 0.15, True, 3, None
+    )["masked_labels"]  # the fixture's seed 3; evaluation's masks
     assert report["unigram"] == pytest.approx(float((labels == np.bincount(tokens).argmax()).mean()), abs=1e-4)
 
 
@@ -588,7 +756,8 @@ def test_the_pretraining_curve_of_a_continued_run_starts_where_its_base_checkpoi
     records.append({**best, "step": records[-1]["step"] + 8, "mlm_loss": best["mlm_loss"] + 1})  # a worse last one
     (base / "evaluations.jsonl").write_text("\n".join(map(json.dumps, records)) + "\n")
     assert gain.pretraining_curve(str(base / "best")) == [
-        pytest.approx((r["step"] * per_step, r["masked_accuracy"])) for r in records]
+        pytest.approx((r["step"] * per_step, r["masked_accuracy"])) for r in records
+    ]
     # a run that continued from best/: its steps count from the tokens best/ had seen (its lowest dev loss)
     continued = tmp_path / "continued"
     shutil.copytree(base / "best", continued / "best")
@@ -603,7 +772,9 @@ def test_the_pretraining_curve_of_a_continued_run_starts_where_its_base_checkpoi
     (continued / "best-stopped" / "ernie_ft.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
     with open(continued / "evaluations.jsonl", "a") as f:
         f.write("\n" + json.dumps({"step": 2, "mlm_loss": 1.5, "masked_accuracy": 0.4}))
-    assert gain.pretraining_curve(str(continued / "best-stopped")) == [pytest.approx(((best["step"] + 2) * per_step, 0.4))]
+    assert gain.pretraining_curve(str(continued / "best-stopped")) == [
+        pytest.approx(((best["step"] + 2) * per_step, 0.4))
+    ]
     assert len(gain.pretraining_curve(str(continued / "best"))) == 2
     assert gain.pretraining_curve(str(tmp_path / "no-run")) == []
 
@@ -621,7 +792,8 @@ def test_the_gain_table_keeps_every_seed_of_calls_run_side_by_side(tmp_path):
     assert table["mlm"]["cmrc2018"] == cell("1e-3", ["42", "43", "44"])  # seed 43 kept, seed order
     assert table["random"]["cluener"] == cell("2e-3", ["42"])  # another row's cell untouched
     assert gain.table_cell("cmrc2018", table["mlm"]["cmrc2018"]) == (
-        "dev f1 43.00 (42.00-44.00), dev em -43.00 (-44.00--42.00) (lr 1e-3, seeds 42,43,44)")
+        "dev f1 43.00 (42.00-44.00), dev em -43.00 (-44.00--42.00) (lr 1e-3, seeds 42,43,44)"
+    )
     # a new learning rate picked for the first seed: the cell is replaced, not mixed across rates
     table = gain.merge_results(path, {"mlm": {"cmrc2018": cell("5e-4", ["42"])}})
     assert table["mlm"]["cmrc2018"] == cell("5e-4", ["42"])

@@ -1,4 +1,5 @@
 """Extractive QA: reading and answer re-location, windows and labels, post-processing, the command line."""
+
 import importlib.util
 import json
 
@@ -38,6 +39,7 @@ def featurize(task, examples, pipeline, max_len):
 
 # ---------------------------------------------------------------- reading
 
+
 def test_squad_json_and_jsonl_give_the_same_questions():
     json_examples, _ = read_qa(DEV, "--dev")
     jsonl_examples, _ = read_qa(DEV_JSONL, "--dev")
@@ -58,17 +60,26 @@ def test_locate_answer_moves_a_wrong_start_to_the_nearest_occurrence():
 
 
 def squad_file(path, qas, context="苹果和香蕉都是水果，苹果很甜。"):
-    path.write_text(json.dumps({"version": "v1.1", "data": [{"title": "t", "paragraphs": [
-        {"context": context, "qas": qas}]}]}, ensure_ascii=False), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {"version": "v1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]},
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     return str(path)
 
 
 def test_wrong_offsets_are_counted_and_unfindable_answers_never_become_labels(tmp_path):
-    path = squad_file(tmp_path / "d.json", [
-        {"id": "ok", "question": "什么很甜？", "answers": [{"text": "苹果", "answer_start": 10}]},
-        {"id": "off", "question": "有什么水果？", "answers": [{"text": "香蕉", "answer_start": 4}]},
-        {"id": "far", "question": "什么很甜呢？", "answers": [{"text": "很甜", "answer_start": 99}]},
-        {"id": "gone", "question": "西瓜呢？", "answers": [{"text": "西瓜", "answer_start": 0}]}])
+    path = squad_file(
+        tmp_path / "d.json",
+        [
+            {"id": "ok", "question": "什么很甜？", "answers": [{"text": "苹果", "answer_start": 10}]},
+            {"id": "off", "question": "有什么水果？", "answers": [{"text": "香蕉", "answer_start": 4}]},
+            {"id": "far", "question": "什么很甜呢？", "answers": [{"text": "很甜", "answer_start": 99}]},
+            {"id": "gone", "question": "西瓜呢？", "answers": [{"text": "西瓜", "answer_start": 0}]},
+        ],
+    )
     train, stats = read_qa(path, "--train")
     assert [e.id for e in train] == ["ok", "off", "far"] and stats.dropped == 1
     assert [e.spans for e in train] == [((10, 12),), ((3, 5),), ((12, 14),)]
@@ -79,18 +90,41 @@ def test_wrong_offsets_are_counted_and_unfindable_answers_never_become_labels(tm
     assert dev[-1].id == "gone" and dev[-1].answers == ("西瓜",) and dev[-1].spans == ()
 
 
-@pytest.mark.parametrize("name,content,expected", [
-    ("broken.json", '{\n "data": [\n  {"paragraphs": []}\n  {"paragraphs": []}\n ]\n}', "broken.json:4:3: invalid JSON"),
-    ("broken.jsonl", '{"id": "a", "context": "天很蓝", "question": "天什么颜色", "answers": {"text": ["很蓝"], '
-                     '"answer_start": [1]}}\n{"id": "b", "context": }\n', "broken.jsonl:2:"),
-    ("no_context.jsonl", '{"id": "a", "context": " ", "question": "天什么颜色", "answers": []}\n', "has no context"),
-    ("no_answers.jsonl", '{"id": "a", "context": "天很蓝", "question": "天什么颜色"}\n', 'no "answers"'),
-    ("start.jsonl", '{"id": "a", "context": "天很蓝", "question": "天什么颜色", "answers": {"text": ["很蓝"], '
-                    '"answer_start": ["1"]}}\n', "answer_start '1' is not a character offset"),
-    ("twice.jsonl", '{"id": "a", "context": "天很蓝", "question": "天?", "answers": []}\n'
-                    '{"id": "a", "context": "天很蓝", "question": "天?", "answers": []}\n', "used before at"),
-    ("other.json", '{"text": "天很蓝", "label": "1"}', "neither SQuAD JSON"),
-])
+@pytest.mark.parametrize(
+    "name,content,expected",
+    [
+        (
+            "broken.json",
+            '{\n "data": [\n  {"paragraphs": []}\n  {"paragraphs": []}\n ]\n}',
+            "broken.json:4:3: invalid JSON",
+        ),
+        (
+            "broken.jsonl",
+            '{"id": "a", "context": "天很蓝", "question": "天什么颜色", "answers": {"text": ["很蓝"], '
+            '"answer_start": [1]}}\n{"id": "b", "context": }\n',
+            "broken.jsonl:2:",
+        ),
+        (
+            "no_context.jsonl",
+            '{"id": "a", "context": " ", "question": "天什么颜色", "answers": []}\n',
+            "has no context",
+        ),
+        ("no_answers.jsonl", '{"id": "a", "context": "天很蓝", "question": "天什么颜色"}\n', 'no "answers"'),
+        (
+            "start.jsonl",
+            '{"id": "a", "context": "天很蓝", "question": "天什么颜色", "answers": {"text": ["很蓝"], '
+            '"answer_start": ["1"]}}\n',
+            "answer_start '1' is not a character offset",
+        ),
+        (
+            "twice.jsonl",
+            '{"id": "a", "context": "天很蓝", "question": "天?", "answers": []}\n'
+            '{"id": "a", "context": "天很蓝", "question": "天?", "answers": []}\n',
+            "used before at",
+        ),
+        ("other.json", '{"text": "天很蓝", "label": "1"}', "neither SQuAD JSON"),
+    ],
+)
 def test_bad_files_name_the_file_and_position(tmp_path, name, content, expected):
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
@@ -101,8 +135,11 @@ def test_bad_files_name_the_file_and_position(tmp_path, name, content, expected)
 
 def test_prediction_input_needs_no_answers_or_ids(tmp_path):
     path = tmp_path / "ask.jsonl"
-    path.write_text('{"context": "天很蓝。", "question": "天是什么颜色？"}\n'
-                    '{"context": "草很绿。", "question": "草是什么颜色？"}\n', encoding="utf-8")
+    path.write_text(
+        '{"context": "天很蓝。", "question": "天是什么颜色？"}\n'
+        '{"context": "草很绿。", "question": "草是什么颜色？"}\n',
+        encoding="utf-8",
+    )
     examples, _ = read_qa(str(path), "--input", labelled=False)
     assert [(e.id, e.context, e.answers) for e in examples] == [("q1", "天很蓝。", ()), ("q2", "草很绿。", ())]
     with pytest.raises(UserError, match='no "answers"'):
@@ -110,8 +147,9 @@ def test_prediction_input_needs_no_answers_or_ids(tmp_path):
 
 
 def test_the_command_line_turns_bad_input_into_one_error_line(tmp_path, capsys):
-    path = squad_file(tmp_path / "bad.json", [{"id": "a", "question": "什么很甜？", "answers": [{"text": "苹果"}]}],
-                      context="")
+    path = squad_file(
+        tmp_path / "bad.json", [{"id": "a", "question": "什么很甜？", "answers": [{"text": "苹果"}]}], context=""
+    )
     assert main(["--train", path, "--model", "scratch:tiny", "--output", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "data[0].paragraphs[0].qas[0]" in err and "Traceback" not in err
@@ -126,8 +164,10 @@ LONG = "".join(f"第{n}段说的是一件事。" for n in "一二三四五六七
 
 def test_windows_cover_a_long_context_and_label_the_answer_only_where_it_fits(pipeline):
     answer_at = LONG.index("第八段说的是") + 3  # "说的是一件事" of the 8th sentence
-    examples = [QAExample("a", "说的是什么", LONG, ("说的是一件事",), ((answer_at, answer_at + 6),), where="x"),
-                QAExample("b", "说的是什么", LONG, impossible=True, where="x")]
+    examples = [
+        QAExample("a", "说的是什么", LONG, ("说的是一件事",), ((answer_at, answer_at + 6),), where="x"),
+        QAExample("b", "说的是什么", LONG, impossible=True, where="x"),
+    ]
     task = QA(doc_stride=8)
     features = featurize(task, examples, pipeline, max_len=32)
     question = pipeline.encode("说的是什么").ids
@@ -138,13 +178,17 @@ def test_windows_cover_a_long_context_and_label_the_answer_only_where_it_fits(pi
     labelled = 0
     for f in features:
         ids, first = f["input_ids"], f["_context_start"]
-        assert len(ids) <= 32 and ids[:first] == [pipeline.cls_id, *question, pipeline.sep_id] and ids[-1] == pipeline.sep_id
+        assert (
+            len(ids) <= 32
+            and ids[:first] == [pipeline.cls_id, *question, pipeline.sep_id]
+            and ids[-1] == pipeline.sep_id
+        )
         assert f["token_type_ids"] == [0] * first + [1] * (len(ids) - first)
         start, end = f["start_positions"], f["end_positions"]
         holds = f["_offsets"][0, 0] <= answer_at and answer_at + 6 <= f["_offsets"][-1, 1]
         if f["doc"] == 0 and holds:
             labelled += 1
-            assert LONG[f["_offsets"][start - first, 0]:f["_offsets"][end - first, 1]] == "说的是一件事"
+            assert LONG[f["_offsets"][start - first, 0] : f["_offsets"][end - first, 1]] == "说的是一件事"
         else:
             assert start == end == 0  # [CLS]: not in this window, or unanswerable
     assert labelled >= 1
@@ -161,6 +205,7 @@ def test_long_questions_are_cut_and_an_input_without_room_for_context_is_an_erro
 
 
 # ---------------------------------------------------------------- post-processing
+
 
 def hand_made(windows, question_len=2, offsets=None):
     """Features of one question over a context of one character per token (or ``offsets``), and zero logits."""
@@ -252,10 +297,33 @@ def test_perfect_logits_give_back_every_gold_answer_cut_from_the_original_text(p
 
 # ---------------------------------------------------------------- the command line
 
+
 def train_args(model, out, train, dev, *extra):
-    return ["--train", train, "--dev", dev, "--model", model, "--output", str(out), "--epochs", "2",
-            "--batch-size", "16", "--lr", "2e-3", "--max-len", "64", "--doc-stride", "16", "--threads", "1",
-            "--log-steps", "50", *extra]
+    return [
+        "--train",
+        train,
+        "--dev",
+        dev,
+        "--model",
+        model,
+        "--output",
+        str(out),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--max-len",
+        "64",
+        "--doc-stride",
+        "16",
+        "--threads",
+        "1",
+        "--log-steps",
+        "50",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -296,12 +364,19 @@ def test_evaluate_reproduces_dev_metrics_from_json_and_jsonl(trained, tmp_path, 
     examples = read_qa(DEV, "--dev")[0]
     nbest = json.loads((tmp_path / "jsonl" / "nbest_predictions.json").read_text(encoding="utf-8"))
     contexts = [e.context for e in examples]
-    share, asked = shared_answer_share(contexts, [next((a["start"] for a in nbest[e.id] if a["text"] == predictions[e.id]
-                                                          and predictions[e.id]), None) for e in examples])
+    share, asked = shared_answer_share(
+        contexts,
+        [
+            next((a["start"] for a in nbest[e.id] if a["text"] == predictions[e.id] and predictions[e.id]), None)
+            for e in examples
+        ],
+    )
     gold = shared_answer_share(contexts, [e.spans[0][0] for e in examples])[0]
     assert asked > 0 and gold < 0.5
-    assert (f"answered at the same place as another question on the same context: {100 * share:.1f}% of the "
-            f"{asked} questions that share a context (gold answers: {100 * gold:.1f}%)") in printed
+    assert (
+        f"answered at the same place as another question on the same context: {100 * share:.1f}% of the "
+        f"{asked} questions that share a context (gold answers: {100 * gold:.1f}%)"
+    ) in printed
 
 
 def test_predict_cuts_answers_from_the_context_with_an_n_best_list(trained, tmp_path):
@@ -311,14 +386,16 @@ def test_predict_cuts_answers_from_the_context_with_an_n_best_list(trained, tmp_
     examples = read_qa(V2, "--input", labelled=False)[0]
     assert [r["id"] for r in records] == [e.id for e in examples]
     for record, example in zip(records, examples):
-        assert record["answer"] and example.context[record["start"]:].startswith(record["answer"])
+        assert record["answer"] and example.context[record["start"] :].startswith(record["answer"])
         assert record["answer"] == record["n_best"][0]["text"]
         assert abs(sum(e["probability"] for e in record["n_best"]) - 1) < 1e-3
 
 
 def test_unanswerable_training_data_enables_the_null_answer(tiny_checkpoint, tmp_path):
     out = tmp_path / "v2"
-    args = train_args(tiny_checkpoint, out, V2, V2, "--epochs", "1", "--null-threshold", "-1000", "--qa-metric", "squad")
+    args = train_args(
+        tiny_checkpoint, out, V2, V2, "--epochs", "1", "--null-threshold", "-1000", "--qa-metric", "squad"
+    )
     assert main(args) == 0
     assert json.loads((out / "best" / "labels.json").read_text()) == ["span", "no_answer"]
     dev = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["dev"]
@@ -339,6 +416,7 @@ def test_baseline_answers_with_the_sentence_sharing_most_characters(capsys):
 
 # ---------------------------------------------------------------- real data
 
+
 def test_cmrc2018_offsets_are_relocated_as_documented_and_a_short_run_works(tmp_path):
     trial_path, dev_path = shared("cmrc2018", "cmrc2018_trial.json"), shared("cmrc2018", "cmrc2018_dev.json")
     vocab = shared("ernie-3.0-vocab", "vocab.txt")
@@ -356,9 +434,28 @@ def test_cmrc2018_offsets_are_relocated_as_documented_and_a_short_run_works(tmp_
 
     out = tmp_path / "run"
     (train, _), (dev, questions) = head(trial_path, 6, "train.json"), head(dev_path, 4, "dev.json")
-    args = ["--train", train, "--dev", dev, "--model",
-            "scratch:tiny", "--vocab", str(vocab), "--output", str(out), "--epochs", "1", "--batch-size", "16",
-            "--lr", "1e-3", "--max-len", "128", "--threads", "1"]
+    args = [
+        "--train",
+        train,
+        "--dev",
+        dev,
+        "--model",
+        "scratch:tiny",
+        "--vocab",
+        str(vocab),
+        "--output",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--lr",
+        "1e-3",
+        "--max-len",
+        "128",
+        "--threads",
+        "1",
+    ]
     assert main(args) == 0
     dev = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["dev"]
     assert dev["metric"] == "cmrc2018" and dev["questions"] == questions and 0 <= dev["f1"] <= 100

@@ -1,16 +1,48 @@
 """The CMRC 2018 and SQuAD metrics against values worked out by hand from their definitions."""
+
 import random
 
 import pytest
 
-from ernie_ft.evaluation.squad import (cmrc_em, cmrc_f1, longest_common_substring, mixed_segmentation, qa_scores,
-                                 remove_punctuation, shared_answer_share, squad_em, squad_f1, word_tokenize)
+from ernie_ft.evaluation.squad import (
+    cmrc_em,
+    cmrc_f1,
+    longest_common_substring,
+    mixed_segmentation,
+    qa_scores,
+    remove_punctuation,
+    shared_answer_share,
+    squad_em,
+    squad_f1,
+    word_tokenize,
+)
 
 
 def test_mixed_segmentation_splits_chinese_and_punctuation_and_keeps_other_runs_as_words():
-    assert mixed_segmentation("我爱NLP技术，GPT-4很强") == ["我", "爱", "nlp", "技", "术", "，", "gpt", "-", "4", "很", "强"]
+    assert mixed_segmentation("我爱NLP技术，GPT-4很强") == [
+        "我",
+        "爱",
+        "nlp",
+        "技",
+        "术",
+        "，",
+        "gpt",
+        "-",
+        "4",
+        "很",
+        "强",
+    ]
     # with punctuation removed, a listed mark is skipped without ending the run, as in the official script
-    assert mixed_segmentation("我爱NLP技术，GPT-4很强", rm_punc=True) == ["我", "爱", "nlp", "技", "术", "gpt4", "很", "强"]
+    assert mixed_segmentation("我爱NLP技术，GPT-4很强", rm_punc=True) == [
+        "我",
+        "爱",
+        "nlp",
+        "技",
+        "术",
+        "gpt4",
+        "很",
+        "强",
+    ]
     assert mixed_segmentation("总价$3.88元") == ["总", "价", "$", "3.88", "元"]
     assert mixed_segmentation(" iPhone 12 Pro ") == ["iphone", "12", "pro"]
 
@@ -38,16 +70,19 @@ def test_cmrc_exact_match():
     assert cmrc_em(["北京", "北京市"], "北京市") == 1.0  # any gold answer
 
 
-@pytest.mark.parametrize("golds,prediction,expected", [
-    (["北京大学"], "在北京大学读书", 8 / 11),  # LCS 4; P 4/7, R 1
-    (["一二三四"], "一二五三四", 4 / 9),  # a common substring, not subsequence: LCS 2; P 2/5, R 2/4
-    (["iPhone 12 Pro"], "iPhone 12", 0.8),  # words: LCS 2; P 1, R 2/3
-    (["苹果公司的iPhone 12"], "iPhone 12手机", 4 / 11),  # mixed: LCS ['iphone', '12']; P 2/4, R 2/7
-    (["“黑暗森林”理论"], "黑暗森林理论", 1.0),  # punctuation removed before segmenting
-    (["上海"], "北京", 0.0),
-    (["北京", "北京大学"], "北京大学", 1.0),  # the best gold answer counts
-    (["北京大学"], "", 0.0),
-])
+@pytest.mark.parametrize(
+    "golds,prediction,expected",
+    [
+        (["北京大学"], "在北京大学读书", 8 / 11),  # LCS 4; P 4/7, R 1
+        (["一二三四"], "一二五三四", 4 / 9),  # a common substring, not subsequence: LCS 2; P 2/5, R 2/4
+        (["iPhone 12 Pro"], "iPhone 12", 0.8),  # words: LCS 2; P 1, R 2/3
+        (["苹果公司的iPhone 12"], "iPhone 12手机", 4 / 11),  # mixed: LCS ['iphone', '12']; P 2/4, R 2/7
+        (["“黑暗森林”理论"], "黑暗森林理论", 1.0),  # punctuation removed before segmenting
+        (["上海"], "北京", 0.0),
+        (["北京", "北京大学"], "北京大学", 1.0),  # the best gold answer counts
+        (["北京大学"], "", 0.0),
+    ],
+)
 def test_cmrc_f1_hand_computed(golds, prediction, expected):
     assert cmrc_f1(golds, prediction) == pytest.approx(expected)
 

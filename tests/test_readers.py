@@ -1,4 +1,5 @@
 """Tests for ernie_ft.readers: every supported format, and one clear UserError per bad input."""
+
 import json
 
 import pytest
@@ -26,15 +27,16 @@ def error_of(call, *args, **kwargs) -> str:
 def test_tsv_with_header_keeps_stray_quotes_and_line_numbers(tmp_path):
     path = write(tmp_path, "a.tsv", 'label\ttext_a\n正面\t房间"很干净\n\n负面\t送餐太慢了 \n')
     examples = read_examples(path)
-    assert examples == [Example('房间"很干净', None, "正面", 2, path),
-                        Example("送餐太慢了", None, "负面", 4, path)]
+    assert examples == [Example('房间"很干净', None, "正面", 2, path), Example("送餐太慢了", None, "负面", 4, path)]
 
 
 def test_csv_with_quoted_commas_and_columns_in_other_order(tmp_path):
     path = write(tmp_path, "a.csv", 'text,label\n"价格便宜,质量也好",1\n"一般般，""还行""吧",0\n')
     examples = read_examples(path)
     assert [(e.text, e.label, e.line) for e in examples] == [
-        ("价格便宜,质量也好", "1", 2), ('一般般，"还行"吧', "0", 3)]
+        ("价格便宜,质量也好", "1", 2),
+        ('一般般，"还行"吧', "0", 3),
+    ]
 
 
 def test_csv_record_spanning_lines_reports_its_first_line(tmp_path):
@@ -66,7 +68,10 @@ def test_headerless_tsv_text_then_label(tmp_path):
 def test_headerless_tsv_label_then_text(tmp_path):
     path = write(tmp_path, "a.tsv", "1\t服务很周到\n0\t菜都凉了\n1\t环境不错\n")
     assert [(e.text, e.label) for e in read_examples(path)] == [
-        ("服务很周到", "1"), ("菜都凉了", "0"), ("环境不错", "1")]
+        ("服务很周到", "1"),
+        ("菜都凉了", "0"),
+        ("环境不错", "1"),
+    ]
 
 
 def test_headerless_tie_takes_last_column_as_label(tmp_path):
@@ -83,7 +88,9 @@ def test_headerless_columns_by_position(tmp_path):
 def test_headerless_sentence_pairs(tmp_path):
     path = write(tmp_path, "a.tsv", "今天几号\t今天是几号\t1\n你叫什么\t你多大了\t0\n")
     assert [(e.text, e.text_pair, e.label) for e in read_examples(path)] == [
-        ("今天几号", "今天是几号", "1"), ("你叫什么", "你多大了", "0")]
+        ("今天几号", "今天是几号", "1"),
+        ("你叫什么", "你多大了", "0"),
+    ]
 
 
 def test_sentence_pairs_with_header(tmp_path):
@@ -228,11 +235,14 @@ def test_empty_label_when_required(tmp_path):
     assert read_examples(path, require_label=False)[1].label is None
 
 
-@pytest.mark.parametrize("option,kwargs", [
-    ("--text-column", {"text_column": "review"}),
-    ("--text-pair-column", {"pair_column": "other"}),
-    ("--label-column", {"label_column": "stars"}),
-])
+@pytest.mark.parametrize(
+    "option,kwargs",
+    [
+        ("--text-column", {"text_column": "review"}),
+        ("--text-pair-column", {"pair_column": "other"}),
+        ("--label-column", {"label_column": "stars"}),
+    ],
+)
 def test_missing_column_names_flag_and_lists_columns(tmp_path, option, kwargs):
     path = write(tmp_path, "a.tsv", "label\ttext_a\n1\t好\n")
     message = error_of(read_examples, path, **kwargs)
@@ -291,11 +301,15 @@ def test_txt_with_tabs_is_read_as_tsv(tmp_path):
 
 def test_shipped_sample_files_read_cleanly():
     from pathlib import Path
+
     data = Path(__file__).resolve().parent.parent / "data"
     train = read_examples(str(data / "sentiment_train.tsv"))
     assert len(train) == 240 and {e.label for e in train} == {"正面", "负面"}
     assert max(len(e.text) for e in train) > 200
-    csv_test, jsonl_test = read_examples(str(data / "sentiment_test.csv")), read_examples(str(data / "sentiment_test.jsonl"))
+    csv_test, jsonl_test = (
+        read_examples(str(data / "sentiment_test.csv")),
+        read_examples(str(data / "sentiment_test.jsonl")),
+    )
     assert [(e.text, e.label) for e in csv_test] == [(e.text, e.label) for e in jsonl_test]
     assert any("," in e.text for e in csv_test)
     pairs = read_examples(str(data / "pairs_train.tsv"))
@@ -329,9 +343,14 @@ def labelled_examples(task: str, labels: list[str]) -> list:
     return [utterance("好", ("PER", label), 3, "dev.tsv") for label in labels]
 
 
-@pytest.mark.parametrize("task,spec,noun", [
-    ("classify", "classify", "label"), ("ner", "ner", "entity type"),
-    ("intent", "tasks/multilabel_intent.py:MultiLabelIntent", "intent")])
+@pytest.mark.parametrize(
+    "task,spec,noun",
+    [
+        ("classify", "classify", "label"),
+        ("ner", "ner", "entity type"),
+        ("intent", "tasks/multilabel_intent.py:MultiLabelIntent", "intent"),
+    ],
+)
 def test_every_task_refuses_labels_train_never_had_unless_allowed(task, spec, noun, monkeypatch):
     from pathlib import Path
 
@@ -356,12 +375,17 @@ def test_a_directory_saved_by_datasets_reads_like_the_same_rows_in_a_file(tmp_pa
     datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "train"))
     tsv = write(tmp_path, "train.tsv", "review\tlabel\n质量很好\t1\n物流太慢了\t0\n还行\t1\n")
     saved = read_examples(str(tmp_path / "train"), text_column="review")
-    assert [(e.text, e.label, e.line) for e in saved] == [("质量很好", "1", 1), ("物流太慢了", "0", 2), ("还行", "1", 3)]
+    assert [(e.text, e.label, e.line) for e in saved] == [
+        ("质量很好", "1", 1),
+        ("物流太慢了", "0", 2),
+        ("还行", "1", 3),
+    ]
     assert [(e.text, e.label) for e in saved] == [(e.text, e.label) for e in read_examples(tsv, text_column="review")]
     assert saved[0].source == str(tmp_path / "train")  # messages name the directory and the row
 
-    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}
-                         ).save_to_disk(str(tmp_path / "all"))
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}
+    ).save_to_disk(str(tmp_path / "all"))
     message = error_of(read_examples, str(tmp_path / "all"), text_column="review")
     assert "holds the splits test, train" in message and str(tmp_path / "all" / "test") in message
     (tmp_path / "all" / "train" / "state.json").write_text("{", encoding="utf-8")

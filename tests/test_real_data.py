@@ -1,4 +1,5 @@
 """Real Chinese data from ../shared/data (skipped when it is absent)."""
+
 import json
 
 from conftest import shared
@@ -16,9 +17,28 @@ def test_chnsenticorp_scratch_model_learns_well_above_chance(tmp_path):
     small_test = tmp_path / "test.tsv"
     small_test.write_text("\n".join(test.read_text(encoding="utf-8").splitlines()[:401]) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    args = ["--train", str(small_train), "--test", str(small_test), "--model", "scratch:tiny", "--vocab", str(vocab),
-            "--output", str(out), "--epochs", "1", "--batch-size", "32", "--lr", "1e-3", "--max-len", "128",
-            "--stride", "32"]  # 0.79 here, in 25 s on 2 cores (2 epochs of 64-token windows: 0.82 in 60 s)
+    args = [
+        "--train",
+        str(small_train),
+        "--test",
+        str(small_test),
+        "--model",
+        "scratch:tiny",
+        "--vocab",
+        str(vocab),
+        "--output",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--lr",
+        "1e-3",
+        "--max-len",
+        "128",
+        "--stride",
+        "32",
+    ]  # 0.79 here, in 25 s on 2 cores (2 epochs of 64-token windows: 0.82 in 60 s)
     assert main(args) == 0
     accuracy = json.loads((out / "metrics.json").read_text())["test"]["accuracy"]
     assert accuracy > 0.70, accuracy  # chance is about 0.5; TF-IDF + LR on the full train split gets 0.93
@@ -41,10 +61,41 @@ def test_pretraining_on_a_corpus_slice_predicts_masked_tokens_well_above_the_uni
     source = tmp_path / "slice.txt"
     source.write_text("".join(lines), encoding="utf-8")
     out = tmp_path / "out"
-    assert pretrain(["--corpus", str(source), "--model", "scratch:tiny", "--output", str(out), "--epochs", "6",
-                     "--stop-after-steps", "450", "--eval-steps", "450", "--batch-size", "16", "--max-len", "64",
-                     "--lr", "1e-3", "--warmup", "0.02", "--dropout", "0", "--masking", "char",
-                     "--dev-fraction", "0.05", "--log-steps", "100"]) == 0
+    assert (
+        pretrain(
+            [
+                "--corpus",
+                str(source),
+                "--model",
+                "scratch:tiny",
+                "--output",
+                str(out),
+                "--epochs",
+                "6",
+                "--stop-after-steps",
+                "450",
+                "--eval-steps",
+                "450",
+                "--batch-size",
+                "16",
+                "--max-len",
+                "64",
+                "--lr",
+                "1e-3",
+                "--warmup",
+                "0.02",
+                "--dropout",
+                "0",
+                "--masking",
+                "char",
+                "--dev-fraction",
+                "0.05",
+                "--log-steps",
+                "100",
+            ]
+        )
+        == 0
+    )
     accuracy = json.loads((out / "evaluations.jsonl").read_text().splitlines()[-1])["masked_accuracy"]
     # the unigram baseline: always the most frequent training token, scored on the same dev masks
     pipeline, task = TextPipeline.from_dir(str(out / "best")), Pretraining(masking="char")

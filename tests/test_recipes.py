@@ -1,4 +1,5 @@
 """Every shipped recipe and example task loads; each recipe starts with the command that runs it."""
+
 import pytest
 
 from conftest import ROOT
@@ -31,14 +32,26 @@ EXAMPLE_TASKS = ["tasks/multilabel_intent.py:MultiLabelIntent"]
 
 def test_every_example_task_file_is_covered():
     assert {spec.split(":")[0] for spec in EXAMPLE_TASKS} == {
-        str(p.relative_to(ROOT)) for p in (ROOT / "tasks").glob("*.py")}
+        str(p.relative_to(ROOT)) for p in (ROOT / "tasks").glob("*.py")
+    }
 
 
 @pytest.mark.parametrize("spec", [*BUILTIN, *EXAMPLE_TASKS])
 def test_task_loads_and_follows_the_protocol(spec, monkeypatch):
     monkeypatch.chdir(ROOT)
     task = load_task(spec)
-    for attribute in ("name", "head", "metric", "read", "fit_labels", "check_labels", "texts", "featurize",
-                      "loss", "evaluate", "predict"):
+    for attribute in (
+        "name",
+        "head",
+        "metric",
+        "read",
+        "fit_labels",
+        "check_labels",
+        "texts",
+        "featurize",
+        "loss",
+        "evaluate",
+        "predict",
+    ):
         assert hasattr(task, attribute), attribute
     assert task.head in HEADS

@@ -1,4 +1,5 @@
 """Threads, mixed precision and recompute (against a plain fp32 reference run)."""
+
 import os
 import subprocess
 import sys
@@ -15,8 +16,17 @@ from ernie_ft.training.runtime import Precision, enable_recompute
 
 main = task_command("classify")
 
-CONFIG = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-              max_position_embeddings=64, type_vocab_size=4, use_task_id=False, num_labels=3)  # dropout 0.1 on
+CONFIG = dict(
+    vocab_size=100,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    type_vocab_size=4,
+    use_task_id=False,
+    num_labels=3,
+)  # dropout 0.1 on
 
 
 def train_steps(amp="off", level="O1", recompute=False, steps=3):
@@ -66,14 +76,30 @@ def test_only_fp16_asks_for_a_loss_scaler():
 @pytest.mark.skipif(not paddle.is_compiled_with_cuda(), reason="Paddle enables the loss scaler on GPU only")
 def test_fp16_scaler_scales_on_gpu():
     precision = Precision("fp16")
-    assert float(precision.scaler.scale(paddle.to_tensor(0.5))) == 0.5 * 2 ** 15
+    assert float(precision.scaler.scale(paddle.to_tensor(0.5))) == 0.5 * 2**15
 
 
 def test_amp_and_recompute_through_the_command_line_match_the_reference(tiny_checkpoint, tmp_path):
     def run(name, *extra):
-        args = ["--train", str(DATA / "sentiment_train.tsv"), "--model", tiny_checkpoint, "--output",
-                str(tmp_path / name), "--epochs", "1", "--batch-size", "32", "--max-len", "48", "--threads", "1",
-                "--seed", "5", *extra]
+        args = [
+            "--train",
+            str(DATA / "sentiment_train.tsv"),
+            "--model",
+            tiny_checkpoint,
+            "--output",
+            str(tmp_path / name),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--max-len",
+            "48",
+            "--threads",
+            "1",
+            "--seed",
+            "5",
+            *extra,
+        ]
         assert main(args) == 0
         return saved_weights(tmp_path / name / "best")
 
@@ -81,16 +107,19 @@ def test_amp_and_recompute_through_the_command_line_match_the_reference(tiny_che
     for name, extra in (("fp16", ("--amp", "fp16", "--recompute")), ("bf16", ("--amp", "bf16", "--amp-level", "O2"))):
         weights = run(name, *extra)
         for key in reference:
-            np.testing.assert_allclose(weights[key].astype("float32"), reference[key].astype("float32"), atol=1e-5,
-                                       err_msg=key)
+            np.testing.assert_allclose(
+                weights[key].astype("float32"), reference[key].astype("float32"), atol=1e-5, err_msg=key
+            )
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity API on this platform")
 def test_default_threads_follow_the_cores_the_process_may_use():
     # taskset, a container's cpuset or Slurm can give a process fewer cores than the machine has
-    code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from ernie_ft.training import runtime; print(runtime.set_threads(0), runtime.set_threads(0, processes=2), "
-            "runtime.set_threads(3))")
+    code = (
+        "import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from ernie_ft.training import runtime; print(runtime.set_threads(0), runtime.set_threads(0, processes=2), "
+        "runtime.set_threads(3))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "1", "3"]

@@ -1,5 +1,6 @@
 """``python -m ernie_ft serve``: answers equal ``predict``'s, dynamic batching, backpressure, bad requests,
 readiness and SIGTERM draining, against tiny checkpoints of each built-in task."""
+
 import asyncio
 import contextlib
 import json
@@ -17,8 +18,12 @@ import pytest
 
 from conftest import DATA
 
-CLASSIFY_INPUTS = [{"text": "房间很干净，服务也好"}, {"text": "太差了"}, {"text": "位置不错", "text_pair": "早餐一般"},
-                   {"text": "这家酒店" * 80}]  # a long text: several windows
+CLASSIFY_INPUTS = [
+    {"text": "房间很干净，服务也好"},
+    {"text": "太差了"},
+    {"text": "位置不错", "text_pair": "早餐一般"},
+    {"text": "这家酒店" * 80},
+]  # a long text: several windows
 NER_INPUTS = [{"text": "吴敏昨天去苏州参加了星光科技公司的年会。"}, {"text": "今天天气很好"}]
 FILL_INPUTS = [{"text": "这家酒店的服务很[MASK]。"}, {"text": "质量[MASK][MASK]差，不推荐"}]
 QA_INPUTS = [{"question": "灯塔是哪一年建成的？", "context": "白沙角灯塔建于1903年，塔高三十六米。" * 6, "id": "q1"}]
@@ -26,28 +31,62 @@ QA_INPUTS = [{"question": "灯塔是哪一年建成的？", "context": "白沙�
 
 def train(tmp_path_factory, module, *args) -> str:
     out = tmp_path_factory.mktemp(module) / "run"
-    proc = subprocess.run([sys.executable, "-m", f"ernie_ft.{module}", "--model", "scratch:tiny", "--epochs", "1",
-                           "--threads", "1", "--seed", "1", "--output", str(out), *args], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            f"ernie_ft.{module}",
+            "--model",
+            "scratch:tiny",
+            "--epochs",
+            "1",
+            "--threads",
+            "1",
+            "--seed",
+            "1",
+            "--output",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return str(out)
 
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
-    return train(tmp_path_factory, "classify", "--train", str(DATA / "sentiment_train.tsv"), "--max-len", "64",
-                 "--stride", "16")
+    return train(
+        tmp_path_factory, "classify", "--train", str(DATA / "sentiment_train.tsv"), "--max-len", "64", "--stride", "16"
+    )
 
 
 @pytest.fixture(scope="module")
 def tagger(tmp_path_factory):
-    return train(tmp_path_factory, "ner", "--train", str(DATA / "ner_train.jsonl"), "--crf", "--max-len", "64",
-                 "--epochs", "3", "--batch-size", "16", "--lr", "3e-3")
+    return train(
+        tmp_path_factory,
+        "ner",
+        "--train",
+        str(DATA / "ner_train.jsonl"),
+        "--crf",
+        "--max-len",
+        "64",
+        "--epochs",
+        "3",
+        "--batch-size",
+        "16",
+        "--lr",
+        "3e-3",
+    )
 
 
 @pytest.fixture(scope="module")
 def reader(tmp_path_factory):
-    return train(tmp_path_factory, "qa", "--train", str(DATA / "qa_train.json"), "--max-len", "64",
-                 "--doc-stride", "16")
+    return train(
+        tmp_path_factory, "qa", "--train", str(DATA / "qa_train.json"), "--max-len", "64", "--doc-stride", "16"
+    )
 
 
 def client_for(model_dir, **limits):
@@ -90,7 +129,8 @@ def assert_same_records(served, written):
     assert len(served) == len(written)
     for a, b in zip(served, written):
         assert json.dumps(a, ensure_ascii=False, sort_keys=True, default=str) == json.dumps(
-            b, ensure_ascii=False, sort_keys=True, default=str) or _close(a, b), (a, b)
+            b, ensure_ascii=False, sort_keys=True, default=str
+        ) or _close(a, b), (a, b)
 
 
 def _close(a, b):
@@ -103,9 +143,15 @@ def _close(a, b):
     return a == b
 
 
-@pytest.mark.parametrize("fixture,inputs,task", [("classifier", CLASSIFY_INPUTS, "classify"),
-                                                 ("tagger", NER_INPUTS, "ner"), ("reader", QA_INPUTS, "qa"),
-                                                 ("pretrained", FILL_INPUTS, "pretrain")])
+@pytest.mark.parametrize(
+    "fixture,inputs,task",
+    [
+        ("classifier", CLASSIFY_INPUTS, "classify"),
+        ("tagger", NER_INPUTS, "ner"),
+        ("reader", QA_INPUTS, "qa"),
+        ("pretrained", FILL_INPUTS, "pretrain"),
+    ],
+)
 def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
     model_dir = str(request.getfixturevalue(fixture))
     with client_for(model_dir) as client:
@@ -137,12 +183,14 @@ def test_exported_engine_answers_like_dygraph(classifier, tmp_path):
 
 def test_every_bad_request_gets_a_4xx_naming_the_field(classifier):
     with client_for(classifier, max_inputs=3, max_chars=50, max_body_bytes=2000) as client:
+
         def error(body=None, content=None, headers=None):
             response = client.post("/v1/predict", json=body, content=content, headers=headers)
             return response.status_code, response.json()["error"]["field"], response.json()["error"]["message"]
 
-        assert error(content='{"inputs": [{"text": "好"'.encode(), headers={"content-type": "application/json"})[:2] == (
-            400, "body")
+        assert error(content='{"inputs": [{"text": "好"'.encode(), headers={"content-type": "application/json"})[
+            :2
+        ] == (400, "body")
         assert error(content=b"not json")[:2] == (400, "body")
         assert error({"inputs": [{"text": 1}]})[:2] == (422, "inputs[0].text")
         assert error({"inputs": [{"text": "好"}, {"text": "   "}]})[:2] == (422, "inputs[1].text")
@@ -176,8 +224,9 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
     expected = {t: r for t, r in zip(texts, served.answer(*_run(served, texts)))}
     passes = []  # the batch size of every forward pass the server makes
     forward = modeling.forward
-    monkeypatch.setattr(modeling, "forward", lambda model, batch: passes.append(len(batch["input_ids"])) or
-                        forward(model, batch))
+    monkeypatch.setattr(
+        modeling, "forward", lambda model, batch: passes.append(len(batch["input_ids"])) or forward(model, batch)
+    )
 
     async def scenario():
         app = create_app(served, Limits(max_batch_size=16, max_wait_ms=50, forward_batch_size=forward_batch_size))
@@ -186,8 +235,9 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
             async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
                 while (await client.get("/readyz")).status_code != 200:
                     await asyncio.sleep(0.01)
-                answers = await asyncio.gather(*(client.post("/v1/predict", json={"inputs": [{"text": t}]})
-                                                 for t in texts))
+                answers = await asyncio.gather(
+                    *(client.post("/v1/predict", json={"inputs": [{"text": t}]}) for t in texts)
+                )
                 return answers, (await client.get("/v1/stats")).json()
 
     answers, stats = asyncio.run(scenario())
@@ -247,8 +297,10 @@ def test_a_full_queue_answers_503_with_retry_after(classifier):
                 served.logits = held
                 first = asyncio.create_task(client.post("/v1/predict", json={"inputs": [{"text": "一"}]}))
                 await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)  # in the model
-                queued = [asyncio.create_task(client.post("/v1/predict", json={"inputs": [{"text": t}]}))
-                          for t in ("二", "三")]
+                queued = [
+                    asyncio.create_task(client.post("/v1/predict", json={"inputs": [{"text": t}]}))
+                    for t in ("二", "三")
+                ]
                 stats = None
                 while stats is None or stats["queued"] < 2:
                     stats = (await client.get("/v1/stats")).json()
@@ -265,6 +317,7 @@ def test_a_full_queue_answers_503_with_retry_after(classifier):
 
 # ------------------------------------------------------------------ a real server process
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -276,8 +329,23 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(tmp_path / "serve.log", "w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "ernie_ft", "serve", "--model", model_dir, "--port",
-                                      str(self.port), "--device", "cpu", *extra], stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ernie_ft",
+                "serve",
+                "--model",
+                model_dir,
+                "--port",
+                str(self.port),
+                "--device",
+                "cpu",
+                *extra,
+            ],
+            stdout=self.log,
+            stderr=self.log,
+        )
 
     def wait_ready(self, timeout=120):
         deadline = time.monotonic() + timeout
@@ -313,8 +381,7 @@ def test_sigterm_drains_in_flight_requests_then_exits_0(classifier, tmp_path):
 
         def call(i):
             try:
-                results[i] = httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": texts[i]}]},
-                                        timeout=120)
+                results[i] = httpx.post(server.url + "/v1/predict", json={"inputs": [{"text": texts[i]}]}, timeout=120)
             except httpx.HTTPError as error:
                 results[i] = error
 
@@ -367,6 +434,7 @@ def test_the_page_is_one_offline_file_that_calls_the_api(classifier):
 # scripts/setup.sh installs Debian's chromium and chromium-driver where it can (root with apt-get);
 # elsewhere these tests skip, naming what is missing.
 
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     webdriver = pytest.importorskip("selenium.webdriver")
@@ -377,8 +445,14 @@ def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     scratch = tmp_path_factory.mktemp("chromium")  # its profile and singleton socket, not left in /tmp
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,900",
-                 "--lang=zh-CN", f"--user-data-dir={scratch / 'profile'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1000,900",
+        "--lang=zh-CN",
+        f"--user-data-dir={scratch / 'profile'}",
+    ):
         options.add_argument(flag)
     from selenium.webdriver.chrome.service import Service
 
@@ -422,11 +496,15 @@ def test_the_page_shows_a_classifiers_label_probabilities_as_bars(browser, class
     with page_and_api(browser, classifier, tmp_path, "房间很干净，服务也好，下次还来") as (result, api):
         assert result.get_attribute("data-kind") == "labels"
         assert browser.find_element(By.ID, "label").text == api["label"]
-        bars = {row.get_attribute("data-label"): float(row.get_attribute("data-prob"))
-                for row in result.find_elements(By.CSS_SELECTOR, ".bar-row")}
+        bars = {
+            row.get_attribute("data-label"): float(row.get_attribute("data-prob"))
+            for row in result.find_elements(By.CSS_SELECTOR, ".bar-row")
+        }
         assert bars == api["probs"]
-        widths = [row.find_element(By.CSS_SELECTOR, ".bar > span").size["width"]
-                  for row in result.find_elements(By.CSS_SELECTOR, ".bar-row")]
+        widths = [
+            row.find_element(By.CSS_SELECTOR, ".bar > span").size["width"]
+            for row in result.find_elements(By.CSS_SELECTOR, ".bar-row")
+        ]
         assert widths == sorted(widths, reverse=True) and widths[0] > 0  # drawn, longest bar first
         browser.save_screenshot(str(tmp_path / "classify.png"))
         assert (tmp_path / "classify.png").stat().st_size > 1000
@@ -440,8 +518,10 @@ def test_the_page_highlights_entities_coloured_by_type_with_a_legend(browser, ta
         assert result.get_attribute("data-kind") == "entities"
         doc = browser.find_element(By.ID, "doc")
         marks = doc.find_elements(By.TAG_NAME, "mark")
-        shown = [(int(m.get_attribute("data-start")), int(m.get_attribute("data-end")), m.get_attribute("data-type"))
-                 for m in marks]
+        shown = [
+            (int(m.get_attribute("data-start")), int(m.get_attribute("data-end")), m.get_attribute("data-type"))
+            for m in marks
+        ]
         expected, at = [], 0  # the page shows non-overlapping entities in text order
         for e in sorted(api["entities"], key=lambda e: e["start"]):
             if e["start"] >= at:
@@ -449,9 +529,13 @@ def test_the_page_highlights_entities_coloured_by_type_with_a_legend(browser, ta
                 at = e["end"]
         assert shown == expected and expected  # a sentence from the training data: the tagger finds entities
         # the text reads as the input once the type labels are taken out
-        assert browser.execute_script(
-            "const d = document.getElementById('doc').cloneNode(true); d.querySelectorAll('sub').forEach(s => s.remove());"
-            " return d.textContent;") == text
+        assert (
+            browser.execute_script(
+                "const d = document.getElementById('doc').cloneNode(true); d.querySelectorAll('sub').forEach(s => s.remove());"
+                " return d.textContent;"
+            )
+            == text
+        )
         legend = [s.text for s in result.find_elements(By.CSS_SELECTOR, ".legend span")]
         assert sorted(legend) == ["LOC", "ORG", "PER"]
         colours = {m.get_attribute("data-type"): m.value_of_css_property("background-color") for m in marks}
@@ -470,7 +554,8 @@ def test_the_page_fills_in_masks_and_lists_each_ones_top_tokens(browser, pretrai
         assert [m.text for m in filled.find_elements(By.TAG_NAME, "mark")] == [m[0]["token"] for m in api["masks"]]
         for i, top in enumerate(api["masks"]):
             rows = browser.find_element(By.ID, f"mask-{i}").find_elements(By.CSS_SELECTOR, ".bar-row")
-            assert [(r.get_attribute("data-token"), float(r.get_attribute("data-prob"))) for r in rows] == \
-                [(t["token"], t["score"]) for t in top]
+            assert [(r.get_attribute("data-token"), float(r.get_attribute("data-prob"))) for r in rows] == [
+                (t["token"], t["score"]) for t in top
+            ]
         browser.save_screenshot(str(tmp_path / "fill-mask.png"))
         assert (tmp_path / "fill-mask.png").stat().st_size > 1000

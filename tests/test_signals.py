@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM (a scheduler's preemption, a container stop) during training: the run finishes
 its step, saves the resumable state a ``--stop-after-steps`` run at that step saves, and exits 128 + the
 signal; on several processes every rank stops after the same step."""
+
 import json
 import os
 import signal
@@ -48,14 +49,37 @@ def stop(job, signum, out) -> str:
 
 def state(out) -> dict:
     last = out / "last"
-    return {"model": {k: v.numpy() for k, v in paddle.load(str(last / "model.pdparams")).items()},
-            "trainer": json.loads((last / "trainer_state.json").read_text(encoding="utf-8"))}
+    return {
+        "model": {k: v.numpy() for k, v in paddle.load(str(last / "model.pdparams")).items()},
+        "trainer": json.loads((last / "trainer_state.json").read_text(encoding="utf-8")),
+    }
 
 
 def single(model, out, *extra):
     # 100 epochs (1,500 steps): far more than the few the run makes before the signal arrives
-    return ["--train", TRAIN, "--model", model, "--output", str(out), "--epochs", "100", "--batch-size", "16",
-            "--lr", "2e-3", "--max-len", "48", "--threads", "1", "--log-steps", "1", "--seed", "3", *extra]
+    return [
+        "--train",
+        TRAIN,
+        "--model",
+        model,
+        "--output",
+        str(out),
+        "--epochs",
+        "100",
+        "--batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--max-len",
+        "48",
+        "--threads",
+        "1",
+        "--log-steps",
+        "1",
+        "--seed",
+        "3",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -80,8 +104,28 @@ def test_a_signal_saves_the_state_a_stop_at_that_step_saves(tiny_checkpoint, tmp
 
 
 def test_sigterm_to_a_two_process_job_stops_every_rank_after_the_same_step(tmp_path):
-    common = ["--train", TRAIN, "--model", "scratch:tiny", "--epochs", "200", "--max-len", "48", "--dropout", "0",
-              "--threads", "1", "--seed", "7", "--warmup", "0", "--log-steps", "1", "--adam-epsilon", str(ADAM_EPSILON)]
+    common = [
+        "--train",
+        TRAIN,
+        "--model",
+        "scratch:tiny",
+        "--epochs",
+        "200",
+        "--max-len",
+        "48",
+        "--dropout",
+        "0",
+        "--threads",
+        "1",
+        "--seed",
+        "7",
+        "--warmup",
+        "0",
+        "--log-steps",
+        "1",
+        "--adam-epsilon",
+        str(ADAM_EPSILON),
+    ]
     out = tmp_path / "signalled"
     job = start([*common, "--output", str(out), "--batch-size", "4", "--lr", "1e-3", "--nproc", "2"], out)
     output = stop(job, signal.SIGTERM, out)
@@ -93,15 +137,30 @@ def test_sigterm_to_a_two_process_job_stops_every_rank_after_the_same_step(tmp_p
         assert f"stopped at step {step}/" in log and "stopped by SIGTERM" in log and "Traceback" not in log
 
     reference = tmp_path / "reference"  # one process, the same global batch 8 at the scaled lr
-    proc = subprocess.run([sys.executable, "-m", "ernie_ft.classify", *common, "--output", str(reference),
-                           "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", str(step)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ernie_ft.classify",
+            *common,
+            "--output",
+            str(reference),
+            "--batch-size",
+            "8",
+            "--lr",
+            "2e-3",
+            "--stop-after-steps",
+            str(step),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected, signalled = state(reference), state(out)
     assert signalled["trainer"] == expected["trainer"]
     for name, value in expected["model"].items():
-        np.testing.assert_allclose(signalled["model"][name], value, rtol=0, atol=adam_drift(step, 2e-3),
-                                   err_msg=name)
+        np.testing.assert_allclose(signalled["model"][name], value, rtol=0, atol=adam_drift(step, 2e-3), err_msg=name)
 
 
 def peer_stops_at(step: int):

@@ -1,4 +1,5 @@
 """Tests for ernie_ft.text: normalisation, offsets, jieba words, vocab, audit, cache."""
+
 import os
 import re
 import shutil
@@ -163,9 +164,9 @@ def test_a_damaged_tokenisation_cache_is_detected_and_rebuilt(small_vocab, tmp_p
     (cache,) = (tmp_path / "a").glob("*.arrow")
     data = cache.read_bytes()
     if damage == "truncate":
-        cache.write_bytes(data[:len(data) // 2])
+        cache.write_bytes(data[: len(data) // 2])
     elif damage == "flip a byte":  # inside the token ids: the file still parses, with wrong tokens
-        cache.write_bytes(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x01]) + data[len(data) // 2 + 1:])
+        cache.write_bytes(data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x01]) + data[len(data) // 2 + 1 :])
     elif damage == "drop the digest":
         cache.with_name(cache.name + ".sha256").unlink()
     else:  # a valid cache file and its digest, but for other texts

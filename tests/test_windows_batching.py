@@ -72,8 +72,10 @@ def test_replicas_split_the_global_batches_of_a_single_process():
 
 
 def test_collate_pads_inputs_and_stacks_or_pads_labels():
-    features = [{"input_ids": [1, 5, 2], "token_type_ids": [0, 0, 0], "labels": 1, "doc": 0},
-                {"input_ids": [1, 2], "token_type_ids": [0, 0], "labels": 0, "doc": 1}]
+    features = [
+        {"input_ids": [1, 5, 2], "token_type_ids": [0, 0, 0], "labels": 1, "doc": 0},
+        {"input_ids": [1, 2], "token_type_ids": [0, 0], "labels": 0, "doc": 1},
+    ]
     batch = collate(features, pad_id=0)
     assert batch["input_ids"].tolist() == [[1, 5, 2], [1, 2, 0]]
     assert batch["labels"].tolist() == [1, 0] and "doc" not in batch

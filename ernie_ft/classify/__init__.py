@@ -1,4 +1,5 @@
 """Text classification (single texts or sentence pairs): ``python -m ernie_ft.classify``."""
+
 from ernie_ft.classify.task import Classification, pair_texts, read_labelled, text_windows
 
 __all__ = ["Classification", "pair_texts", "read_labelled", "text_windows"]

@@ -1,4 +1,5 @@
 """``python -m ernie_ft.classify``: the same as ``python -m ernie_ft classify``."""
+
 import sys
 
 from ernie_ft.cli import main

@@ -1,4 +1,5 @@
 """Text classification (single texts or pairs): ``python -m ernie_ft.classify``."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,14 @@ from ernie_ft.data.windows import pool_windows, windowed_inputs
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
     """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt."""
-    return read_examples(path, text_column=data.text_column, pair_column=data.text_pair_column,
-                         label_column=data.label_column, require_label=labelled, flag=flag)
+    return read_examples(
+        path,
+        text_column=data.text_column,
+        pair_column=data.text_pair_column,
+        label_column=data.label_column,
+        require_label=labelled,
+        flag=flag,
+    )
 
 
 def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) -> list[dict]:
@@ -31,13 +38,15 @@ def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) ->
     features, cut = [], 0
     for doc, (example, first) in enumerate(zip(examples, encodings[:n])):
         second = next(pairs).ids if example.text_pair is not None else None
-        windows, was_cut = windowed_inputs(first.ids, second, data.max_len, data.overlap(),
-                                           pipeline.cls_id, pipeline.sep_id)
+        windows, was_cut = windowed_inputs(
+            first.ids, second, data.max_len, data.overlap(), pipeline.cls_id, pipeline.sep_id
+        )
         cut += was_cut
         features += [{"input_ids": ids, "token_type_ids": types, "doc": doc} for ids, types in windows]
     if cut:
-        print(f"note: {cut} second texts were longer than half of --max-len {data.max_len} and were cut",
-              file=sys.stderr)
+        print(
+            f"note: {cut} second texts were longer than half of --max-len {data.max_len} and were cut", file=sys.stderr
+        )
     return features
 
 
@@ -59,13 +68,16 @@ class Classification:
     def fit_labels(self, train):
         labels = label_order([e.label for e in train])
         if len(labels) < 2:
-            raise UserError(f"{train[0].source}: every training example has the label {labels[0]!r}; "
-                            "a classifier needs at least two labels")
+            raise UserError(
+                f"{train[0].source}: every training example has the label {labels[0]!r}; "
+                "a classifier needs at least two labels"
+            )
         return labels
 
     def check_labels(self, examples, labels, data, flag):
-        check_known_labels(examples, lambda e: () if e.label is None else (e.label,), labels,
-                           data.allow_new_labels, flag)
+        check_known_labels(
+            examples, lambda e: () if e.label is None else (e.label,), labels, data.allow_new_labels, flag
+        )
 
     def texts(self, examples):
         return pair_texts(examples)
@@ -117,4 +129,3 @@ class Classification:
         png = plot_confusion_matrix(names, matrix, os.path.join(out_dir, "confusion_matrix.png"))
         table = format_classification_report(classification_metrics(gold, predicted, labels))
         return f"{table}\nconfusion matrix: {png}"
-

@@ -9,6 +9,7 @@
 Each command takes its arguments and returns the exit status: 0, 2 after a user error (one
 ``error:`` line, no traceback), 130 on Ctrl-C, 143 on SIGTERM. Library modules never import this one.
 """
+
 from __future__ import annotations
 
 import signal
@@ -44,8 +45,10 @@ def run_guarded(action: Callable) -> int:
     with a graceful stop (finish the step, save a resumable state).
     """
     quiet_imports()
-    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
-                signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupted)}
+    previous = {
+        signal.SIGINT: signal.getsignal(signal.SIGINT),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupted),
+    }
     try:
         status = action()
         return status if isinstance(status, int) else 0
@@ -54,8 +57,9 @@ def run_guarded(action: Callable) -> int:
         return 2
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
-        print("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}",
-              file=sys.stderr)
+        print(
+            "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}", file=sys.stderr
+        )
         return 128 + signum
     finally:  # training may leave its own handlers in place until here (trainer.StopRequest.restore)
         for s, handler in previous.items():
@@ -77,8 +81,9 @@ def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
 
     def train() -> int:
         cls = task_cls or resolve_task(spec)
-        config = parsers.parse_train_args(train_argv, prog, TASK_DESCRIPTIONS.get(spec, f"Fine-tune ERNIE for the "
-                                                                                     f"task {spec}."), cls)
+        config = parsers.parse_train_args(
+            train_argv, prog, TASK_DESCRIPTIONS.get(spec, f"Fine-tune ERNIE for the task {spec}."), cls
+        )
         from ernie_ft.training import launch
 
         if config.parallel.gpus is not None:  # before reading any data or starting any process
@@ -154,16 +159,27 @@ def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
 
         quiet_libraries()
         limits = Limits(**{name: getattr(options, name) for name in Limits.__dataclass_fields__})
-        return run_server(options.model, options.host, options.port, options.engine, options.device, limits,
-                          options.export, options.workers, trust_pickle=options.trust_pickle)
+        return run_server(
+            options.model,
+            options.host,
+            options.port,
+            options.engine,
+            options.device,
+            limits,
+            options.export,
+            options.workers,
+            trust_pickle=options.trust_pickle,
+        )
 
     return run_guarded(run)
 
 
 # The command table: name -> (function(argv, prog) -> exit status, one line of help).
 COMMANDS: dict[str, tuple[Callable, str]] = {
-    **{name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
-       for name, description in TASK_DESCRIPTIONS.items()},
+    **{
+        name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
+        for name, description in TASK_DESCRIPTIONS.items()
+    },
     "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
     "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
     "export": (export, "Export a checkpoint for Paddle Inference."),
@@ -181,9 +197,11 @@ def task_command(name: str) -> Callable[[list[str]], int]:
 def usage() -> str:
     width = max(map(len, COMMANDS))
     rows = "\n".join(f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items())
-    return (f"usage: python -m ernie_ft COMMAND [options]   (python -m ernie_ft COMMAND --help for its options)\n"
-            f"       python -m ernie_ft --task module:Class|file.py:Class [train|predict] [options]\n\n"
-            f"commands:\n{rows}")
+    return (
+        f"usage: python -m ernie_ft COMMAND [options]   (python -m ernie_ft COMMAND --help for its options)\n"
+        f"       python -m ernie_ft --task module:Class|file.py:Class [train|predict] [options]\n\n"
+        f"commands:\n{rows}"
+    )
 
 
 def main(argv: Optional[list[str]] = None, prog: Optional[str] = None) -> int:

@@ -1,4 +1,5 @@
 """Batching: a length-grouped sampler and dynamic padding with PaddleNLP's Pad/Stack."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,18 @@ class LengthGroupedSampler:
     (evaluation) the order is by length, longest first.
     """
 
-    def __init__(self, lengths, batch_size: int, *, shuffle: bool = True, group: bool = True,
-                 seed: int = 0, mega_batches: int = 50, num_replicas: int = 1, rank: int | None = 0):
+    def __init__(
+        self,
+        lengths,
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        group: bool = True,
+        seed: int = 0,
+        mega_batches: int = 50,
+        num_replicas: int = 1,
+        rank: int | None = 0,
+    ):
         self.lengths = np.asarray(lengths)
         self.batch_size = batch_size
         self.shuffle, self.group, self.seed = shuffle, group, seed
@@ -33,25 +44,26 @@ class LengthGroupedSampler:
         n = len(self.lengths)
         if not self.shuffle:
             order = np.argsort(-self.lengths, kind="stable")
-            return [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
+            return [order[i : i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(n)
         if self.group:
-            chunks = [order[s:s + self.mega] for s in range(0, n, self.mega)]
+            chunks = [order[s : s + self.mega] for s in range(0, n, self.mega)]
             order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
         step = self.global_batch
-        batches = [order[i:i + step] for i in range(0, n, step)]
+        batches = [order[i : i + step] for i in range(0, n, step)]
         if self.group:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         if self.num_replicas == 1:
             return [b.tolist() for b in batches]
         full = [b for b in batches if len(b) == step]
         if not full:
-            raise ValueError(f"{n} inputs cannot fill one batch of {self.batch_size} on each of "
-                             f"{self.num_replicas} replicas")
+            raise ValueError(
+                f"{n} inputs cannot fill one batch of {self.batch_size} on each of {self.num_replicas} replicas"
+            )
         if self.rank is None:  # whole global batches, for a mesh that splits them itself
             return [b.tolist() for b in full]
-        return [b[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist() for b in full]
+        return [b[self.rank * self.batch_size : (self.rank + 1) * self.batch_size].tolist() for b in full]
 
 
 def padding_fraction(batches: list[list[int]], lengths) -> float:

@@ -1,4 +1,5 @@
 """From files to features: read and check every split, tokenise (cached), audit, window."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,11 @@ class Split:
 def read_splits(task, data: DataConfig) -> tuple[dict, list[str]]:
     """Every given split read and checked before anything is written; returns (examples, labels)."""
     if not data.train:
-        raise UserError("--corpus is required (text files)" if getattr(task, "reads_corpus", False)
-                        else "--train is required (a TSV, CSV or JSONL file)")
+        raise UserError(
+            "--corpus is required (text files)"
+            if getattr(task, "reads_corpus", False)
+            else "--train is required (a TSV, CSV or JSONL file)"
+        )
     examples = {}
     for name in SPLITS:
         path = getattr(data, name)
@@ -51,8 +55,9 @@ def read_splits(task, data: DataConfig) -> tuple[dict, list[str]]:
     return examples, labels
 
 
-def featurize(task, name: str, examples: list, pipeline, labels: list[str], data: DataConfig,
-              audit_report: bool = False) -> Split:
+def featurize(
+    task, name: str, examples: list, pipeline, labels: list[str], data: DataConfig, audit_report: bool = False
+) -> Split:
     """Tokenise a split's texts (through the cache) and turn them into model features."""
     from ernie_ft.text.audit import audit
 
@@ -62,8 +67,7 @@ def featurize(task, name: str, examples: list, pipeline, labels: list[str], data
         (features, source), audit_report = streamed, False
     else:
         texts = task.texts(examples)
-        encodings = pipeline.encode_many(texts, cache_dir=data.cache_dir or default_cache_dir(),
-                                         num_proc=data.num_proc)
+        encodings = pipeline.encode_many(texts, cache_dir=data.cache_dir or default_cache_dir(), num_proc=data.num_proc)
         source = "cache" if getattr(pipeline, "last_cache_hit", False) else "tokenised"
         features = task.featurize(examples, encodings, pipeline, labels, data)
     took = time.perf_counter() - start

@@ -3,6 +3,7 @@
 Every mistake in a file becomes one `UserError` naming the flag, the file and, where it applies,
 the line (`path:LINE:`), saying what is wrong and what to do about it.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -15,12 +16,10 @@ from typing import Iterable
 
 from ernie_ft.errors import UserError
 
-KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2",
-                 "query", "title", "content")
+KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2", "query", "title", "content")
 TEXT_COLUMNS = ("text_a", "text", "sentence", "sentence1", "content")
 PAIR_COLUMNS = ("text_b", "sentence2")
-_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
-            ".jsonlines": "jsonl", ".txt": "lines"}
+_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".jsonlines": "jsonl", ".txt": "lines"}
 # Characters frequent in both simplified and traditional Chinese: the right legacy decoding of a
 # file hits them often, the wrong one (GBK bytes read as Big5 or back) almost never.
 _COMMON_HANZI = set("的是不了在人有我他这這个個们們中大上来來好也就都很说說会會没沒")
@@ -37,6 +36,7 @@ class TrainedColumn(str):
 @dataclass(frozen=True)
 class Example:
     """One text (or text pair) with its label, and where it came from for later error messages."""
+
     text: str
     text_pair: str | None
     label: str | None
@@ -55,8 +55,10 @@ def read_text_file(path: str, flag: str = "--train") -> str:
     if not os.path.exists(path):
         raise UserError(f"{where} not found; check the path (relative paths start at {os.getcwd()})")
     if os.path.isdir(path):
-        raise UserError(f"{where} is a directory; give the path of a data file inside it (a directory "
-                        "is read only when datasets' save_to_disk wrote it)")
+        raise UserError(
+            f"{where} is a directory; give the path of a data file inside it (a directory "
+            "is read only when datasets' save_to_disk wrote it)"
+        )
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -65,8 +67,10 @@ def read_text_file(path: str, flag: str = "--train") -> str:
     utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     if b"\x00" in raw and not utf16:
         line = raw.count(b"\n", 0, raw.index(b"\x00")) + 1
-        raise UserError(f"{where}:{line}: contains NUL bytes, so it is binary or UTF-16 without a "
-                        "byte-order mark; save it as UTF-8 text")
+        raise UserError(
+            f"{where}:{line}: contains NUL bytes, so it is binary or UTF-16 without a "
+            "byte-order mark; save it as UTF-8 text"
+        )
     try:
         text = raw.decode("utf-16" if utf16 else "utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError as e:
@@ -102,8 +106,9 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def read_records(path: str, flag: str = "--train", *, header_names: Iterable[str] = ()
-                 ) -> tuple[list[str], list[tuple[int, dict]]]:
+def read_records(
+    path: str, flag: str = "--train", *, header_names: Iterable[str] = ()
+) -> tuple[list[str], list[tuple[int, dict]]]:
     """Return (columns, [(line_number, {column: value}), ...]) for a TSV, CSV or JSONL file.
 
     The format comes from the extension, else from the first line ('{' -> JSONL, a tab -> TSV,
@@ -135,11 +140,12 @@ def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
     if fmt == "lines":
         return ["text"], [(n, {"text": s}) for n, s in enumerate(lines, 1) if s.strip()], "lines"
     # TSV has no quoting: Chinese reviews contain stray quotes that csv would pair across lines.
-    rows = ([(n, s.split("\t")) for n, s in enumerate(lines, 1) if s.strip()] if fmt == "tsv"
-            else _csv_rows(where, text))
+    rows = [(n, s.split("\t")) for n, s in enumerate(lines, 1) if s.strip()] if fmt == "tsv" else _csv_rows(where, text)
     if not rows:  # e.g. a CSV of separators and quotes only: every row is empty fields
-        raise UserError(f"{where} has no row with any text (only separators, quotes or blank fields); "
-                        "give a file with a text in each row")
+        raise UserError(
+            f"{where} has no row with any text (only separators, quotes or blank fields); "
+            "give a file with a text in each row"
+        )
     return _name_fields(where, fmt, rows, header_names)
 
 
@@ -153,13 +159,17 @@ def _saved_dataset(where: str, path: str) -> tuple[list[str], list[tuple[int, di
 
     if os.path.isfile(os.path.join(path, "dataset_dict.json")):
         splits = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
-        raise UserError(f"{where} holds the splits {', '.join(splits)} of a datasets DatasetDict; give one "
-                        f"split's directory, e.g. {os.path.join(path, splits[0] if splits else 'train')}")
+        raise UserError(
+            f"{where} holds the splits {', '.join(splits)} of a datasets DatasetDict; give one "
+            f"split's directory, e.g. {os.path.join(path, splits[0] if splits else 'train')}"
+        )
     try:
         dataset = datasets.load_from_disk(path, keep_in_memory=False)
     except Exception as e:  # datasets raises many kinds; all mean the directory is not a readable dataset
-        raise UserError(f"{where} looks like a directory written by datasets' save_to_disk but cannot be "
-                        f"loaded ({type(e).__name__}: {e}); write it again with Dataset.save_to_disk") from None
+        raise UserError(
+            f"{where} looks like a directory written by datasets' save_to_disk but cannot be "
+            f"loaded ({type(e).__name__}: {e}); write it again with Dataset.save_to_disk"
+        ) from None
     if len(dataset) == 0:
         raise UserError(f"{where} is an empty dataset; it needs at least one row")
     return list(dataset.column_names), list(enumerate(dataset.to_list(), 1))
@@ -174,8 +184,10 @@ def _csv_rows(where: str, text: str) -> list[tuple[int, list[str]]]:
                 rows.append((start, row))
             start = reader.line_num + 1
     except csv.Error as e:
-        raise UserError(f"{where}:{start}: {e}; look for an unclosed double quote (a quote inside a "
-                        'quoted text is written twice: "she said ""hi""")') from None
+        raise UserError(
+            f"{where}:{start}: {e}; look for an unclosed double quote (a quote inside a "
+            'quoted text is written twice: "she said ""hi""")'
+        ) from None
     return rows
 
 
@@ -186,8 +198,9 @@ def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str]):
     columns, body = ([str(i) for i in range(len(first))], rows) if headerless else (first, rows[1:])
     twice = next((c for c in columns if columns.count(c) > 1), None)
     if twice is not None:  # a dict would keep only the last of them, silently
-        raise UserError(f'{where}:{first_line}: column "{twice}" appears twice in the header; '
-                        "give each column its own name")
+        raise UserError(
+            f'{where}:{first_line}: column "{twice}" appears twice in the header; give each column its own name'
+        )
     records = []
     for n, fields in body:
         if len(fields) != len(columns):
@@ -201,8 +214,11 @@ def _field_count_message(where, fmt, n, fields, columns, headerless, first_line)
     if fmt == "csv" and any("\n" in field for field in fields):
         hint = "this record runs over several lines, so a double quote is probably left open"
     elif len(fields) > len(columns):
-        hint = ("a tab inside the text splits it, so replace tabs in the text with spaces" if fmt == "tsv"
-                else 'a comma inside the text must be quoted: "good price, fast delivery"')
+        hint = (
+            "a tab inside the text splits it, so replace tabs in the text with spaces"
+            if fmt == "tsv"
+            else 'a comma inside the text must be quoted: "good price, fast delivery"'
+        )
     else:
         hint = f"separate the fields with a {'tab (spaces do not count)' if fmt == 'tsv' else 'comma'}"
     return f"{where}:{n}: expected {len(columns)} fields {shape}, found {len(fields)}; {hint}"
@@ -222,16 +238,21 @@ def parse_jsonl(where: str, path: str, lines: list[str], record: str = '{"text":
         if (not records and line.lstrip().startswith("[")) or line.strip() in ("{", "}"):
             query = "'.[]'" if line.lstrip().startswith("[") else "."
             out = _quote(os.path.splitext(path)[0] + ".jsonl")
-            raise UserError(f"{where}:{n}: this is pretty-printed JSON or a JSON array; ernie_ft reads JSON "
-                            f"Lines, one object per line. Convert with: jq -c {query} {_quote(path)} > {out}")
+            raise UserError(
+                f"{where}:{n}: this is pretty-printed JSON or a JSON array; ernie_ft reads JSON "
+                f"Lines, one object per line. Convert with: jq -c {query} {_quote(path)} > {out}"
+            )
         try:
             value = json.loads(line)
         except json.JSONDecodeError as e:
-            raise UserError(f"{where}:{n}:{e.colno}: invalid JSON ({e.msg}); each line must be one "
-                            f"complete object such as {record}") from None
+            raise UserError(
+                f"{where}:{n}:{e.colno}: invalid JSON ({e.msg}); each line must be one complete object such as {record}"
+            ) from None
         if not isinstance(value, dict):
-            raise UserError(f"{where}:{n}: expected a JSON object such as {record}, "
-                            f"found {json.dumps(value, ensure_ascii=False)[:40]}")
+            raise UserError(
+                f"{where}:{n}: expected a JSON object such as {record}, "
+                f"found {json.dumps(value, ensure_ascii=False)[:40]}"
+            )
         records.append((n, value))
     return list(records[0][1]), records
 
@@ -242,9 +263,15 @@ def default_column(columns: list[str], names: tuple) -> str | None:
     return next((lowered[c] for c in names if c in lowered), None)
 
 
-def read_examples(path: str, *, text_column: str | None = None, pair_column: str | None = None,
-                  label_column: str | None = "label", require_label: bool = True,
-                  flag: str = "--train") -> list[Example]:
+def read_examples(
+    path: str,
+    *,
+    text_column: str | None = None,
+    pair_column: str | None = None,
+    label_column: str | None = "label",
+    require_label: bool = True,
+    flag: str = "--train",
+) -> list[Example]:
     """Return the Examples in a TSV/CSV/JSONL file, or in a .txt file of one text per line.
 
     Columns are names or 0-based position strings. Defaults: text = first of TEXT_COLUMNS present,
@@ -266,8 +293,10 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
     text_note, label_note = _unfit_note(given[0], text_column), _unfit_note(given[2], label_column)
     headerless = layout == "positional"
     if layout == "lines" and require_label:
-        raise UserError(f"{where} is plain text (one text per line, no labels) but labels are needed "
-                        "here; use a TSV, CSV or JSONL file with a label column")
+        raise UserError(
+            f"{where} is plain text (one text per line, no labels) but labels are needed "
+            "here; use a TSV, CSV or JSONL file with a label column"
+        )
     if not rows:
         raise UserError(f"{where} has no records, only a header line; add one record per line")
     label_column = label_column or "label"
@@ -275,8 +304,14 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
     pair = _column(where, columns, pair_column, "--text-pair-column", headerless)
     # In a headerless file the default "label" means "find it by its values"; missing labels are
     # only an error when they are needed, so prediction can read the same files without them.
-    label = _column(where, columns, None if headerless and label_column == "label" else label_column,
-                    "--label-column", headerless, must_exist=require_label and label_column != "label")
+    label = _column(
+        where,
+        columns,
+        None if headerless and label_column == "label" else label_column,
+        "--label-column",
+        headerless,
+        must_exist=require_label and label_column != "label",
+    )
     if headerless:
         text, pair, label = _headerless_roles(where, columns, rows, text, pair, label, require_label)
     else:
@@ -284,11 +319,15 @@ def read_examples(path: str, *, text_column: str | None = None, pair_column: str
         if pair_column is None:
             pair = default_column(columns, PAIR_COLUMNS)
         if text is None:
-            raise UserError(f"{where} has no text column{text_note}; columns found: "
-                            f"{', '.join(columns)}. Name the text column with --text-column")
+            raise UserError(
+                f"{where} has no text column{text_note}; columns found: "
+                f"{', '.join(columns)}. Name the text column with --text-column"
+            )
         if label is None and require_label:
-            raise UserError(f'{where} has no "{label_column}" column{label_note}; columns '
-                            f"found: {', '.join(columns)}. Name the label column with --label-column")
+            raise UserError(
+                f'{where} has no "{label_column}" column{label_note}; columns '
+                f"found: {', '.join(columns)}. Name the label column with --label-column"
+            )
     examples = []
     for n, record in rows:
         values = [_text(where, n, record, column) for column in (text, pair) if column is not None]
@@ -337,8 +376,7 @@ def _column(where, columns, given, option, headerless, must_exist=True) -> str |
     if not must_exist:
         return None
     numbered = " (no header line, so they are numbered from 0)" if headerless else ""
-    raise UserError(f'{option} "{given}" not found in {where}; columns found: '
-                    f"{', '.join(columns)}{numbered}")
+    raise UserError(f'{option} "{given}" not found in {where}; columns found: {", ".join(columns)}{numbered}')
 
 
 def _headerless_roles(where, columns, rows, text, pair, label, require_label):
@@ -353,8 +391,10 @@ def _headerless_roles(where, columns, rows, text, pair, label, require_label):
         pair = free.pop(0)
     if text is None or free or (require_label and label is None):
         count = f"{len(columns)} column{'s' * (len(columns) != 1)}"
-        raise UserError(f"{where} has no header line and {count}, which does not fit text[, text pair] "
-                        "and a label; add a header line naming the columns, e.g. text_a, text_b, label")
+        raise UserError(
+            f"{where} has no header line and {count}, which does not fit text[, text pair] "
+            "and a label; add a header line naming the columns, e.g. text_a, text_b, label"
+        )
     return text, pair, label
 
 

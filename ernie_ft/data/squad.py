@@ -15,6 +15,7 @@ A question is unanswerable when ``is_impossible`` is true or it has no answers. 
 text occurs; answers that occur nowhere in the context are not used as training spans (and a
 training question left with none is dropped), all counted in ``ReadStats``.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,18 +58,27 @@ class ReadStats:
         out = []
         if self.relocated:
             qid, given, used = self.relocated[0]
-            out.append(f"{flag} {path}: {len(self.relocated)} of {self.answers} answers had an answer_start "
-                       f"that does not point at their text and were re-located to the nearest occurrence "
-                       f"(first: {qid}, {given} -> {used})")
+            out.append(
+                f"{flag} {path}: {len(self.relocated)} of {self.answers} answers had an answer_start "
+                f"that does not point at their text and were re-located to the nearest occurrence "
+                f"(first: {qid}, {given} -> {used})"
+            )
         if self.not_found:
             qid, text = self.not_found[0]
-            use = ("dropped, with the questions left without an answer: " + str(self.dropped)
-                   if flag == "--train" else "still scored as gold texts, as the official scripts do")
-            out.append(f"{flag} {path}: {len(self.not_found)} of {self.answers} answers do not occur in their "
-                       f"context ({use}; first: {qid} {text[:30]!r})")
+            use = (
+                "dropped, with the questions left without an answer: " + str(self.dropped)
+                if flag == "--train"
+                else "still scored as gold texts, as the official scripts do"
+            )
+            out.append(
+                f"{flag} {path}: {len(self.not_found)} of {self.answers} answers do not occur in their "
+                f"context ({use}; first: {qid} {text[:30]!r})"
+            )
         if self.empty_questions:
-            out.append(f"{flag} {path}: {len(self.empty_questions)} questions have an empty question text and are "
-                       f"kept (first: {self.empty_questions[0]})")
+            out.append(
+                f"{flag} {path}: {len(self.empty_questions)} questions have an empty question text and are "
+                f"kept (first: {self.empty_questions[0]})"
+            )
         return out
 
 
@@ -96,8 +106,10 @@ def read_qa(path: str, flag: str = "--train", labelled: bool = True) -> tuple[li
         if example is None:
             continue
         if example.id in seen:
-            raise UserError(f"{where}: question id {example.id!r} is used before at {seen[example.id]}; "
-                            "give every question its own id")
+            raise UserError(
+                f"{where}: question id {example.id!r} is used before at {seen[example.id]}; "
+                "give every question its own id"
+            )
         seen[example.id] = where
         if labelled and flag == "--train" and not example.impossible and not example.spans:
             stats.dropped += 1
@@ -116,14 +128,18 @@ def _records(path: str, flag: str):
     except json.JSONDecodeError as e:
         if e.msg == "Extra data":  # several JSON values: JSON Lines
             return _json_lines(path, flag, text, e)
-        raise UserError(f"{flag}: {path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); fix the file there "
-                        "(SQuAD JSON is one object {\"data\": [...]}; JSON Lines is one question per line)") from None
+        raise UserError(
+            f"{flag}: {path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); fix the file there "
+            '(SQuAD JSON is one object {"data": [...]}; JSON Lines is one question per line)'
+        ) from None
     if isinstance(document, dict) and "data" in document:
         return _squad(path, flag, document)
     if isinstance(document, dict) and ("question" in document or "context" in document):
         return [(f"{path}:1", document)]
-    raise UserError(f"{flag}: {path} is neither SQuAD JSON ({{\"data\": [{{\"paragraphs\": ...}}]}}) nor JSON "
-                    'Lines ({"id", "context", "question", "answers"} per line)')
+    raise UserError(
+        f'{flag}: {path} is neither SQuAD JSON ({{"data": [{{"paragraphs": ...}}]}}) nor JSON '
+        'Lines ({"id", "context", "question", "answers"} per line)'
+    )
 
 
 def _json_lines(path: str, flag: str, text: str, first_error: json.JSONDecodeError):
@@ -131,8 +147,10 @@ def _json_lines(path: str, flag: str, text: str, first_error: json.JSONDecodeErr
     try:
         json.loads(next(line for line in lines if line.strip()))
     except json.JSONDecodeError:  # not JSON Lines after all: report where the one JSON value went wrong
-        raise UserError(f"{flag}: {path}:{first_error.lineno}:{first_error.colno}: invalid JSON (extra data after "
-                        "the first value); a SQuAD file is one object, JSON Lines one object per line") from None
+        raise UserError(
+            f"{flag}: {path}:{first_error.lineno}:{first_error.colno}: invalid JSON (extra data after "
+            "the first value); a SQuAD file is one object, JSON Lines one object per line"
+        ) from None
     _, records = parse_jsonl(f"{flag}: {path}", path, lines, '{"id", "context", "question", "answers"}')
     return [(f"{path}:{n}", record) for n, record in records]
 
@@ -151,7 +169,7 @@ def _squad(path: str, flag: str, document: dict):
             for k, qa in enumerate(qas):
                 where = f"{path}: data[{i}].paragraphs[{j}].qas[{k}]"
                 if not isinstance(qa, dict):
-                    raise UserError(f"{where}: expected an object with \"id\", \"question\" and \"answers\"")
+                    raise UserError(f'{where}: expected an object with "id", "question" and "answers"')
                 yield where, {**qa, "context": paragraph.get("context")}
 
 
@@ -163,14 +181,18 @@ def _example(where: str, record: dict, labelled: bool, stats: ReadStats, index: 
     if not question.strip():  # CMRC 2018 trial has two; the context alone still gets an answer
         stats.empty_questions.append(qid)
     if not isinstance(context, str) or not context.strip():
-        raise UserError(f'{where}: question {qid!r} has no context; every question needs the "context" '
-                        "paragraph its answer is taken from")
+        raise UserError(
+            f'{where}: question {qid!r} has no context; every question needs the "context" '
+            "paragraph its answer is taken from"
+        )
     stats.questions += 1
     if not labelled:
         return QAExample(qid, question, context, where=where)
     if "answers" not in record and "is_impossible" not in record:
-        raise UserError(f'{where}: question {qid!r} has no "answers"; give {{"text": [...], "answer_start": '
-                        '[...]}, or mark an unanswerable question with "is_impossible": true')
+        raise UserError(
+            f'{where}: question {qid!r} has no "answers"; give {{"text": [...], "answer_start": '
+            '[...]}, or mark an unanswerable question with "is_impossible": true'
+        )
     if record.get("is_impossible") is True:
         stats.unanswerable += 1
         return QAExample(qid, question, context, impossible=True, where=where)
@@ -196,8 +218,9 @@ def _answers(where: str, qid: str, value) -> list[tuple[str, int]]:
     if isinstance(value, dict):
         texts, starts = value.get("text", []), value.get("answer_start", [])
         if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
-            raise UserError(f'{where}: question {qid!r}: "answers" needs lists "text" and "answer_start" of '
-                            "the same length")
+            raise UserError(
+                f'{where}: question {qid!r}: "answers" needs lists "text" and "answer_start" of the same length'
+            )
         value = [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
     if not isinstance(value, list):
         raise UserError(f'{where}: question {qid!r}: "answers" must be a list of {{"text", "answer_start"}}')
@@ -208,7 +231,9 @@ def _answers(where: str, qid: str, value) -> list[tuple[str, int]]:
         if not isinstance(text, str) or not text.strip():
             raise UserError(f'{where}: question {qid!r} has an answer without "text"; remove it or fill it in')
         if isinstance(start, bool) or not isinstance(start, int):
-            raise UserError(f'{where}: question {qid!r}: answer_start {start!r} is not a character offset '
-                            "(an integer, 0 = the first character of the context)")
+            raise UserError(
+                f"{where}: question {qid!r}: answer_start {start!r} is not a character offset "
+                "(an integer, 0 = the first character of the context)"
+            )
         out.append((text, start))
     return out

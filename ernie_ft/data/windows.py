@@ -1,4 +1,5 @@
 """Sliding windows over long token sequences, and pooling window outputs back per document."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,9 @@ def window_spans(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]
         start += step
 
 
-def window_owner(windows: list[tuple[int, int]], n_tokens: int, *, open_ends: bool = False,
-                 length_bonus: float = 0.0) -> np.ndarray:
+def window_owner(
+    windows: list[tuple[int, int]], n_tokens: int, *, open_ends: bool = False, length_bonus: float = 0.0
+) -> np.ndarray:
     """For each of ``n_tokens`` token positions, the index into ``windows`` of the window that owns it.
 
     Of the windows [start, end) covering a token, the owner is the one where the token has most
@@ -75,8 +77,9 @@ def pool_windows(logits: np.ndarray, docs: np.ndarray, n_docs: int, how: str = "
     raise ValueError(f"unknown pooling {how!r}")
 
 
-def windowed_inputs(first: list[int], second: list[int] | None, max_len: int, stride: int,
-                    cls_id: int, sep_id: int) -> tuple[list[tuple[list[int], list[int]]], bool]:
+def windowed_inputs(
+    first: list[int], second: list[int] | None, max_len: int, stride: int, cls_id: int, sep_id: int
+) -> tuple[list[tuple[list[int], list[int]]], bool]:
     """Model inputs for one text (or pair) that never exceed ``max_len`` tokens.
 
     A long first text becomes overlapping windows; a second text is kept whole in every window

@@ -1,4 +1,5 @@
 """Metrics (classification, entities, CMRC/SQuAD), their tables and pictures."""
+
 import re
 
 

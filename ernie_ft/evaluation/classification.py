@@ -1,4 +1,5 @@
 """Classification metrics, a printable report and a confusion matrix (scikit-learn does the maths)."""
+
 from __future__ import annotations
 
 import re
@@ -48,9 +49,11 @@ def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) 
     seen = set(gold) | set(pred)
     present = [name for name in names if name in seen]
     macro_p, macro_r, macro_f1, _ = precision_recall_fscore_support(
-        gold, pred, labels=present, average="macro", zero_division=0)
+        gold, pred, labels=present, average="macro", zero_division=0
+    )
     precision, recall, f1, support = precision_recall_fscore_support(
-        gold, pred, labels=names, average=None, zero_division=0)
+        gold, pred, labels=names, average=None, zero_division=0
+    )
     per_class = {
         name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
         for name, p, r, f, s in zip(names, precision, recall, f1, support)
@@ -72,11 +75,18 @@ def format_classification_report(metrics: dict) -> str:
     """
     per_class = metrics["per_class"]
     total = sum(row["support"] for row in per_class.values())
-    rows = [(name, f"{row['precision']:.4f}", f"{row['recall']:.4f}", f"{row['f1']:.4f}",
-             str(row["support"])) for name, row in per_class.items()]
+    rows = [
+        (name, f"{row['precision']:.4f}", f"{row['recall']:.4f}", f"{row['f1']:.4f}", str(row["support"]))
+        for name, row in per_class.items()
+    ]
     footer = [
-        ("macro avg", f"{metrics['macro_precision']:.4f}", f"{metrics['macro_recall']:.4f}",
-         f"{metrics['macro_f1']:.4f}", str(total)),
+        (
+            "macro avg",
+            f"{metrics['macro_precision']:.4f}",
+            f"{metrics['macro_recall']:.4f}",
+            f"{metrics['macro_f1']:.4f}",
+            str(total),
+        ),
         ("accuracy", "", "", f"{metrics['accuracy']:.4f}", str(total)),
     ]
     return format_table(("label", "precision", "recall", "f1", "support"), rows, footer)

@@ -4,6 +4,7 @@ matplotlib is imported inside the functions so that importing this module stays 
 drawn on an Agg canvas without pyplot: no display is needed, no global backend is switched under a
 caller's notebook, and no figure stays registered in pyplot's state after saving.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,19 +17,26 @@ import numpy as np
 from ernie_ft.evaluation import lower_is_better
 
 # Font family names (as matplotlib reports them) that cover Chinese, most preferred first.
-CJK_FONT_NAMES = ("Noto Sans CJK", "Noto Serif CJK", "WenQuanYi", "SimHei", "Source Han",
-                  "Droid Sans Fallback", "AR PL")
+CJK_FONT_NAMES = (
+    "Noto Sans CJK",
+    "Noto Serif CJK",
+    "WenQuanYi",
+    "SimHei",
+    "Source Han",
+    "Droid Sans Fallback",
+    "AR PL",
+)
 # The same fonts as they appear in file names, for fonts installed after matplotlib built its cache.
-_CJK_FILE_KEYS = ("notosanscjk", "notoserifcjk", "wqy", "simhei", "sourcehan",
-                  "droidsansfallback", "uming", "ukai")
+_CJK_FILE_KEYS = ("notosanscjk", "notoserifcjk", "wqy", "simhei", "sourcehan", "droidsansfallback", "uming", "ukai")
 
 
 def _known_cjk_font() -> str | None:
     from matplotlib import font_manager
 
     # Simplified-Chinese faces first: the JP/KR/TC ones draw some hanzi with other glyph shapes.
-    names = sorted({font.name for font in font_manager.fontManager.ttflist},
-                   key=lambda name: (not name.endswith("SC"), name))
+    names = sorted(
+        {font.name for font in font_manager.fontManager.ttflist}, key=lambda name: (not name.endswith("SC"), name)
+    )
     for wanted in CJK_FONT_NAMES:
         for name in names:
             if wanted.lower() in name.lower():
@@ -98,10 +106,10 @@ def plot_training_curves(history: list[dict], path: str, metric: str) -> str:
     Out: writes a PNG at `path` (loss panel on top, dev panel below with the best point marked;
     either panel is left out when it has no records) and returns `path`.
     """
-    train = [(r["step"], r["loss"]) for r in history
-             if r.get("split", "train") == "train" and r.get("loss") is not None]
-    dev = [(r["step"], r[metric]) for r in history
-           if r.get("split") == "dev" and r.get(metric) is not None]
+    train = [
+        (r["step"], r["loss"]) for r in history if r.get("split", "train") == "train" and r.get("loss") is not None
+    ]
+    dev = [(r["step"], r[metric]) for r in history if r.get("split") == "dev" and r.get(metric) is not None]
     panels = int(bool(train)) + int(bool(dev)) or 1
     with _chinese_text():
         figure = _new_figure(7.5, 1.0 + 2.8 * panels)
@@ -116,20 +124,38 @@ def plot_training_curves(history: list[dict], path: str, metric: str) -> str:
             best_step = steps[best]
             ax = axes[-1]
             ax.plot(steps, values, marker="o", markersize=3, color="tab:orange", label=f"dev {metric}")
-            ax.plot([best_step], [values[best]], marker="*", markersize=14, color="tab:red",
-                    linestyle="none", label=f"best {values[best]:.4f} @ step {best_step}")
+            ax.plot(
+                [best_step],
+                [values[best]],
+                marker="*",
+                markersize=14,
+                color="tab:red",
+                linestyle="none",
+                label=f"best {values[best]:.4f} @ step {best_step}",
+            )
             ax.set_ylabel(f"dev {metric}")
             ax.legend(loc="best", fontsize=8)
         if train:
             steps, values = map(np.asarray, zip(*train))
             ax = axes[0]
-            ax.plot(steps, values, color="tab:blue", alpha=0.35 if len(values) >= 20 else 1.0,
-                    linewidth=1, label="training loss")
+            ax.plot(
+                steps,
+                values,
+                color="tab:blue",
+                alpha=0.35 if len(values) >= 20 else 1.0,
+                linewidth=1,
+                label="training loss",
+            )
             if len(values) >= 20:
                 # Per-batch loss is noisy; a moving average shows the trend.
                 window = max(5, len(values) // 20)
-                ax.plot(steps[window - 1:], _smooth(values, window), color="tab:blue",
-                        linewidth=2, label=f"moving average ({window} logs)")
+                ax.plot(
+                    steps[window - 1 :],
+                    _smooth(values, window),
+                    color="tab:blue",
+                    linewidth=2,
+                    label=f"moving average ({window} logs)",
+                )
             ax.set_ylabel("training loss")
             ax.legend(loc="best", fontsize=8)
         if not train and not dev:
@@ -169,10 +195,23 @@ def plot_confusion_matrix(names: list[str], matrix, path: str, title: str = "Con
         figure.colorbar(image, ax=ax, shrink=0.8, label="share of gold row")
         for i, j in np.ndindex(n, n):
             text = f"{counts[i, j]}\n{share[i, j]:.0%}" if counts[i, j] else "0"
-            ax.text(j, i, text, ha="center", va="center", fontsize=cell_size,
-                    color="white" if share[i, j] > 0.6 else ("black" if counts[i, j] else "0.6"))
-        ax.set_xticks(range(n), labels=names, fontsize=tick_size, rotation=45 if n > 3 else 0,
-                      ha="right" if n > 3 else "center", rotation_mode="anchor")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=cell_size,
+                color="white" if share[i, j] > 0.6 else ("black" if counts[i, j] else "0.6"),
+            )
+        ax.set_xticks(
+            range(n),
+            labels=names,
+            fontsize=tick_size,
+            rotation=45 if n > 3 else 0,
+            ha="right" if n > 3 else "center",
+            rotation_mode="anchor",
+        )
         ax.set_yticks(range(n), labels=names, fontsize=tick_size)
         ax.set_xlabel("predicted")
         ax.set_ylabel("gold")
@@ -180,8 +219,14 @@ def plot_confusion_matrix(names: list[str], matrix, path: str, title: str = "Con
         return _save(figure, path)
 
 
-def plot_series(series: dict[str, list[tuple[float, float]]], path: str, xlabel: str, ylabel: str,
-                title: str, reference: tuple[str, float] | None = None) -> str:
+def plot_series(
+    series: dict[str, list[tuple[float, float]]],
+    path: str,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    reference: tuple[str, float] | None = None,
+) -> str:
     """Overlay several runs' curves on one axis, e.g. held-out masked accuracy against tokens seen.
 
     In: `series` maps a run's name to its (x, y) points (a run with no points is listed in the legend
@@ -198,8 +243,15 @@ def plot_series(series: dict[str, list[tuple[float, float]]], path: str, xlabel:
                 continue
             xs, ys = map(np.asarray, zip(*sorted(points)))
             (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=name)
-            ax.annotate(f"{ys[-1]:.3f}", (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 0),
-                        fontsize=8, color=line.get_color(), va="center")
+            ax.annotate(
+                f"{ys[-1]:.3f}",
+                (xs[-1], ys[-1]),
+                textcoords="offset points",
+                xytext=(4, 0),
+                fontsize=8,
+                color=line.get_color(),
+                va="center",
+            )
         if reference is not None:
             label, value = reference
             ax.axhline(value, color="0.4", linestyle="--", linewidth=1, label=f"{label} {value:.3f}")

@@ -20,6 +20,7 @@ articles a/an/the, split on whitespace; F1 over the bag of words.
 Unanswerable questions (SQuAD v2.0 style, no gold answer) score 1 for an empty prediction and
 0 otherwise under both metrics.
 """
+
 from __future__ import annotations
 
 import collections
@@ -31,31 +32,91 @@ METRICS = ("cmrc2018", "squad")
 METRIC_NAMES = {"cmrc2018": "CMRC 2018", "squad": "SQuAD"}
 
 # As listed in the official script; its '……' is two characters and so never matches one.
-CMRC_PUNCTUATION = frozenset(['-', ':', '_', '*', '^', '/', '\\', '~', '`', '+', '=',
-                              '，', '。', '：', '？', '！', '“', '”', '；', '’', '《', '》', '……', '·', '、',
-                              '「', '」', '（', '）', '－', '～', '『', '』'])
+CMRC_PUNCTUATION = frozenset(
+    [
+        "-",
+        ":",
+        "_",
+        "*",
+        "^",
+        "/",
+        "\\",
+        "~",
+        "`",
+        "+",
+        "=",
+        "，",
+        "。",
+        "：",
+        "？",
+        "！",
+        "“",
+        "”",
+        "；",
+        "’",
+        "《",
+        "》",
+        "……",
+        "·",
+        "、",
+        "「",
+        "」",
+        "（",
+        "）",
+        "－",
+        "～",
+        "『",
+        "』",
+    ]
+)
 _CHINESE = re.compile(r"[\u4e00-\u9fa5]")
 
 # NLTK's TreebankWordTokenizer as nltk.word_tokenize sets it up: (pattern, replacement) in order.
 # The original rules were compiled without re.UNICODE under Python 2 (ASCII \d \w \s), the
 # "improved" quote rules with it.
 _A, _U = re.ASCII, 0
-_STARTING_QUOTES = [(r"([«“‘„]|[`]+)", r" \1 ", _U), (r'^"', r"``", _A), (r"(``)", r" \1 ", _A),
-                    (r"([ \(\[{<])(\"|\'{2})", r"\1 `` ", _A),
-                    (r"(?i)(\')(?!re|ve|ll|m|t|s|d)(\w)\b", r"\1 \2", _U)]
-_PUNCTUATION = [(r"([^\.])(\.)([\]\)}>\"\'»”’ ]*)\s*$", r"\1 \2 \3 ", _U), (r"([:,])([^\d])", r" \1 \2", _A),
-                (r"([:,])$", r" \1 ", _A), (r"\.\.\.", r" ... ", _A), (r"[;@#$%&]", r" \g<0> ", _A),
-                (r"([^\.])(\.)([\]\)}>\"\']*)\s*$", r"\1 \2\3 ", _A), (r"[?!]", r" \g<0> ", _A),
-                (r"([^'])' ", r"\1 ' ", _A), (r"[\]\[\(\)\{\}\<\>]", r" \g<0> ", _A), (r"--", r" -- ", _A)]
-_ENDING_QUOTES = [(r"([»”’])", r" \1 ", _U), (r'"', " '' ", _A), (r"(\S)(\'\')", r"\1 \2 ", _A),
-                  (r"([^' ])('[sS]|'[mM]|'[dD]|') ", r"\1 \2 ", _A),
-                  (r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ", r"\1 \2 ", _A)]
-_CONTRACTIONS = [r"(?i)\b(can)(not)\b", r"(?i)\b(d)('ye)\b", r"(?i)\b(gim)(me)\b", r"(?i)\b(gon)(na)\b",
-                 r"(?i)\b(got)(ta)\b", r"(?i)\b(lem)(me)\b", r"(?i)\b(mor)('n)\b", r"(?i)\b(wan)(na)\s",
-                 r"(?i) ('t)(is)\b", r"(?i) ('t)(was)\b"]
+_STARTING_QUOTES = [
+    (r"([«“‘„]|[`]+)", r" \1 ", _U),
+    (r'^"', r"``", _A),
+    (r"(``)", r" \1 ", _A),
+    (r"([ \(\[{<])(\"|\'{2})", r"\1 `` ", _A),
+    (r"(?i)(\')(?!re|ve|ll|m|t|s|d)(\w)\b", r"\1 \2", _U),
+]
+_PUNCTUATION = [
+    (r"([^\.])(\.)([\]\)}>\"\'»”’ ]*)\s*$", r"\1 \2 \3 ", _U),
+    (r"([:,])([^\d])", r" \1 \2", _A),
+    (r"([:,])$", r" \1 ", _A),
+    (r"\.\.\.", r" ... ", _A),
+    (r"[;@#$%&]", r" \g<0> ", _A),
+    (r"([^\.])(\.)([\]\)}>\"\']*)\s*$", r"\1 \2\3 ", _A),
+    (r"[?!]", r" \g<0> ", _A),
+    (r"([^'])' ", r"\1 ' ", _A),
+    (r"[\]\[\(\)\{\}\<\>]", r" \g<0> ", _A),
+    (r"--", r" -- ", _A),
+]
+_ENDING_QUOTES = [
+    (r"([»”’])", r" \1 ", _U),
+    (r'"', " '' ", _A),
+    (r"(\S)(\'\')", r"\1 \2 ", _A),
+    (r"([^' ])('[sS]|'[mM]|'[dD]|') ", r"\1 \2 ", _A),
+    (r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ", r"\1 \2 ", _A),
+]
+_CONTRACTIONS = [
+    r"(?i)\b(can)(not)\b",
+    r"(?i)\b(d)('ye)\b",
+    r"(?i)\b(gim)(me)\b",
+    r"(?i)\b(gon)(na)\b",
+    r"(?i)\b(got)(ta)\b",
+    r"(?i)\b(lem)(me)\b",
+    r"(?i)\b(mor)('n)\b",
+    r"(?i)\b(wan)(na)\s",
+    r"(?i) ('t)(is)\b",
+    r"(?i) ('t)(was)\b",
+]
 _BEFORE = [(re.compile(p, f), r) for p, r, f in _STARTING_QUOTES + _PUNCTUATION]
-_AFTER = [(re.compile(p, f), r) for p, r, f in _ENDING_QUOTES] + [(re.compile(p, _A), r" \1 \2 ")
-                                                                   for p in _CONTRACTIONS]
+_AFTER = [(re.compile(p, f), r) for p, r, f in _ENDING_QUOTES] + [
+    (re.compile(p, _A), r" \1 \2 ") for p in _CONTRACTIONS
+]
 
 
 def word_tokenize(text: str) -> list[str]:

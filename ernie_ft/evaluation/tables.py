@@ -1,4 +1,5 @@
 """Fixed-width text tables whose columns line up with Chinese text in a terminal."""
+
 from __future__ import annotations
 
 import unicodedata

@@ -3,6 +3,7 @@
 Prints the metrics papers report (for classification: accuracy, macro and per-class
 precision/recall/F1) and writes pictures and a metrics file to ``--output-dir``.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,10 +38,18 @@ def _source(out_dir: str):
 def evaluate(args) -> dict:
     from ernie_ft.inference.predict import load_for_inference, run_inference
 
-    loaded, data = load_for_inference(args.model, args.device, {
-        "text_column": args.text_column, "text_pair_column": args.text_pair_column,
-        "label_column": args.label_column, "allow_new_labels": args.allow_new_labels or None}, args.engine,
-        args.trust_pickle)
+    loaded, data = load_for_inference(
+        args.model,
+        args.device,
+        {
+            "text_column": args.text_column,
+            "text_pair_column": args.text_pair_column,
+            "label_column": args.label_column,
+            "allow_new_labels": args.allow_new_labels or None,
+        },
+        args.engine,
+        args.trust_pickle,
+    )
     examples, features, logits = run_inference(loaded, data, args.input, "--input", True, args.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
     from ernie_ft.training.checkpoint import resolve_model_dir
@@ -60,4 +69,3 @@ def evaluate(args) -> dict:
         print(" ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
     print(f"metrics: {os.path.join(out_dir, 'metrics.json')}")
     return metrics
-

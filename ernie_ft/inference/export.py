@@ -5,6 +5,7 @@ weights) plus a static graph saved with ``paddle.jit.save`` (``inference.json`` 
 ``inference.pdmodel``, and ``inference.pdiparams``) whose inputs have dynamic batch size and
 length. ``predict --model OUTPUT`` runs it with Paddle Inference (``--engine auto``, the default).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,10 @@ def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: b
         raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
     loaded = load_model(source, trust_pickle=trust_pickle)
     if loaded.task.head == "mlm":  # its graph would need the masked positions as an input
-        raise UserError(f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
-                        "predict with it as it is (dygraph), or fine-tune it and export the task model")
+        raise UserError(
+            f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
+            "predict with it as it is (dygraph), or fine-tune it and export the task model"
+        )
     spec = [paddle.static.InputSpec([None, None], "int64", name) for name in ("input_ids", "token_type_ids")]
     static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
     tmp = output.rstrip("/") + ".tmp"
@@ -68,8 +71,10 @@ class InferenceModel:
 
         graph = graph_file(directory)
         if graph is None:
-            raise UserError(f"--model {directory}: no exported model ({PREFIX}.json or {PREFIX}.pdmodel); "
-                            f"create one with python -m ernie_ft.export --model CHECKPOINT --output DIR")
+            raise UserError(
+                f"--model {directory}: no exported model ({PREFIX}.json or {PREFIX}.pdmodel); "
+                f"create one with python -m ernie_ft.export --model CHECKPOINT --output DIR"
+            )
         config = inference.Config(graph, os.path.join(directory, f"{PREFIX}.pdiparams"))
         config.disable_glog_info()
         if device.startswith("gpu"):
@@ -100,7 +105,8 @@ class InferenceModel:
             handle.reshape(array.shape)
             handle.copy_from_cpu(array)
         self.predictor.run()
-        outputs = [paddle.to_tensor(self.predictor.get_output_handle(name).copy_to_cpu())
-                   for name in self.predictor.get_output_names()]
+        outputs = [
+            paddle.to_tensor(self.predictor.get_output_handle(name).copy_to_cpu())
+            for name in self.predictor.get_output_names()
+        ]
         return outputs[0] if len(outputs) == 1 else outputs
-

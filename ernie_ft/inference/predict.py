@@ -1,4 +1,5 @@
 """Prediction and evaluation with a saved checkpoint (dygraph)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,9 @@ def resolve_engine(model_dir: str, engine: str) -> str:
     return engine
 
 
-def load_for_inference(model_dir: str, device: str, overrides: dict, engine: str = "dygraph",
-                       trust_pickle: bool = False):
+def load_for_inference(
+    model_dir: str, device: str, overrides: dict, engine: str = "dygraph", trust_pickle: bool = False
+):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
     ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference;
@@ -77,23 +79,37 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
     if labelled:
         loaded.task.check_labels(examples, loaded.labels, data, flag)
     split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data)
-    logits = compute_logits(loaded.model, split.features, loaded.pipeline.pad_id, batch_size,
-                            head=loaded.task.head,  # the run's seed: evaluation draws the masks its dev scores had
-                            **task_batching(loaded.task, loaded.pipeline, loaded.run.get("train", {}).get("seed", 0)))
+    logits = compute_logits(
+        loaded.model,
+        split.features,
+        loaded.pipeline.pad_id,
+        batch_size,
+        head=loaded.task.head,  # the run's seed: evaluation draws the masks its dev scores had
+        **task_batching(loaded.task, loaded.pipeline, loaded.run.get("train", {}).get("seed", 0)),
+    )
     return examples, split.features, logits
 
 
 def predict(args) -> None:
     """``python -m ernie_ft.<task> predict``: one JSON line per input record."""
-    loaded, data = load_for_inference(args.model, args.device, {
-        "text_column": args.text_column, "text_pair_column": args.text_pair_column}, args.engine, args.trust_pickle)
+    loaded, data = load_for_inference(
+        args.model,
+        args.device,
+        {"text_column": args.text_column, "text_pair_column": args.text_pair_column},
+        args.engine,
+        args.trust_pickle,
+    )
     if getattr(args, "fill_mask", None) and loaded.task.head != "mlm":
-        raise UserError(f"--model {args.model}: a {loaded.task.name} checkpoint has no masked-language-model head; "
-                        "fill-mask needs a model trained by python -m ernie_ft.pretrain")
+        raise UserError(
+            f"--model {args.model}: a {loaded.task.name} checkpoint has no masked-language-model head; "
+            "fill-mask needs a model trained by python -m ernie_ft.pretrain"
+        )
     if getattr(args, "top_k", None) is not None:
         if not hasattr(loaded.task, "top_k"):
-            raise UserError(f"--top-k is for fill-mask (a pretrain checkpoint); --model {args.model} is a "
-                            f"{loaded.task.name} checkpoint")
+            raise UserError(
+                f"--top-k is for fill-mask (a pretrain checkpoint); --model {args.model} is a "
+                f"{loaded.task.name} checkpoint"
+            )
         loaded.task = dataclasses.replace(loaded.task, top_k=args.top_k)  # checked as the task checks its options
     examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)

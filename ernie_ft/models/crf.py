@@ -7,6 +7,7 @@ so the loss is not a likelihood unless the matrix is symmetric (it can go negati
 ``LinearChainCrfLoss`` hides with a relu; PaddleNLP issue #1401). The test compares this loss
 with a brute-force sum over every tag path.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,8 @@ class ErnieCrfForTokenClassification(ErnieForTokenClassification):
     def __init__(self, config):
         super().__init__(config)
         self.crf_transitions = self.create_parameter(
-            [config.num_labels, config.num_labels], default_initializer=paddle.nn.initializer.Constant(0.0))
+            [config.num_labels, config.num_labels], default_initializer=paddle.nn.initializer.Constant(0.0)
+        )
 
     def forward(self, *args, **kwargs):
         logits = super().forward(*args, **kwargs)
@@ -48,8 +50,8 @@ def labelled_positions(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     gold = np.zeros_like(index)
     for row, m in enumerate(mask):
         positions = np.flatnonzero(m)
-        index[row, :len(positions)] = positions
-        gold[row, :len(positions)] = labels[row, positions]
+        index[row, : len(positions)] = positions
+        gold[row, : len(positions)] = labels[row, positions]
     return index, gold, lengths
 
 
@@ -64,7 +66,7 @@ def sequence_nll(emissions, gold: np.ndarray, lengths: np.ndarray, transitions):
     alpha = emissions[:, 0]  # log-sum of every path's score up to step k, per last tag
     for k in range(1, steps):
         step = paddle.logsumexp(alpha[:, :, None] + transitions[None], axis=1) + emissions[:, k]
-        alpha = mask[:, k:k + 1] * step + (1 - mask[:, k:k + 1]) * alpha
+        alpha = mask[:, k : k + 1] * step + (1 - mask[:, k : k + 1]) * alpha
     return paddle.logsumexp(alpha, axis=1) - score
 
 
@@ -101,15 +103,19 @@ def viterbi(emissions: list[np.ndarray], transitions: np.ndarray, labels: list[s
     trans = np.where(allowed, transitions, FORBIDDEN).astype("float32")
     paths = [np.zeros(0, dtype="int64")] * len(emissions)
     todo = [i for i, e in enumerate(emissions) if len(e)]
-    for chunk in (todo[k:k + 512] for k in range(0, len(todo), 512)):
+    for chunk in (todo[k : k + 512] for k in range(0, len(todo), 512)):
         lengths = np.array([len(emissions[i]) for i in chunk])
         batch = np.zeros((len(chunk), lengths.max(), len(labels)), dtype="float32")
         for row, i in enumerate(chunk):
-            batch[row, :lengths[row]] = emissions[i]
+            batch[row, : lengths[row]] = emissions[i]
         batch[:, 0, ~first] += FORBIDDEN
-        _, best = paddle.text.viterbi_decode(paddle.to_tensor(batch), paddle.to_tensor(trans),
-                                             paddle.to_tensor(lengths.astype("int64")), include_bos_eos_tag=False)
+        _, best = paddle.text.viterbi_decode(
+            paddle.to_tensor(batch),
+            paddle.to_tensor(trans),
+            paddle.to_tensor(lengths.astype("int64")),
+            include_bos_eos_tag=False,
+        )
         best = best.numpy()
         for row, i in enumerate(chunk):
-            paths[i] = best[row, :lengths[row]]
+            paths[i] = best[row, : lengths[row]]
     return paths

@@ -7,6 +7,7 @@ token rather than from the 15% masked. Both share the embeddings, as ELECTRA and
 The discriminator is what the tasks load: ``ErnieForSequenceClassification.from_pretrained(dir)``
 takes ``ernie.*`` and leaves ``generator.*`` unused.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,8 +28,9 @@ class ErnieElectra(ErniePretrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.ernie = ErnieModel(config)
-        self.discriminator = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.GELU(),
-                                           nn.Linear(config.hidden_size, 1))
+        self.discriminator = nn.Sequential(
+            nn.Linear(config.hidden_size, config.hidden_size), nn.GELU(), nn.Linear(config.hidden_size, 1)
+        )
         small = copy.deepcopy(config)
         small.num_hidden_layers = max(1, config.num_hidden_layers // 3)
         self.generator = ErnieForMaskedLM(small)
@@ -39,14 +41,25 @@ class ErnieElectra(ErniePretrainedModel):
         """The generator's projection, tied to the shared word embeddings (``resize_token_embeddings`` grows both)."""
         return self.generator.cls.predictions.decoder
 
-    def forward(self, input_ids, token_type_ids=None, position_ids=None, masked_positions=None,
-                original_ids=None, replace_uniform=None):
+    def forward(
+        self,
+        input_ids,
+        token_type_ids=None,
+        position_ids=None,
+        masked_positions=None,
+        original_ids=None,
+        replace_uniform=None,
+    ):
         """The generator's logits at ``masked_positions``; with ``original_ids`` (the unmasked input) and
         ``replace_uniform`` (one number in [0, 1) per masked position, drawn with the masks) also a sample
         from them put in place of the originals, and the discriminator's per-token logits on that:
         {"generator", "discriminator", "replaced"}."""
-        generated = self.generator(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
-                                   masked_positions=masked_positions)
+        generated = self.generator(
+            input_ids=input_ids,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            masked_positions=masked_positions,
+        )
         if original_ids is None:
             return generated
         with paddle.no_grad():
@@ -63,7 +76,8 @@ class ErnieElectra(ErniePretrainedModel):
             import paddle.distributed as dist
 
             generated, original_ids, masked_positions, replace_uniform = (
-                dist.unshard_dtensor(t) for t in (generated, original_ids, masked_positions, replace_uniform))
+                dist.unshard_dtensor(t) for t in (generated, original_ids, masked_positions, replace_uniform)
+            )
         logits = generated.astype("float32").clone()  # not the tensor the MLM loss reads
         logits[:, self.config.pad_token_id] = -1e9  # a sampled [PAD] would be masked out of the attention
         cdf = paddle.cumsum(F.softmax(logits, axis=-1), axis=-1)

@@ -34,6 +34,7 @@ and gradients with the unswapped model). Without gradients (evaluation, predicti
 forward kernels run. Used on CPU only: on GPU Paddle's kernels are the fast ones. (The other
 CPU setting, no strided views, is in ``runtime.select_device``.)
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -127,8 +128,10 @@ def _build() -> ctypes.CDLL:
         seconds = float(os.environ.get("ERNIE_FT_KERNELS_TIMEOUT", COMPILE_SECONDS))
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # then an atomic rename: several
             obj, lib = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")  # processes may build at once
-            for command in ([compiler, *FLAGS, "-c", str(SOURCE), "-o", obj],
-                            [compiler, "-shared", obj, "-o", lib, *link]):
+            for command in (
+                [compiler, *FLAGS, "-c", str(SOURCE), "-o", obj],
+                [compiler, "-shared", obj, "-o", lib, *link],
+            ):
                 try:
                     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
                 except subprocess.TimeoutExpired:
@@ -159,17 +162,24 @@ def library():
             try:
                 _state["lib"] = _build()
             except (OSError, RuntimeError) as error:
-                warnings.warn(f"ernie_ft: could not build the fused CPU kernels ({error}); training runs "
-                              "about a quarter slower without them. They need a C compiler (cc or $CC) and a "
-                              "writable cache directory ($ERNIE_FT_CACHE, default ~/.cache/ernie_ft); "
-                              "ERNIE_FT_C_KERNELS=0 silences this.", KernelsWarning, stacklevel=2)
+                warnings.warn(
+                    f"ernie_ft: could not build the fused CPU kernels ({error}); training runs "
+                    "about a quarter slower without them. They need a C compiler (cc or $CC) and a "
+                    "writable cache directory ($ERNIE_FT_CACHE, default ~/.cache/ernie_ft); "
+                    "ERNIE_FT_C_KERNELS=0 silences this.",
+                    KernelsWarning,
+                    stacklevel=2,
+                )
     return _state["lib"]
 
 
 def _usable(*tensors) -> bool:
     """The C kernels take these: eager fp32 CPU tensors, and the library built."""
-    return paddle.in_dynamic_mode() and library() is not None \
+    return (
+        paddle.in_dynamic_mode()
+        and library() is not None
         and all(t.dtype == paddle.float32 and t.place.is_cpu_place() for t in tensors)
+    )
 
 
 def _dense(t):
@@ -184,7 +194,7 @@ class _Dropout:
             self.args = (0, 0, 0, 1.0)  # threshold 0: every element kept, scale 1
             return
         threshold = round(p * _LEVELS)
-        key = paddle.randint(0, 2 ** 31 - 1, [2]).numpy()  # Paddle's generator: recompute replays it
+        key = paddle.randint(0, 2**31 - 1, [2]).numpy()  # Paddle's generator: recompute replays it
         self.args = (int(key[0]), int(key[1]), threshold, _LEVELS / (_LEVELS - threshold))
 
 
@@ -210,7 +220,7 @@ def _numpy_dropout(x, p: float):
     """Without the C kernels: a mask from numpy's generator, seeded from Paddle's (Paddle draws its
     masks element by element, 15 % of the step), handed over without a copy."""
     threshold = round(p * _LEVELS)
-    seed = int(paddle.randint(0, 2 ** 31 - 1, [1]).item())
+    seed = int(paddle.randint(0, 2**31 - 1, [1]).item())
     bits = np.random.Generator(np.random.PCG64(seed)).integers(0, _LEVELS, list(x.shape), dtype=np.uint16)
     mask = (bits >= threshold).astype(np.float32)
     mask *= np.float32(_LEVELS / (_LEVELS - threshold))
@@ -262,8 +272,7 @@ class _SoftmaxDropout(PyLayer):
         (probs,) = ctx.saved_tensor()
         dout = _dense(dout)
         dx = paddle.empty_like(probs)
-        _call("ef_softmax_dropout_bwd", probs, dout, dx, probs.size // probs.shape[-1], probs.shape[-1],
-              *ctx.mask.args)
+        _call("ef_softmax_dropout_bwd", probs, dout, dx, probs.size // probs.shape[-1], probs.shape[-1], *ctx.mask.args)
         return dx
 
 
@@ -309,8 +318,9 @@ def _add_dropout_layernorm(residual, x, weight, bias, epsilon, mask: _Dropout):
     total = x if residual is None else paddle.empty_like(x)
     y = paddle.empty_like(x)
     mean, rstd = paddle.empty([rows], "float32"), paddle.empty([rows], "float32")
-    _call("ef_add_dropout_layernorm_fwd", residual, x, weight, bias, total, y, mean, rstd, rows, cols, epsilon,
-          *mask.args)
+    _call(
+        "ef_add_dropout_layernorm_fwd", residual, x, weight, bias, total, y, mean, rstd, rows, cols, epsilon, *mask.args
+    )
     return total, y, mean, rstd
 
 
@@ -319,8 +329,20 @@ def _layernorm_backward(total, weight, mean, rstd, dy):
     dtotal = paddle.empty_like(total)
     dweight, dbias = paddle.empty_like(weight), paddle.empty_like(weight)
     partial = paddle.zeros([_state["threads"] * 2 * weight.shape[0]], "float32")  # per-thread sums
-    _call("ef_layernorm_bwd", total, weight, mean, rstd, dy, dtotal, dweight, dbias, partial, mean.shape[0],
-          total.shape[-1])
+    _call(
+        "ef_layernorm_bwd",
+        total,
+        weight,
+        mean,
+        rstd,
+        dy,
+        dtotal,
+        dweight,
+        dbias,
+        partial,
+        mean.shape[0],
+        total.shape[-1],
+    )
     return dtotal, dweight, dbias
 
 
@@ -352,8 +374,13 @@ class _AddDropoutLayerNorm(PyLayer):
 
 def add_dropout_layernorm(residual, x, norm: paddle.nn.LayerNorm, p: float, training: bool = True):
     """norm(residual + dropout(x)): the post-norm residual of a transformer layer."""
-    if len(norm._normalized_shape) != 1 or norm.weight is None or norm.bias is None \
-            or not _usable(residual, x, norm.weight, norm.bias) or residual.shape != x.shape:
+    if (
+        len(norm._normalized_shape) != 1
+        or norm.weight is None
+        or norm.bias is None
+        or not _usable(residual, x, norm.weight, norm.bias)
+        or residual.shape != x.shape
+    ):
         return norm(residual + dropout(x, p, training))
     mask = _Dropout(p, training)
     if _needs_grad(residual, x, norm.weight, norm.bias):
@@ -367,8 +394,11 @@ def _column_sums(x2d):
 
 
 def _needs_grad(*tensors) -> bool:
-    return (paddle.in_dynamic_mode() and paddle.is_grad_enabled()
-            and any(t is not None and not t.stop_gradient for t in tensors))
+    return (
+        paddle.in_dynamic_mode()
+        and paddle.is_grad_enabled()
+        and any(t is not None and not t.stop_gradient for t in tensors)
+    )
 
 
 def _affine(x, weight, bias):
@@ -431,8 +461,7 @@ class _MatmulLayerNorm(PyLayer):
 
 class FastLayerNorm(paddle.nn.LayerNorm):
     def forward(self, x):
-        if len(self._normalized_shape) != 1 or self.weight is None or self.bias is None \
-                or not paddle.in_dynamic_mode():
+        if len(self._normalized_shape) != 1 or self.weight is None or self.bias is None or not paddle.in_dynamic_mode():
             return super().forward(x)
         grad = _needs_grad(x, self.weight, self.bias)
         if _usable(x, self.weight, self.bias):
@@ -475,14 +504,18 @@ class FastAttention(paddle.nn.MultiHeadAttention):
     key-padding mask (what ERNIE builds from the pad ids) added inside the q.k matmul."""
 
     def forward(self, query, key=None, value=None, attn_mask=None, cache=None):
-        if cache is not None or self.need_weights or not (key is None or key is query) \
-                or not (value is None or value is query):
+        if (
+            cache is not None
+            or self.need_weights
+            or not (key is None or key is query)
+            or not (value is None or value is query)
+        ):
             return super().forward(query, key, value, attn_mask, cache)
 
         def heads(x):  # [batch, length, hidden] -> [batch, heads, length, head_dim]
             return x.reshape([0, 0, self.num_heads, self.head_dim]).transpose([0, 2, 1, 3])
 
-        q = heads(self.q_proj(query) * (self.head_dim ** -0.5))
+        q = heads(self.q_proj(query) * (self.head_dim**-0.5))
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
         mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
         if mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1:  # a key mask
@@ -506,9 +539,15 @@ class FastEncoderLayer(paddle.nn.TransformerEncoderLayer):
     linear2(dropout(gelu(linear1(.))))."""
 
     def forward(self, src, src_mask=None, cache=None, output_attentions=False):
-        if output_attentions or cache is not None or self.normalize_before or self.activation is not F.gelu \
-                or any(d.mode != "upscale_in_train" or d.axis is not None
-                       for d in (self.dropout, self.dropout1, self.dropout2)):
+        if (
+            output_attentions
+            or cache is not None
+            or self.normalize_before
+            or self.activation is not F.gelu
+            or any(
+                d.mode != "upscale_in_train" or d.axis is not None for d in (self.dropout, self.dropout1, self.dropout2)
+            )
+        ):
             extra = (output_attentions,) if output_attentions else ()  # PaddleNLP's patched signature
             return super().forward(src, src_mask, cache, *extra)
         attention = self.self_attn(src, src, src, _convert_attention_mask(src_mask, src.dtype))
@@ -517,9 +556,13 @@ class FastEncoderLayer(paddle.nn.TransformerEncoderLayer):
         return add_dropout_layernorm(src, self.linear2(hidden), self.norm2, self.dropout2.p, self.training)
 
 
-SWAPS = {paddle.nn.Dropout: FastDropout, paddle.nn.MultiHeadAttention: FastAttention,
-         paddle.nn.LayerNorm: FastLayerNorm, paddle.nn.Linear: FastLinear,
-         paddle.nn.TransformerEncoderLayer: FastEncoderLayer}
+SWAPS = {
+    paddle.nn.Dropout: FastDropout,
+    paddle.nn.MultiHeadAttention: FastAttention,
+    paddle.nn.LayerNorm: FastLayerNorm,
+    paddle.nn.Linear: FastLinear,
+    paddle.nn.TransformerEncoderLayer: FastEncoderLayer,
+}
 
 
 def enable_fast_kernels(model) -> int:

@@ -4,6 +4,7 @@ and its outputs over a list of features.
 Heads are PaddleNLP's own (sequence, token and span classification), so a checkpoint we
 write loads in plain PaddleNLP with ``ErnieFor*.from_pretrained(dir)``. Models return logits.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,15 +24,30 @@ from ernie_ft.models.weights import describe_loading, from_pretrained
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
 SCRATCH = {
-    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512,
-                 max_position_embeddings=512),
-    "nano": dict(num_hidden_layers=4, hidden_size=312, num_attention_heads=12, intermediate_size=1248,
-                 max_position_embeddings=2048),  # ernie-3.0-nano-zh's shape
-    "medium": dict(num_hidden_layers=6, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                   max_position_embeddings=2048),  # ernie-3.0-medium-zh's shape
+    "tiny": dict(
+        num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512, max_position_embeddings=512
+    ),
+    "nano": dict(
+        num_hidden_layers=4,
+        hidden_size=312,
+        num_attention_heads=12,
+        intermediate_size=1248,
+        max_position_embeddings=2048,
+    ),  # ernie-3.0-nano-zh's shape
+    "medium": dict(
+        num_hidden_layers=6,
+        hidden_size=768,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=2048,
+    ),  # ernie-3.0-medium-zh's shape
 }
-HEADS = {"sequence": "ErnieForSequenceClassification", "token": "ErnieForTokenClassification",
-         "span": "ErnieForQuestionAnswering", "mlm": "ErnieForMaskedLM"}
+HEADS = {
+    "sequence": "ErnieForSequenceClassification",
+    "token": "ErnieForTokenClassification",
+    "span": "ErnieForQuestionAnswering",
+    "mlm": "ErnieForMaskedLM",
+}
 MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform")
 """Batch keys passed to the model besides the ids (pretraining: see masking.mlm_batch)."""
 PER_TOKEN = ("token", "span")
@@ -42,27 +58,33 @@ WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
 def _scratch_preset(spec: str) -> dict:
     name = spec.split(":", 1)[1]
     if name not in SCRATCH:
-        raise UserError(f"--model {spec}: unknown scratch preset.{suggest(name, SCRATCH)} "
-                        f"Presets: {', '.join('scratch:' + k for k in SCRATCH)}")
+        raise UserError(
+            f"--model {spec}: unknown scratch preset.{suggest(name, SCRATCH)} "
+            f"Presets: {', '.join('scratch:' + k for k in SCRATCH)}"
+        )
     return SCRATCH[name]
 
 
 def _check_directory(path: str) -> None:
     files = set(os.listdir(path))
     if "best" in files and os.path.isfile(os.path.join(path, "best", "config.json")) and "config.json" not in files:
-        raise UserError(f"--model {path} is a training run's output directory; pass its model: "
-                        f"--model {os.path.join(path, 'best')}")
+        raise UserError(
+            f"--model {path} is a training run's output directory; pass its model: --model {os.path.join(path, 'best')}"
+        )
     if not files & {"config.json", "model_config.json"} or not files & set(WEIGHT_FILES):
-        raise UserError(f"--model {path}: not a PaddleNLP checkpoint directory (expected config.json and "
-                        f"{WEIGHT_FILES[0]}; found {', '.join(sorted(files)) or 'nothing'})")
+        raise UserError(
+            f"--model {path}: not a PaddleNLP checkpoint directory (expected config.json and "
+            f"{WEIGHT_FILES[0]}; found {', '.join(sorted(files)) or 'nothing'})"
+        )
 
 
 def _offline_hint(name: str, reason: str) -> UserError:
     return UserError(
         f"--model {name}: could not load it ({reason.splitlines()[0][:160]}). If this machine is offline, "
-        f"download the model where there is network access: python -c \"from paddlenlp.transformers import "
+        f'download the model where there is network access: python -c "from paddlenlp.transformers import '
         f"AutoModel, AutoTokenizer; [c.from_pretrained('{name}').save_pretrained('{name}') for c in "
-        f"(AutoModel, AutoTokenizer)]\", copy the folder here and pass --model ./{name}")
+        f'(AutoModel, AutoTokenizer)]", copy the folder here and pass --model ./{name}'
+    )
 
 
 def kind(spec: str) -> str:
@@ -87,8 +109,9 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
     source = kind(model.model)
     extension = model.vocab_extension
     if extension is not None and not os.path.isdir(extension):
-        raise UserError(f"--vocab-extension {extension}: directory not found; create it with "
-                        "python -m ernie_ft.vocab learn")
+        raise UserError(
+            f"--vocab-extension {extension}: directory not found; create it with python -m ernie_ft.vocab learn"
+        )
     options = dict(vocab_extension=extension, exact_spans=exact_spans)
     if data.user_dict:  # else a checkpoint keeps its own
         options["user_dict"] = data.user_dict
@@ -111,8 +134,10 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
         pipeline = TextPipeline.from_dir(model.model)
         if pipeline.extension is not None:  # the checkpoint's weights were trained with it
             if extension is not None and not same_pieces(extension, pipeline.extension.directory):
-                raise UserError(f"--vocab-extension {extension}: --model {model.model} already has a different "
-                                "vocabulary extension; drop the flag to keep the checkpoint's")
+                raise UserError(
+                    f"--vocab-extension {extension}: --model {model.model} already has a different "
+                    "vocabulary extension; drop the flag to keep the checkpoint's"
+                )
             options["vocab_extension"] = pipeline.extension.directory
         return pipeline.replace(**options)
     from paddlenlp.transformers import AutoTokenizer
@@ -123,8 +148,10 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
         raise _offline_hint(model.model, str(e)) from None
     vocab_file = getattr(tokenizer, "vocab_file", None) or tokenizer.init_kwargs.get("vocab_file")
     if not vocab_file or not os.path.isfile(vocab_file):
-        raise UserError(f"--model {model.model}: its tokenizer has no WordPiece vocab.txt; ernie_ft supports "
-                        "ERNIE-family (BERT-style vocabulary) models")
+        raise UserError(
+            f"--model {model.model}: its tokenizer has no WordPiece vocab.txt; ernie_ft supports "
+            "ERNIE-family (BERT-style vocabulary) models"
+        )
     return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), **options)
 
 
@@ -140,32 +167,46 @@ def model_class(head: str, custom: str | None = None):
     return getattr(pt, HEADS[head])
 
 
-def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline,
-                custom_class: str | None = None):
+def build_model(
+    model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline, custom_class: str | None = None
+):
     """An ERNIE model with the head ``head`` and ``num_labels`` outputs (2 for spans)."""
     import paddlenlp.transformers as pt
 
     cls = model_class(head, custom_class)
-    overrides = {} if model.dropout is None else {
-        "hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
+    overrides = (
+        {}
+        if model.dropout is None
+        else {"hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
+    )
     if head in ("sequence", "token"):
         overrides["num_labels"] = num_labels
     source = kind(model.model)
     if source == "scratch":
         config = pt.ErnieConfig(
-            vocab_size=pipeline.vocab_size, pad_token_id=pipeline.pad_id, type_vocab_size=4,
-            use_task_id=False, **_scratch_preset(model.model), **overrides)
+            vocab_size=pipeline.vocab_size,
+            pad_token_id=pipeline.pad_id,
+            type_vocab_size=4,
+            use_task_id=False,
+            **_scratch_preset(model.model),
+            **overrides,
+        )
         return cls(config)
     if source == "directory":
         _check_directory(model.model)
     try:
-        net = (from_pretrained(cls, model.model, model.trust_pickle, **overrides) if source == "directory"
-               else cls.from_pretrained(model.model, **overrides))
+        net = (
+            from_pretrained(cls, model.model, model.trust_pickle, **overrides)
+            if source == "directory"
+            else cls.from_pretrained(model.model, **overrides)
+        )
     except UserError:
         raise
     except Exception as e:
         if source == "directory":
-            raise UserError(f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})") from None
+            raise UserError(
+                f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
+            ) from None
         raise _offline_hint(model.model, str(e)) from None
     if source == "directory":
         loading = describe_loading(net, model.model)
@@ -174,8 +215,10 @@ def build_model(model: ModelConfig, head: str, num_labels: int, pipeline: TextPi
     if pipeline.extension is not None and not (source == "directory" and saved_extension(model.model)):
         grow_embeddings(net, pipeline)
     if net.config.vocab_size < pipeline.vocab_size:
-        raise UserError(f"--model {model.model}: vocab.txt has {pipeline.vocab_size} tokens but the model's "
-                        f"embedding only {net.config.vocab_size}; the tokenizer and weights do not match")
+        raise UserError(
+            f"--model {model.model}: vocab.txt has {pipeline.vocab_size} tokens but the model's "
+            f"embedding only {net.config.vocab_size}; the tokenizer and weights do not match"
+        )
     return net
 
 
@@ -202,9 +245,11 @@ def position_limit(net) -> int:
 def check_max_len(data: DataConfig, net, spec: str) -> None:
     limit = position_limit(net)
     if data.max_len > limit:
-        raise UserError(f"--max-len {data.max_len} exceeds the position limit of --model {spec} "
-                        f"({limit} = max_position_embeddings); use --max-len {limit} or less, long texts "
-                        f"are split into windows anyway")
+        raise UserError(
+            f"--max-len {data.max_len} exceeds the position limit of --model {spec} "
+            f"({limit} = max_position_embeddings); use --max-len {limit} or less, long texts "
+            f"are split into windows anyway"
+        )
 
 
 def to_tensors(batch: dict) -> dict:
@@ -218,8 +263,12 @@ def forward(model, batch: dict):
     import paddle
 
     extra = {k: batch[k] for k in MODEL_EXTRAS if k in batch}
-    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                position_ids=batch.get("position_ids"), **extra)
+    out = model(
+        input_ids=batch["input_ids"],
+        token_type_ids=batch["token_type_ids"],
+        position_ids=batch.get("position_ids"),
+        **extra,
+    )
     return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
 
 
@@ -228,12 +277,20 @@ def task_batching(task, pipeline, seed: int = 0) -> dict:
     (pretraining: evaluation's fixed masks, per-position rows); {} for the others."""
     if not hasattr(task, "collate"):
         return {}
-    return {"collate_fn": lambda features: task.collate(features, pipeline, seed, None),
-            "summarize": task.summarize}
+    return {"collate_fn": lambda features: task.collate(features, pipeline, seed, None), "summarize": task.summarize}
 
 
-def compute_logits(model, features, pad_id: int, batch_size: int, precision=None,
-                   head: str = "sequence", parallel=None, collate_fn=None, summarize=None):
+def compute_logits(
+    model,
+    features,
+    pad_id: int,
+    batch_size: int,
+    precision=None,
+    head: str = "sequence",
+    parallel=None,
+    collate_fn=None,
+    summarize=None,
+):
     """Model outputs for every feature, in feature order (numpy).
 
     A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
@@ -262,6 +319,6 @@ def compute_logits(model, features, pad_id: int, batch_size: int, precision=None
             logits = parallel.dense(logits) if parallel is not None else logits
             rows = summarize(logits, batch) if summarize else logits.astype("float32").numpy()
             for row, i in enumerate(indices):
-                outputs[i] = rows[row][:len(chosen[row]["input_ids"])] if per_token else rows[row]
+                outputs[i] = rows[row][: len(chosen[row]["input_ids"])] if per_token else rows[row]
     model.train(was_training)
     return outputs if per_token or summarize or not outputs else np.stack(outputs)

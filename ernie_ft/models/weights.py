@@ -3,6 +3,7 @@
 A pickle (Paddle's ``model_state.pdparams``) can run any code when it is loaded; safetensors hold
 only tensors. Every ernie_ft command that opens a model directory asks ``weights_format`` first.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,12 @@ def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model")
     if os.path.isfile(os.path.join(path, PICKLE_WEIGHTS)):
         if trust_pickle:
             return "pickle"
-        raise UserError(f"{flag} {path}: its weights are a pickle ({PICKLE_WEIGHTS}), and loading a pickle can run "
-                        "code hidden in it. If you trust where this directory came from (ernie_ft checkpoints "
-                        "before safetensors, models saved by PaddleNLP), pass --trust-pickle; re-saving it then "
-                        "(e.g. python -m ernie_ft export) writes safetensors")
+        raise UserError(
+            f"{flag} {path}: its weights are a pickle ({PICKLE_WEIGHTS}), and loading a pickle can run "
+            "code hidden in it. If you trust where this directory came from (ernie_ft checkpoints "
+            "before safetensors, models saved by PaddleNLP), pass --trust-pickle; re-saving it then "
+            "(e.g. python -m ernie_ft export) writes safetensors"
+        )
     raise UserError(f"{flag} {path}: no model weights ({SAFE_WEIGHTS} or {PICKLE_WEIGHTS})")
 
 
@@ -67,8 +70,10 @@ def describe_loading(model, path: str, prefix: str = "ernie.") -> str | None:
     unused = sorted(stored - used)
     if not new and not unused:
         return None
+
     def heads(names):  # classifier.weight -> classifier.*, cls.predictions.decoder.bias -> cls.predictions.*
-        return ", ".join(sorted({".".join(n.split(".")[:2 if n.count(".") > 1 else 1]) + ".*" for n in names}))
+        return ", ".join(sorted({".".join(n.split(".")[: 2 if n.count(".") > 1 else 1]) + ".*" for n in names}))
+
     line = f"{len(known)} of {len(own)} weights loaded from the checkpoint"
     if new:
         line += f"; newly initialised: {heads(new)} ({len(new)} tensors)"

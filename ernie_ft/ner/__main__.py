@@ -1,4 +1,5 @@
 """``python -m ernie_ft.ner``: the same as ``python -m ernie_ft ner``."""
+
 import sys
 
 from ernie_ft.cli import main

@@ -4,6 +4,7 @@ Every format becomes the same internal example: the text and its entities as cha
 ``(start, end_exclusive, type)``. Tag schemes are converted at the edge, in ``tags_to_spans`` and
 ``spans_to_tags``; the model itself is trained on BIO tags derived from the spans.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ _TAG = re.compile(r"^(?:O|[BIMELSUbimelsu][-_]\S+)$")
 @dataclass(frozen=True)
 class NerExample:
     """A text with its entities as sorted (start, end_exclusive, type) character spans."""
+
     text: str
     entities: tuple
     line: int
@@ -38,8 +40,10 @@ def parse_tag(tag: str, where: str) -> tuple[str, Optional[str]]:
     if tag == "O":
         return "O", None
     if not _TAG.match(tag):
-        raise UserError(f"{where}: tag {tag!r} is not O or PREFIX-TYPE with a prefix from B, I, E, S, M, L, U "
-                        "(e.g. B-PER); check the separator between the token and its tag")
+        raise UserError(
+            f"{where}: tag {tag!r} is not O or PREFIX-TYPE with a prefix from B, I, E, S, M, L, U "
+            "(e.g. B-PER); check the separator between the token and its tag"
+        )
     return _PREFIXES[tag[0].upper()], tag[2:]
 
 
@@ -110,8 +114,10 @@ def check_spans(spans: list, text: str, where: str, overlapping: str = "error") 
     """
     for start, end, type_ in spans:
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
-            raise UserError(f"{where}: entity {type_!r} covering characters {start} to {end - 1} is empty or "
-                            f"outside the text ({len(text)} characters, numbered from 0); fix its offsets")
+            raise UserError(
+                f"{where}: entity {type_!r} covering characters {start} to {end - 1} is empty or "
+                f"outside the text ({len(text)} characters, numbered from 0); fix its offsets"
+            )
     kept, dropped = [], []
     for span in sorted(set(spans), key=lambda s: (s[0] - s[1], s[0], s[2])):  # longest first
         clash = next((k for k in kept if k[0] < span[1] and span[0] < k[1]), None)
@@ -120,9 +126,11 @@ def check_spans(spans: list, text: str, where: str, overlapping: str = "error") 
             continue
         if overlapping != "keep-longest":
             a, b = sorted([clash, span])
-            raise UserError(f"{where}: entity {text[b[0]:b[1]]!r} [{b[0]}, {b[1]}) {b[2]} overlaps "
-                            f"{text[a[0]:a[1]]!r} [{a[0]}, {a[1]}) {a[2]}; a tagger labels each character once. "
-                            "Fix the file, or pass --overlapping keep-longest to keep the longer entity")
+            raise UserError(
+                f"{where}: entity {text[b[0] : b[1]]!r} [{b[0]}, {b[1]}) {b[2]} overlaps "
+                f"{text[a[0] : a[1]]!r} [{a[0]}, {a[1]}) {a[2]}; a tagger labels each character once. "
+                "Fix the file, or pass --overlapping keep-longest to keep the longer entity"
+            )
         dropped.append(span)
     return tuple(sorted(kept)), dropped
 
@@ -141,8 +149,9 @@ def detect_format(lines: list[str]) -> str:
     return "conll" if tagged * 2 >= len(body) else "text"  # a few bad lines: CoNLL, so the error names them
 
 
-def read_ner(path: str, flag: str, fmt: str = "auto", labelled: bool = True,
-             overlapping: str = "error") -> list[NerExample]:
+def read_ner(
+    path: str, flag: str, fmt: str = "auto", labelled: bool = True, overlapping: str = "error"
+) -> list[NerExample]:
     """Examples from a CoNLL, CLUENER JSONL or span JSONL file (or plain text lines when unlabelled)."""
     text = read_text_file(path, flag)
     lines = text.split("\n")
@@ -151,8 +160,10 @@ def read_ner(path: str, flag: str, fmt: str = "auto", labelled: bool = True,
     where = f"{flag}: {path}"
     if fmt == "text":
         if labelled:
-            raise UserError(f"{where} looks like plain text without entities; give CoNLL (one character and "
-                            "its tag per line), CLUENER JSONL or span JSONL, or name the format with --format")
+            raise UserError(
+                f"{where} looks like plain text without entities; give CoNLL (one character and "
+                "its tag per line), CLUENER JSONL or span JSONL, or name the format with --format"
+            )
         return [NerExample(s.strip(), (), n, path) for n, s in enumerate(lines, 1) if s.strip()]
     if fmt == "conll":
         return _read_conll(where, path, lines, labelled, overlapping)
@@ -161,8 +172,10 @@ def read_ner(path: str, flag: str, fmt: str = "auto", labelled: bool = True,
         at = f"{where}:{n}"
         value = record.get("text")
         if not isinstance(value, str) or not value.strip():
-            raise UserError(f'{at}: missing or empty "text"; each line needs {{"text": ..., '
-                            f'{"label" if fmt == "cluener" else "entities"}: ...}}')
+            raise UserError(
+                f'{at}: missing or empty "text"; each line needs {{"text": ..., '
+                f"{'label' if fmt == 'cluener' else 'entities'}: ...}}"
+            )
         spans = (_cluener_spans if fmt == "cluener" else _span_list)(record, value, at) if labelled else []
         spans, lost = check_spans(spans, value, at, overlapping)
         dropped += [(n, value, span) for span in lost]
@@ -174,20 +187,25 @@ def read_ner(path: str, flag: str, fmt: str = "auto", labelled: bool = True,
 def _cluener_spans(record: dict, text: str, at: str) -> list:
     label = record.get("label")
     if not isinstance(label, dict):
-        raise UserError(f'{at}: "label" must be an object {{type: {{entity: [[start, end], ...]}}}} (ends '
-                        'inclusive); write "label": {} for a text without entities')
+        raise UserError(
+            f'{at}: "label" must be an object {{type: {{entity: [[start, end], ...]}}}} (ends '
+            'inclusive); write "label": {} for a text without entities'
+        )
     spans = []
     for type_, entities in label.items():
         if not isinstance(entities, dict):
             raise UserError(f'{at}: "label"."{type_}" must map each entity text to [[start, end], ...]')
         for name, positions in entities.items():
             if not isinstance(positions, list) or not all(
-                    isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) for x in p) for p in positions):
+                isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) for x in p) for p in positions
+            ):
                 raise UserError(f"{at}: positions of {name!r} must be a list of [start, end] integer pairs")
             for start, last in positions:
-                if 0 <= start <= last < len(text) and text[start:last + 1] != name:
-                    raise UserError(f"{at}: entity {name!r} at [{start}, {last}] but the text there is "
-                                    f"{text[start:last + 1]!r}; CLUENER ends are inclusive (the last character)")
+                if 0 <= start <= last < len(text) and text[start : last + 1] != name:
+                    raise UserError(
+                        f"{at}: entity {name!r} at [{start}, {last}] but the text there is "
+                        f"{text[start : last + 1]!r}; CLUENER ends are inclusive (the last character)"
+                    )
                 spans.append((start, last + 1, type_))
     return spans
 
@@ -195,18 +213,29 @@ def _cluener_spans(record: dict, text: str, at: str) -> list:
 def _span_list(record: dict, text: str, at: str) -> list:
     entities = record.get("entities")
     if not isinstance(entities, list):
-        raise UserError(f'{at}: "entities" must be a list of {{"start", "end", "type"}} objects (end exclusive); '
-                        'write "entities": [] for a text without entities')
+        raise UserError(
+            f'{at}: "entities" must be a list of {{"start", "end", "type"}} objects (end exclusive); '
+            'write "entities": [] for a text without entities'
+        )
     spans = []
     for e in entities:
-        if not (isinstance(e, dict) and isinstance(e.get("start"), int) and isinstance(e.get("end"), int)
-                and isinstance(e.get("type"), str) and e["type"]):
-            raise UserError(f'{at}: entity {json.dumps(e, ensure_ascii=False)[:60]} needs integer "start" and '
-                            '"end" (exclusive) and a string "type"')
+        if not (
+            isinstance(e, dict)
+            and isinstance(e.get("start"), int)
+            and isinstance(e.get("end"), int)
+            and isinstance(e.get("type"), str)
+            and e["type"]
+        ):
+            raise UserError(
+                f'{at}: entity {json.dumps(e, ensure_ascii=False)[:60]} needs integer "start" and '
+                '"end" (exclusive) and a string "type"'
+            )
         start, end = e["start"], e["end"]
         if "text" in e and 0 <= start < end <= len(text) and text[start:end] != e["text"]:
-            raise UserError(f"{at}: entity {e['text']!r} at [{start}, {end}) but the text there is "
-                            f"{text[start:end]!r}; span ends are exclusive")
+            raise UserError(
+                f"{at}: entity {e['text']!r} at [{start}, {end}) but the text there is "
+                f"{text[start:end]!r}; span ends are exclusive"
+            )
         spans.append((start, end, e["type"]))
     return spans
 
@@ -222,8 +251,9 @@ def _read_conll(where: str, path: str, lines: list[str], labelled: bool, overlap
             continue
         fields = line.split("\t") if "\t" in line else line.split()
         if len(fields) < 2 and labelled:
-            raise UserError(f"{where}:{n}: expected a token and its tag separated by a tab or a space, "
-                            f"found {line[:40]!r}")
+            raise UserError(
+                f"{where}:{n}: expected a token and its tag separated by a tab or a space, found {line[:40]!r}"
+            )
         tag = fields[-1].strip() if labelled else "O"
         current.append((n, fields[0] or " ", parse_tag(tag, f"{where}:{n}"), tag))
     if current:
@@ -247,9 +277,12 @@ def _read_conll(where: str, path: str, lines: list[str], labelled: bool, overlap
         examples.append(NerExample(text, spans, sentence[0][0], path, tuple(offsets)))
     if repaired:
         lines_shown = ", ".join(map(str, repaired[:8])) + (" ..." if len(repaired) > 8 else "")
-        print(f"note: {where}: {len(repaired)} tags break the {scheme.upper()} scheme (lines {lines_shown}); "
-              "repaired as conlleval does: an I-/E- tag that does not continue an entity of its type starts "
-              "one, and an entity left open ends at its last tag", file=sys.stderr)
+        print(
+            f"note: {where}: {len(repaired)} tags break the {scheme.upper()} scheme (lines {lines_shown}); "
+            "repaired as conlleval does: an I-/E- tag that does not continue an entity of its type starts "
+            "one, and an entity left open ends at its last tag",
+            file=sys.stderr,
+        )
     _note_dropped(where, dropped)
     return examples
 
@@ -262,8 +295,11 @@ def _needs_space(left: str, right: str) -> bool:
 def _note_dropped(where: str, dropped: list) -> None:
     if dropped:
         shown = "; ".join(f"line {n}: {text[s:e]!r} {t}" for n, text, (s, e, t) in dropped[:5])
-        print(f"note: {where}: --overlapping keep-longest dropped {len(dropped)} entities that overlap a longer "
-              f"one ({shown})", file=sys.stderr)
+        print(
+            f"note: {where}: --overlapping keep-longest dropped {len(dropped)} entities that overlap a longer "
+            f"one ({shown})",
+            file=sys.stderr,
+        )
 
 
 def write_conll(examples: list[NerExample], scheme: str = "bio", sep: str = "\t") -> str:
@@ -300,12 +336,19 @@ def write_cluener(examples: list[NerExample]) -> str:
 
 def write_spans(examples: list[NerExample]) -> str:
     """Span JSONL: {"text", "entities": [{"start", "end" (exclusive), "type", "text"}]} per line."""
-    return "".join(json.dumps({"text": e.text, "entities": [
-        {"start": s, "end": t, "type": k, "text": e.text[s:t]} for s, t, k in e.entities]}, ensure_ascii=False) + "\n"
-        for e in examples)
+    return "".join(
+        json.dumps(
+            {
+                "text": e.text,
+                "entities": [{"start": s, "end": t, "type": k, "text": e.text[s:t]} for s, t, k in e.entities],
+            },
+            ensure_ascii=False,
+        )
+        + "\n"
+        for e in examples
+    )
 
 
 def check_choice(value: str, choices, flag: str) -> None:
     if value not in choices:
         raise UserError(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
-

@@ -5,6 +5,7 @@ sees BIO tags on the first token of each character or word, found through the te
 character offsets (never by assuming one token per character); windows over long texts are
 stitched per token, and decoded tags are mapped back to character spans.
 """
+
 from __future__ import annotations
 
 import os
@@ -85,7 +86,7 @@ def stitch(logits: list, features: list[dict], n_docs: int) -> list[np.ndarray]:
         doc_rows = np.zeros((n_tokens, width), dtype="float32")
         for k, (i, (start, end)) in enumerate(zip(indices, windows)):
             mine = owner[start:end] == k
-            doc_rows[start:end][mine] = logits[i][1:1 + end - start][mine]  # row 0 is [CLS]
+            doc_rows[start:end][mine] = logits[i][1 : 1 + end - start][mine]  # row 0 is [CLS]
         rows.append(doc_rows)
     return rows
 
@@ -115,9 +116,12 @@ class NER:
     token's argmax and repairs it as conlleval does (an I- without its B- starts an entity). The CRF
     always decodes valid sequences."""
     unused_data_settings: ClassVar[dict] = {
-        **dict.fromkeys(("text_column", "text_pair_column", "label_column"),
-                        "NER files are read by --format (conll, cluener, spans or text; see data/README.md), not by column"),
-        "window_pooling": "each token is tagged from the one window where it has most context"}
+        **dict.fromkeys(
+            ("text_column", "text_pair_column", "label_column"),
+            "NER files are read by --format (conll, cluener, spans or text; see data/README.md), not by column",
+        ),
+        "window_pooling": "each token is tagged from the one window where it has most context",
+    }
     """Data settings NER never reads: no flag, and a recipe that sets one is an error."""
 
     def __post_init__(self):
@@ -138,13 +142,21 @@ class NER:
     def fit_labels(self, train):
         types = sorted({t for e in train for *_, t in e.entities})
         if not types:
-            raise UserError(f"{train[0].source}: the training file has no entities; label some entities "
-                            "(see data/README.md for the formats)")
+            raise UserError(
+                f"{train[0].source}: the training file has no entities; label some entities "
+                "(see data/README.md for the formats)"
+            )
         return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
 
     def check_labels(self, examples, labels, data, flag):
-        check_known_labels(examples, lambda e: [t for *_, t in e.entities], entity_types(labels),
-                           data.allow_new_labels, flag, "entity type")
+        check_known_labels(
+            examples,
+            lambda e: [t for *_, t in e.entities],
+            entity_types(labels),
+            data.allow_new_labels,
+            flag,
+            "entity type",
+        )
 
     def texts(self, examples):
         return [e.text for e in examples]
@@ -165,13 +177,24 @@ class NER:
             inexact += [(example, e) for e in example.entities if e not in exact and f"B-{e[2]}" in index]
             for start, end in window_spans(len(encoding.ids), budget, stride):
                 ids, types = pack_inputs(encoding.ids[start:end], None, pipeline.cls_id, pipeline.sep_id)
-                features.append({"input_ids": ids, "token_type_ids": types, "doc": doc, "_window": (start, end),
-                                 "labels": [-100, *token_labels[start:end], -100], "_units": units})
+                features.append(
+                    {
+                        "input_ids": ids,
+                        "token_type_ids": types,
+                        "doc": doc,
+                        "_window": (start, end),
+                        "labels": [-100, *token_labels[start:end], -100],
+                        "_units": units,
+                    }
+                )
         if inexact:
             shown = "; ".join(f"line {e.line}: {e.text[s:t]!r} [{s}, {t}) {k}" for e, (s, t, k) in inexact[:5])
-            print(f"note: {examples[0].source}: {len(inexact)} entities start or end inside a token (or on "
-                  f"characters that produce no token), so the tags cannot hold them exactly; they are tagged "
-                  f"on the tokens they start in and count as errors when scored ({shown})", file=sys.stderr)
+            print(
+                f"note: {examples[0].source}: {len(inexact)} entities start or end inside a token (or on "
+                f"characters that produce no token), so the tags cannot hold them exactly; they are tagged "
+                f"on the tokens they start in and count as errors when scored ({shown})",
+                file=sys.stderr,
+            )
         return features
 
     def loss(self, logits, batch):
@@ -210,20 +233,29 @@ class NER:
             chosen = np.exp(scores[np.arange(len(path)), path])
             spans, invalid = tags_to_spans([parse_tag(labels[i], "tag") for i in path], "bio")
             repaired += len(invalid)
-            predictions.append([(units[d][s][1], units[d][e - 1][2], kind, float(chosen[s:e].mean()))
-                                for s, e, kind in spans])
+            predictions.append(
+                [(units[d][s][1], units[d][e - 1][2], kind, float(chosen[s:e].mean())) for s, e, kind in spans]
+            )
         return predictions, repaired
 
     def evaluate(self, logits, features, examples, labels, data):
         predicted, _ = self.decode(logits, features, examples, labels)
-        return entity_metrics([e.entities for e in examples], [[p[:3] for p in ps] for ps in predicted],
-                              entity_types(labels))
+        return entity_metrics(
+            [e.entities for e in examples], [[p[:3] for p in ps] for ps in predicted], entity_types(labels)
+        )
 
     def predict(self, logits, features, examples, labels, data):
         predicted, _ = self.decode(logits, features, examples, labels)
-        return [{"text": e.text, "entities": [{"start": s, "end": t, "type": k, "text": e.text[s:t],
-                                               "score": round(score, 4)} for s, t, k, score in spans]}
-                for e, spans in zip(examples, predicted)]
+        return [
+            {
+                "text": e.text,
+                "entities": [
+                    {"start": s, "end": t, "type": k, "text": e.text[s:t], "score": round(score, 4)}
+                    for s, t, k, score in spans
+                ],
+            }
+            for e, spans in zip(examples, predicted)
+        ]
 
     def report(self, logits, features, examples, labels, data, out_dir: str) -> str:
         """The per-type table; every missed, spurious, wrong-type and wrong-boundary entity in errors.txt."""
@@ -232,8 +264,10 @@ class NER:
         metrics = entity_metrics([e.entities for e in examples], predicted, entity_types(labels))
         kinds, path = Counter(), os.path.join(out_dir, "errors.txt")
         with open(path, "w", encoding="utf-8") as f:
-            f.write("# one block per text with mistakes: file:line, the text, then each entity as "
-                    "'text [start, end) type' (end exclusive)\n")
+            f.write(
+                "# one block per text with mistakes: file:line, the text, then each entity as "
+                "'text [start, end) type' (end exclusive)\n"
+            )
             for example, spans in zip(examples, predicted):
                 errors = entity_errors(example.text, example.entities, spans)
                 if errors:
@@ -243,4 +277,3 @@ class NER:
         counts = ", ".join(f"{kinds[k]} {k}" for k in ("missed", "spurious", "wrong type", "boundary"))
         note = f"\n{repaired} predicted tags broke BIO and were repaired (an I- without its B- starts an entity)"
         return f"{format_entity_table(metrics)}\nerrors: {counts}; listed in {path}" + (note if repaired else "")
-

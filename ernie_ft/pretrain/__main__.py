@@ -1,4 +1,5 @@
 """``python -m ernie_ft.pretrain``: the same as ``python -m ernie_ft pretrain``."""
+
 import sys
 
 from ernie_ft.cli import main

@@ -6,6 +6,7 @@ boundary and continues in the next block. Every token keeps the number of its ji
 the block (-1 for special tokens), which is what whole-word masking needs. Only the current chunk
 of lines is held in memory while the file is written, and nothing of it while it is read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,8 +51,8 @@ class Packer:
             if sep:
                 self.ids.append(self.sep_id)
                 self.words.append(-1)
-            self.ids += ids[pos:pos + take]
-            self.words += [base + w for w in word_ids[pos:pos + take]]
+            self.ids += ids[pos : pos + take]
+            self.words += [base + w for w in word_ids[pos : pos + take]]
             pos += take
         if n:
             self.next_word = base + max(word_ids) + 1
@@ -91,8 +92,11 @@ def pack(corpus: Corpus, pipeline, max_len: int, path: str, num_proc: int = 1) -
 
     def write(writer, blocks):
         if blocks:
-            writer.write_batch(pa.record_batch([pa.array([b[0] for b in blocks], ints),
-                                                pa.array([b[1] for b in blocks], ints)], schema=schema))
+            writer.write_batch(
+                pa.record_batch(
+                    [pa.array([b[0] for b in blocks], ints), pa.array([b[1] for b in blocks], ints)], schema=schema
+                )
+            )
             counts["blocks"] += len(blocks)
 
     def encode(lines, writer):
@@ -159,8 +163,9 @@ def cached_blocks(corpus: Corpus, pipeline, max_len: int, cache_dir: str, num_pr
     """
     import pyarrow as pa
 
-    key = hashlib.sha1(f"{corpus.digest}|{corpus.part}|{corpus.fraction!r}|{pipeline.fingerprint}|{max_len}"
-                       .encode()).hexdigest()
+    key = hashlib.sha1(
+        f"{corpus.digest}|{corpus.part}|{corpus.fraction!r}|{pipeline.fingerprint}|{max_len}".encode()
+    ).hexdigest()
     path = os.path.join(cache_dir, f"blocks-{key}.arrow")
     if os.path.isfile(path):
         try:
@@ -177,7 +182,10 @@ def cached_blocks(corpus: Corpus, pipeline, max_len: int, cache_dir: str, num_pr
             os.remove(tmp)
     blocks = Blocks(path)
     padding = 1 - blocks.lengths.sum() / max(1, len(blocks) * max_len)
-    print(f"{corpus.flag} ({corpus.part}): {counts['documents']} documents, {counts['lines']} lines, "
-          f"{counts['tokens']:,} tokens -> {len(blocks)} blocks of up to {max_len} tokens ({padding:.1%} "
-          f"padding); cached in {path}", file=sys.stderr)
+    print(
+        f"{corpus.flag} ({corpus.part}): {counts['documents']} documents, {counts['lines']} lines, "
+        f"{counts['tokens']:,} tokens -> {len(blocks)} blocks of up to {max_len} tokens ({padding:.1%} "
+        f"padding); cached in {path}",
+        file=sys.stderr,
+    )
     return blocks, "tokenised"

@@ -1,6 +1,7 @@
 """A pretraining corpus: which files, which documents (read as streams, checked before anything is
 written), and which of them are held out as dev (by a hash of each document). ``blocks.py`` packs
 and caches its tokens."""
+
 from __future__ import annotations
 
 import glob
@@ -51,15 +52,18 @@ class Corpus:
         """(train, dev) parts of the whole corpus: each document goes to dev with probability ``fraction``,
         decided by a hash of its text, so the same documents every run and in every process."""
         dev_docs = int((self.keys < np.uint64(_limit(fraction))).sum())
-        return (replace(self, part="train", fraction=fraction, documents=self.documents - dev_docs),
-                replace(self, part="dev", fraction=fraction, documents=dev_docs))
+        return (
+            replace(self, part="train", fraction=fraction, documents=self.documents - dev_docs),
+            replace(self, part="dev", fraction=fraction, documents=dev_docs),
+        )
 
     def iter_documents(self) -> Iterator[tuple[str, list[str]]]:
         """(file, lines) for every document of this part, in file order."""
         limit = _limit(self.fraction)
         for path in self.files:
-            for lines in _documents(path, self.flag, self.text_column, self.pair_column,
-                                    self.paragraphs.get(path, False)):
+            for lines in _documents(
+                path, self.flag, self.text_column, self.pair_column, self.paragraphs.get(path, False)
+            ):
                 if self.part == "all" or (_key(lines) < limit) == (self.part == "dev"):
                     yield path, lines
 
@@ -71,7 +75,7 @@ def _key(lines: list[str]) -> int:
 
 def _limit(fraction: float) -> int:
     """Documents whose key is below this are held out."""
-    return math.ceil(fraction * 2.0 ** 64)
+    return math.ceil(fraction * 2.0**64)
 
 
 def expand_files(spec: str, flag: str) -> tuple:
@@ -115,10 +119,20 @@ def scan(spec: str, flag: str, text_column: Optional[str] = None, pair_column: O
     if documents == 0:
         raise UserError(f"{flag}: no text in {names}; give UTF-8 text files with one document per line")
     if chinese == 0:
-        raise UserError(f"{flag}: no Chinese characters in the {documents} documents of {names}; ernie_ft pretrains "
-                        "Chinese models: check the files (and --text-column for TSV/CSV/JSONL)")
-    return Corpus(files, flag, text_column, pair_column, documents=documents, paragraphs=paragraphs,
-                  digest=digest.hexdigest(), keys=np.array(keys, dtype=np.uint64))
+        raise UserError(
+            f"{flag}: no Chinese characters in the {documents} documents of {names}; ernie_ft pretrains "
+            "Chinese models: check the files (and --text-column for TSV/CSV/JSONL)"
+        )
+    return Corpus(
+        files,
+        flag,
+        text_column,
+        pair_column,
+        documents=documents,
+        paragraphs=paragraphs,
+        digest=digest.hexdigest(),
+        keys=np.array(keys, dtype=np.uint64),
+    )
 
 
 def _has_blank_line_between(path: str) -> bool:
@@ -134,8 +148,9 @@ def _has_blank_line_between(path: str) -> bool:
     return False
 
 
-def _documents(path: str, flag: str, text_column: Optional[str], pair_column: Optional[str],
-               paragraphs: bool) -> Iterator[list[str]]:
+def _documents(
+    path: str, flag: str, text_column: Optional[str], pair_column: Optional[str], paragraphs: bool
+) -> Iterator[list[str]]:
     """The documents of one file, each a list of non-empty lines (a tabular record's text, then its pair's)."""
     if path.lower().endswith(".json") and _is_squad(path):  # reading comprehension: each context once
         from ernie_ft.data.squad import read_qa
@@ -150,12 +165,15 @@ def _documents(path: str, flag: str, text_column: Optional[str], pair_column: Op
         columns, rows = read_records(path, flag)
         column = text_column if text_column is not None else default_column(columns, TEXT_COLUMNS)
         if column not in columns:
-            raise UserError(f"{flag}: {path} has no {'column ' + repr(column) if column else 'text column'}; columns "
-                            f"found: {', '.join(columns)}. Name the text column with --text-column")
+            raise UserError(
+                f"{flag}: {path} has no {'column ' + repr(column) if column else 'text column'}; columns "
+                f"found: {', '.join(columns)}. Name the text column with --text-column"
+            )
         pair = pair_column if pair_column is not None else default_column(columns, PAIR_COLUMNS)
         if pair is not None and pair not in columns:
-            raise UserError(f"{flag}: {path} has no column {pair!r} (--text-pair-column); columns found: "
-                            f"{', '.join(columns)}")
+            raise UserError(
+                f"{flag}: {path} has no column {pair!r} (--text-pair-column); columns found: {', '.join(columns)}"
+            )
         names = [column] if pair in (None, column) else [column, pair]
         for line, record in rows:
             lines = []
@@ -201,8 +219,9 @@ def _text_lines(path: str, flag: str) -> Iterator[str]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             if b"\x00" in raw:
-                raise UserError(f"{flag}: {path}:{number}: contains NUL bytes, so it is binary or UTF-16; "
-                                "save it as UTF-8 text")
+                raise UserError(
+                    f"{flag}: {path}:{number}: contains NUL bytes, so it is binary or UTF-16; save it as UTF-8 text"
+                )
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as e:

@@ -3,6 +3,7 @@
 Because a block's masks depend only on those three numbers, a data-parallel run draws exactly
 the masks one process would, and a resumed run those of an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,7 @@ MASK, RANDOM = 0.8, 0.9
 
 def block_rng(seed: int, epoch: int | None, block: int) -> np.random.Generator:
     """The generator for one block's masks; ``epoch`` None gives the fixed masks of evaluation."""
-    return np.random.default_rng([seed % 2 ** 32, 0 if epoch is None else epoch + 1, block])
+    return np.random.default_rng([seed % 2**32, 0 if epoch is None else epoch + 1, block])
 
 
 def units(words: np.ndarray, whole_word: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -47,8 +48,15 @@ def choose(unit_of: np.ndarray, rate: float, rng: np.random.Generator) -> np.nda
     return chosen[unit_of]
 
 
-def mask_block(ids: np.ndarray, words: np.ndarray, rng: np.random.Generator, rate: float, mask_id: int,
-               random_ids: np.ndarray, whole_word: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mask_block(
+    ids: np.ndarray,
+    words: np.ndarray,
+    rng: np.random.Generator,
+    rate: float,
+    mask_id: int,
+    random_ids: np.ndarray,
+    whole_word: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input ids with the chosen tokens replaced 80/10/10, the chosen positions, their original ids)."""
     ids = np.asarray(ids)
     positions, unit_of = units(words, whole_word)
@@ -63,8 +71,18 @@ def mask_block(ids: np.ndarray, words: np.ndarray, rng: np.random.Generator, rat
     return out, chosen, ids[chosen]
 
 
-def mlm_batch(features: list[dict], pad_id: int, sep_id: int, mask_id: int, random_ids: np.ndarray,
-              rate: float, whole_word: bool, seed: int, epoch: int | None, electra: bool = False) -> dict:
+def mlm_batch(
+    features: list[dict],
+    pad_id: int,
+    sep_id: int,
+    mask_id: int,
+    random_ids: np.ndarray,
+    rate: float,
+    whole_word: bool,
+    seed: int,
+    epoch: int | None,
+    electra: bool = False,
+) -> dict:
     """A padded batch with masks: 'input_ids', 'token_type_ids' (1 after a block's first inner [SEP]),
     'masked_positions' (flat indices into [batch x length]), 'masked_labels' and 'masked_weights'
     (1 / (masked tokens of the row x rows), so every block weighs the same in the loss). With
@@ -89,23 +107,29 @@ def mlm_batch(features: list[dict], pad_id: int, sep_id: int, mask_id: int, rand
             masked, chosen, targets = mask_block(ids, f["words"], rng, rate, mask_id, random_ids, whole_word)
             if electra:
                 uniforms.append(rng.random(len(chosen)))
-        input_ids[row, :len(ids)] = masked
+        input_ids[row, : len(ids)] = masked
         seps = np.flatnonzero(ids[:-1] == sep_id)
         if len(seps):
-            types[row, seps[0] + 1:len(ids)] = 1
+            types[row, seps[0] + 1 : len(ids)] = 1
         positions.append(row * length + chosen)
         labels.append(targets)
         weights.append(np.full(len(chosen), 1.0 / (max(1, len(chosen)) * rows)))
-    batch = {"input_ids": input_ids, "token_type_ids": types,
-             "masked_positions": np.concatenate(positions).astype(np.int64),
-             "masked_labels": np.concatenate(labels).astype(np.int64),
-             "masked_weights": np.concatenate(weights).astype(np.float32)}
+    batch = {
+        "input_ids": input_ids,
+        "token_type_ids": types,
+        "masked_positions": np.concatenate(positions).astype(np.int64),
+        "masked_labels": np.concatenate(labels).astype(np.int64),
+        "masked_weights": np.concatenate(weights).astype(np.float32),
+    }
     if electra:
         original = np.full((rows, length), pad_id, dtype=np.int64)
         token_weights = np.zeros((rows, length), dtype=np.float32)
         for row, f in enumerate(features):
-            original[row, :len(f["input_ids"])] = f["input_ids"]
-            token_weights[row, :len(f["input_ids"])] = 1.0 / (len(f["input_ids"]) * rows)
-        batch.update(original_ids=original, replace_uniform=np.concatenate(uniforms).astype(np.float32),
-                     token_weights=token_weights)
+            original[row, : len(f["input_ids"])] = f["input_ids"]
+            token_weights[row, : len(f["input_ids"])] = 1.0 / (len(f["input_ids"]) * rows)
+        batch.update(
+            original_ids=original,
+            replace_uniform=np.concatenate(uniforms).astype(np.float32),
+            token_weights=token_weights,
+        )
     return batch

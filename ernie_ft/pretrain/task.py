@@ -8,6 +8,7 @@ tied to the word embeddings and applied only at the masked positions. The checkp
 ``classify``, ``ner`` and ``qa`` (``--model RUN/best``) and in PaddleNLP. ``predict`` fills in
 ``[MASK]``s.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,8 +48,10 @@ class Pretraining:
     """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
     unused_data_settings: ClassVar[dict] = {
         **dict.fromkeys(("label_column", "allow_new_labels"), "a pretraining corpus is unlabelled"),
-        **dict.fromkeys(("stride", "window_pooling"), "a corpus is packed into --max-len blocks, not cut into "
-                                                      "overlapping windows")}
+        **dict.fromkeys(
+            ("stride", "window_pooling"), "a corpus is packed into --max-len blocks, not cut into overlapping windows"
+        ),
+    }
     """Data settings pretraining never reads: no flag, and a recipe that sets one is an error."""
     flat_fields: ClassVar[tuple] = ("masked_positions", "masked_labels", "masked_weights", "replace_uniform")
     """Batch entries indexed by masked position (into the flattened batch), not by row: a mesh keeps them whole."""
@@ -85,8 +88,10 @@ class Pretraining:
         examples = read_examples(path, text_column=data.text_column, label_column=None, require_label=False, flag=flag)
         for e in examples:
             if MASK_TEXT not in e.text:
-                raise UserError(f"{flag}: {path}:{e.line}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token "
-                                "should be predicted, e.g. 今天天气很[MASK]。")
+                raise UserError(
+                    f"{flag}: {path}:{e.line}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token "
+                    "should be predicted, e.g. 今天天气很[MASK]。"
+                )
         return examples
 
     def held_out(self, train, data: DataConfig):
@@ -97,12 +102,17 @@ class Pretraining:
         rest, dev = train.held_out(fraction)
         if dev.documents == 0 or rest.documents == 0:
             if self.dev_fraction is None:
-                print(f"note: --corpus has {train.documents} documents, too few to hold out {fraction:.0%} as dev; "
-                      "training without dev (give --dev FILE to evaluate)", file=sys.stderr)
+                print(
+                    f"note: --corpus has {train.documents} documents, too few to hold out {fraction:.0%} as dev; "
+                    "training without dev (give --dev FILE to evaluate)",
+                    file=sys.stderr,
+                )
                 return train, None
             side = "no document" if dev.documents == 0 else "every document"
-            raise UserError(f"--dev-fraction {fraction} holds out {side} of the {train.documents} in --corpus; "
-                            "choose another share or give --dev FILE")
+            raise UserError(
+                f"--dev-fraction {fraction} holds out {side} of the {train.documents} in --corpus; "
+                "choose another share or give --dev FILE"
+            )
         return rest, dev
 
     def fit_labels(self, train):
@@ -143,8 +153,10 @@ class Pretraining:
                     ids.append(pipeline.mask_id)
             ids.append(pipeline.sep_id)
             if len(ids) > data.max_len:
-                raise UserError(f"{example.source}:{example.line}: {len(ids)} tokens, over --max-len {data.max_len}; "
-                                "shorten the text around its [MASK]s")
+                raise UserError(
+                    f"{example.source}:{example.line}: {len(ids)} tokens, over --max-len {data.max_len}; "
+                    "shorten the text around its [MASK]s"
+                )
             features.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "_masked": masked, "doc": doc})
         return features
 
@@ -152,8 +164,18 @@ class Pretraining:
         """A masked batch (``masking.mlm_batch``): epoch None gives evaluation's fixed masks."""
         from ernie_ft.pretrain.masking import mlm_batch
 
-        return mlm_batch(features, pipeline.pad_id, pipeline.sep_id, pipeline.mask_id, random_ids(pipeline),
-                         self.mask_rate, self.masking == "word", seed, epoch, electra=self.objective == "electra")
+        return mlm_batch(
+            features,
+            pipeline.pad_id,
+            pipeline.sep_id,
+            pipeline.mask_id,
+            random_ids(pipeline),
+            self.mask_rate,
+            self.masking == "word",
+            seed,
+            epoch,
+            electra=self.objective == "electra",
+        )
 
     # -- model outputs ----------------------------------------------------------------------------------------
 
@@ -196,8 +218,15 @@ class Pretraining:
         top_logits, top_ids = paddle.topk(logits, k=min(self.top_k, logits.shape[-1]), axis=-1)
         top_p = paddle.exp(top_logits - log_norm.unsqueeze(-1))
         known = (labels >= 0).numpy()
-        table = np.column_stack([np.where(known, nll.numpy(), 0.0), (top_ids[:, 0] == labels).numpy(), known,
-                                 top_ids.numpy(), top_p.numpy()])
+        table = np.column_stack(
+            [
+                np.where(known, nll.numpy(), 0.0),
+                (top_ids[:, 0] == labels).numpy(),
+                known,
+                top_ids.numpy(),
+                top_p.numpy(),
+            ]
+        )
         rows, length = batch["input_ids"].shape
         owner = batch["masked_positions"].numpy() // length
         return [table[owner == r] for r in range(rows)]
@@ -209,16 +238,22 @@ class Pretraining:
         table = np.concatenate([o for o in outputs if len(o)]) if len(outputs) else np.zeros((0, 3))
         known = table[:, 2] > 0
         loss = float(table[known, 0].mean()) if known.any() else float("nan")
-        metrics = {"mlm_loss": loss, "perplexity": float(math.exp(min(loss, 50.0))),
-                   "masked_accuracy": float(table[known, 1].mean()) if known.any() else 0.0,
-                   "masked_tokens": float(known.sum())}
+        metrics = {
+            "mlm_loss": loss,
+            "perplexity": float(math.exp(min(loss, 50.0))),
+            "masked_accuracy": float(table[known, 1].mean()) if known.any() else 0.0,
+            "masked_tokens": float(known.sum()),
+        }
         if detection is not None:
             from ernie_ft.models.electra import DISCRIMINATOR_WEIGHT
 
             bce, scores, replaced = detection.T
-            metrics.update(replaced_loss=float(bce.mean()), replaced_accuracy=float(((scores > 0) == replaced).mean()),
-                           electra_loss=loss + DISCRIMINATOR_WEIGHT * float(bce.mean()),
-                           **replaced_ranking(scores, replaced))
+            metrics.update(
+                replaced_loss=float(bce.mean()),
+                replaced_accuracy=float(((scores > 0) == replaced).mean()),
+                electra_loss=loss + DISCRIMINATOR_WEIGHT * float(bce.mean()),
+                **replaced_ranking(scores, replaced),
+            )
         return metrics
 
     def predict(self, outputs, features, examples, labels, data):
@@ -226,8 +261,13 @@ class Pretraining:
         records = []
         k = (outputs[0].shape[1] - 3) // 2 if len(outputs) else self.top_k
         for example, rows in zip(examples, outputs):
-            masks = [[{"token": self.vocabulary.get(int(i), "[UNK]"), "score": round(float(p), 6)}
-                      for i, p in zip(row[3:3 + k], row[3 + k:3 + 2 * k])] for row in rows]
+            masks = [
+                [
+                    {"token": self.vocabulary.get(int(i), "[UNK]"), "score": round(float(p), 6)}
+                    for i, p in zip(row[3 : 3 + k], row[3 + k : 3 + 2 * k])
+                ]
+                for row in rows
+            ]
             filled = example.text
             for top in masks:
                 filled = filled.replace(MASK_TEXT, top[0]["token"].removeprefix("##"), 1)
@@ -252,8 +292,9 @@ def _non_special(vocab_size: int, specials: tuple) -> np.ndarray:
 
 def random_ids(pipeline) -> np.ndarray:
     """The ids a masked token may be swapped for: every id but the special tokens'."""
-    return _non_special(pipeline.vocab_size, (pipeline.pad_id, pipeline.cls_id, pipeline.sep_id, pipeline.mask_id,
-                                              pipeline.unk_id))
+    return _non_special(
+        pipeline.vocab_size, (pipeline.pad_id, pipeline.cls_id, pipeline.sep_id, pipeline.mask_id, pipeline.unk_id)
+    )
 
 
 @functools.lru_cache(maxsize=4)  # once per pipeline, not per request of a server
@@ -262,4 +303,3 @@ def id_to_token(pipeline) -> dict[int, str]:
     if pipeline.extension is not None:
         tokens.update((i, p) for p, i in pipeline.extension.ids.items())
     return tokens
-

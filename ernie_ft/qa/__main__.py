@@ -1,4 +1,5 @@
 """``python -m ernie_ft.qa``: the same as ``python -m ernie_ft qa``."""
+
 import sys
 
 from ernie_ft.cli import main

@@ -5,6 +5,7 @@ context longer than fits is split into overlapping windows. The model scores eve
 answer's start and end; the answer is the best-scoring span over all windows, cut from the
 original context by character offsets.
 """
+
 from __future__ import annotations
 
 import collections
@@ -57,7 +58,7 @@ def stitch(indices: list[int], features: list[dict], logits: list) -> tuple:
     for k, i in enumerate(indices):
         (s, e), first = windows[k], features[i]["_context_start"]
         mine = owner[s:e] == k
-        scores = logits[i][first:first + e - s]
+        scores = logits[i][first : first + e - s]
         start[s:e][mine], end[s:e][mine] = scores[mine, 0], scores[mine, 1]
         offsets[s:e] = features[i]["_offsets"]
     return start, end, offsets, owner
@@ -79,8 +80,14 @@ def ranked_spans(start: np.ndarray, end: np.ndarray, owner: np.ndarray, n_best: 
     return [(float(score.flat[k]), starts[k // len(ends)], ends[k % len(ends)]) for k in order]
 
 
-def best_answers(logits: list, features: list[dict], contexts: list[str], n_best: int, max_answer_len: int,
-                 null_threshold: float | None) -> list[dict]:
+def best_answers(
+    logits: list,
+    features: list[dict],
+    contexts: list[str],
+    n_best: int,
+    max_answer_len: int,
+    null_threshold: float | None,
+) -> list[dict]:
     """The answer of every question from its windows' (start, end) logits.
 
     Every context token is scored in the window where it has the most context (``stitch``), and
@@ -102,14 +109,28 @@ def best_answers(logits: list, features: list[dict], contexts: list[str], n_best
             chars = (int(offsets[a, 0]), int(offsets[b, 1]))
             if chars not in seen:
                 seen.add(chars)
-                entries.append({"text": contexts[doc][chars[0]:chars[1]], "start": chars[0], "score": score,
-                                "start_logit": float(start[a]), "end_logit": float(end[b])})
+                entries.append(
+                    {
+                        "text": contexts[doc][chars[0] : chars[1]],
+                        "start": chars[0],
+                        "score": score,
+                        "start_logit": float(start[a]),
+                        "end_logit": float(end[b]),
+                    }
+                )
             if len(entries) == n_best:
                 break
         if null_threshold is not None and indices:  # the no-answer entry is always listed
             cls = min((logits[i][0] for i in indices), key=lambda row: float(row[0] + row[1]))
-            entries.append({"text": "", "start": -1, "score": float(cls[0] + cls[1]),
-                            "start_logit": float(cls[0]), "end_logit": float(cls[1])})
+            entries.append(
+                {
+                    "text": "",
+                    "start": -1,
+                    "score": float(cls[0] + cls[1]),
+                    "start_logit": float(cls[0]),
+                    "end_logit": float(cls[1]),
+                }
+            )
             entries.sort(key=lambda e: -e["score"])
         if entries:
             values = np.array([e["score"] for e in entries])
@@ -120,9 +141,17 @@ def best_answers(logits: list, features: list[dict], contexts: list[str], n_best
         null = next((e for e in entries if e["start"] < 0), None)
         if chosen is None or (null is not None and null["score"] - chosen["score"] > null_threshold):
             chosen = null or {"text": "", "start": -1, "probability": 0.0}
-        results.append({"answer": chosen["text"], "start": chosen["start"], "probability": chosen["probability"],
-                        "n_best": [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in e.items()
-                                    if k != "score"} for e in entries]})
+        results.append(
+            {
+                "answer": chosen["text"],
+                "start": chosen["start"],
+                "probability": chosen["probability"],
+                "n_best": [
+                    {k: (round(v, 6) if isinstance(v, float) else v) for k, v in e.items() if k != "score"}
+                    for e in entries
+                ],
+            }
+        )
     return results
 
 
@@ -149,15 +178,21 @@ class QA:
     """cmrc2018 (the official CMRC 2018 EM/F1: characters, longest common substring) or squad (SQuAD's
     bag of words)."""
     unused_data_settings: ClassVar[dict] = {
-        **dict.fromkeys(("text_column", "text_pair_column", "label_column"),
-                        "QA reads SQuAD-style JSON or JSONL (question, context, answers; see data/README.md), not columns"),
+        **dict.fromkeys(
+            ("text_column", "text_pair_column", "label_column"),
+            "QA reads SQuAD-style JSON or JSONL (question, context, answers; see data/README.md), not columns",
+        ),
         "allow_new_labels": "QA has no label set: answers are spans of the context",
-        "window_pooling": "QA takes the best-scoring span over all of a context's windows"}
+        "window_pooling": "QA takes the best-scoring span over all of a context's windows",
+    }
     """Data settings QA never reads: no flag, and a recipe that sets one is an error."""
 
     def __post_init__(self):
-        for flag, value in (("--max-query-len", self.max_query_len), ("--max-answer-len", self.max_answer_len),
-                            ("--n-best", self.n_best)):
+        for flag, value in (
+            ("--max-query-len", self.max_query_len),
+            ("--max-answer-len", self.max_answer_len),
+            ("--n-best", self.n_best),
+        ):
             if value < 1:
                 raise UserError(f"{flag} must be at least 1")
         if self.doc_stride is not None and self.doc_stride < 0:
@@ -181,8 +216,11 @@ class QA:
     def check_labels(self, examples, labels, data, flag):
         unanswerable = sum(e.impossible for e in examples)
         if unanswerable and self.threshold(labels) is None:
-            print(f"note: {flag} has {unanswerable} unanswerable questions but the training data had none: the "
-                  "model always answers (set --null-threshold to allow no answer)", file=sys.stderr)
+            print(
+                f"note: {flag} has {unanswerable} unanswerable questions but the training data had none: the "
+                "model always answers (set --null-threshold to allow no answer)",
+                file=sys.stderr,
+            )
 
     def threshold(self, labels) -> float | None:
         if self.null_threshold is not None:
@@ -195,17 +233,19 @@ class QA:
 
     def featurize(self, examples, encodings, pipeline, labels, data):
         contexts, context_of = unique_contexts(examples)
-        offsets = [np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) for enc in encodings[:len(contexts)]]
+        offsets = [np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) for enc in encodings[: len(contexts)]]
         wanted = self.doc_stride if self.doc_stride is not None else data.overlap()
         counts, features = collections.Counter(), []
-        for doc, (example, question) in enumerate(zip(examples, encodings[len(contexts):])):
-            query = question.ids[:self.max_query_len]
+        for doc, (example, question) in enumerate(zip(examples, encodings[len(contexts) :])):
+            query = question.ids[: self.max_query_len]
             counts["cut"] += len(question.ids) > len(query)
             room = data.max_len - 3 - len(query)
             if room < 1:
-                raise UserError(f"{example.where}: the question takes {len(query)} tokens and leaves no room for the "
-                                f"context in --max-len {data.max_len}; lower --max-query-len (now "
-                                f"{self.max_query_len}) or raise --max-len")
+                raise UserError(
+                    f"{example.where}: the question takes {len(query)} tokens and leaves no room for the "
+                    f"context in --max-len {data.max_len}; lower --max-query-len (now "
+                    f"{self.max_query_len}) or raise --max-len"
+                )
             context_ids, context_offsets = encodings[context_of[doc]].ids, offsets[context_of[doc]]
             overlap = min(wanted, room // 2)
             counts["capped"] += overlap < wanted and len(context_ids) > room
@@ -218,17 +258,27 @@ class QA:
                 ids, types = pack_inputs(query, context_ids[s:e], pipeline.cls_id, pipeline.sep_id)
                 first = len(query) + 2
                 inside = span is not None and s <= span[0] and span[1] < e
-                features.append({"input_ids": ids, "token_type_ids": types, "doc": doc,
-                                 "start_positions": span[0] - s + first if inside else 0,
-                                 "end_positions": span[1] - s + first if inside else 0,
-                                 "_offsets": context_offsets[s:e], "_context_start": first, "_window": (s, e)})
-        notes = {"cut": f"questions were longer than --max-query-len {self.max_query_len} tokens and were cut",
-                 "capped": f"questions left too little room for windows overlapping by {wanted} tokens "
-                           "(--doc-stride); their windows overlap by half the room",
-                 "inside_token": "answers begin or end inside a token; their labels cover the whole token",
-                 "no_token": "answers cover no token and are labelled as no answer",
-                 "unheld": "answers are longer than fits in one window (raise --max-len or --doc-stride); every "
-                           "window labels them as no answer"}
+                features.append(
+                    {
+                        "input_ids": ids,
+                        "token_type_ids": types,
+                        "doc": doc,
+                        "start_positions": span[0] - s + first if inside else 0,
+                        "end_positions": span[1] - s + first if inside else 0,
+                        "_offsets": context_offsets[s:e],
+                        "_context_start": first,
+                        "_window": (s, e),
+                    }
+                )
+        notes = {
+            "cut": f"questions were longer than --max-query-len {self.max_query_len} tokens and were cut",
+            "capped": f"questions left too little room for windows overlapping by {wanted} tokens "
+            "(--doc-stride); their windows overlap by half the room",
+            "inside_token": "answers begin or end inside a token; their labels cover the whole token",
+            "no_token": "answers cover no token and are labelled as no answer",
+            "unheld": "answers are longer than fits in one window (raise --max-len or --doc-stride); every "
+            "window labels them as no answer",
+        }
         source = examples[0].where.split(":")[0] if examples else ""
         for key, count in counts.items():
             if count:
@@ -243,27 +293,35 @@ class QA:
         return (start + end) / 2
 
     def answers(self, logits, features, examples, labels) -> list[dict]:
-        return best_answers(logits, features, [e.context for e in examples], self.n_best, self.max_answer_len,
-                            self.threshold(labels))
+        return best_answers(
+            logits, features, [e.context for e in examples], self.n_best, self.max_answer_len, self.threshold(labels)
+        )
 
     def evaluate(self, logits, features, examples, labels, data):
         predicted = [a["answer"] for a in self.answers(logits, features, examples, labels)]
         if not self._announced:
-            print(f"note: EM/F1 are the {METRIC_NAMES[self.qa_metric]} definitions (--qa-metric "
-                  f"{self.qa_metric}), in percent", file=sys.stderr)
+            print(
+                f"note: EM/F1 are the {METRIC_NAMES[self.qa_metric]} definitions (--qa-metric "
+                f"{self.qa_metric}), in percent",
+                file=sys.stderr,
+            )
             self._announced = True
         return qa_scores(predicted, [list(e.answers) for e in examples], self.qa_metric)
 
     def predict(self, logits, features, examples, labels, data):
-        return [{"id": e.id, "question": e.question, **a}
-                for e, a in zip(examples, self.answers(logits, features, examples, labels))]
+        return [
+            {"id": e.id, "question": e.question, **a}
+            for e, a in zip(examples, self.answers(logits, features, examples, labels))
+        ]
 
     def report(self, logits, features, examples, labels, data, out_dir: str) -> str:
         """Both metrics as text; predictions.json (id -> answer) and nbest_predictions.json in ``out_dir``."""
         answers = self.answers(logits, features, examples, labels)
         paths = {}
-        for name, content in (("predictions.json", {e.id: a["answer"] for e, a in zip(examples, answers)}),
-                              ("nbest_predictions.json", {e.id: a["n_best"] for e, a in zip(examples, answers)})):
+        for name, content in (
+            ("predictions.json", {e.id: a["answer"] for e, a in zip(examples, answers)}),
+            ("nbest_predictions.json", {e.id: a["n_best"] for e, a in zip(examples, answers)}),
+        ):
             paths[name] = os.path.join(out_dir, name)
             with open(paths[name], "w", encoding="utf-8") as f:
                 json.dump(content, f, ensure_ascii=False, indent=1)
@@ -271,19 +329,33 @@ class QA:
         lines = []
         for metric in sorted(METRICS, key=lambda m: m != self.qa_metric):
             scores = qa_scores(predicted, golds, metric)
-            split = "".join(f", {k[:-3]} EM {scores[k]:.2f} F1 {scores[k[:-3] + '_f1']:.2f}"
-                            for k in ("has_ans_em", "no_ans_em") if k in scores)
+            split = "".join(
+                f", {k[:-3]} EM {scores[k]:.2f} F1 {scores[k[:-3] + '_f1']:.2f}"
+                for k in ("has_ans_em", "no_ans_em")
+                if k in scores
+            )
             label = "metrics.json" if metric == self.qa_metric else "for comparison"
-            lines.append(f"{METRIC_NAMES[metric]} metric ({label}): EM {scores['em']:.2f} F1 {scores['f1']:.2f} "
-                         f"(percent, {len(examples)} questions{split})")
+            lines.append(
+                f"{METRIC_NAMES[metric]} metric ({label}): EM {scores['em']:.2f} F1 {scores['f1']:.2f} "
+                f"(percent, {len(examples)} questions{split})"
+            )
         contexts = [e.context for e in examples]
         shared, asked = shared_answer_share(contexts, [a["start"] if a["answer"] else None for a in answers])
         if asked:
             gold, _ = shared_answer_share(contexts, [e.spans[0][0] if e.spans else None for e in examples])
-            lines.append(f"answered at the same place as another question on the same context: {100 * shared:.1f}% "
-                         f"of the {asked} questions that share a context (gold answers: {100 * gold:.1f}%)"
-                         + ("; far above the gold share: the model answers the context more than the question"
-                            if shared > 2 * gold + 0.1 else ""))
-        return "\n".join(lines + [f"predictions: {paths['predictions.json']} (id -> answer, the input of the "
-                                  f"official evaluation scripts); n-best: {paths['nbest_predictions.json']}"])
-
+            lines.append(
+                f"answered at the same place as another question on the same context: {100 * shared:.1f}% "
+                f"of the {asked} questions that share a context (gold answers: {100 * gold:.1f}%)"
+                + (
+                    "; far above the gold share: the model answers the context more than the question"
+                    if shared > 2 * gold + 0.1
+                    else ""
+                )
+            )
+        return "\n".join(
+            lines
+            + [
+                f"predictions: {paths['predictions.json']} (id -> answer, the input of the "
+                f"official evaluation scripts); n-best: {paths['nbest_predictions.json']}"
+            ]
+        )

@@ -14,6 +14,7 @@ wait when no other request is being read), on one model thread. A full queue ans
 Retry-After; bad requests get a 4xx whose JSON names the field. uvicorn drains in-flight requests
 on SIGTERM, then the process exits 0.
 """
+
 import asyncio
 import collections
 import json
@@ -114,17 +115,28 @@ class ServedModel:
     def logits(self, features: list[dict], batch_size: int):
         from ernie_ft.models.modeling import compute_logits, task_batching
 
-        return compute_logits(self.loaded.model, features, self.loaded.pipeline.pad_id, batch_size,
-                              head=self.task.head, **task_batching(self.task, self.loaded.pipeline))
+        return compute_logits(
+            self.loaded.model,
+            features,
+            self.loaded.pipeline.pad_id,
+            batch_size,
+            head=self.task.head,
+            **task_batching(self.task, self.loaded.pipeline),
+        )
 
     def answer(self, examples: list, features: list[dict], logits) -> list[dict]:
         return self.task.predict(logits, features, examples, self.labels, self.data)
 
     def info(self, limits: Limits) -> dict:
-        return {"task": self.task.name, "head": self.task.head, "labels": self.labels,
-                "model": os.path.abspath(self.model_dir), "engine": self.engine,
-                "inputs": {"required": list(self.required), "optional": list(self.optional)},
-                "limits": asdict(limits)}
+        return {
+            "task": self.task.name,
+            "head": self.task.head,
+            "labels": self.labels,
+            "model": os.path.abspath(self.model_dir),
+            "engine": self.engine,
+            "inputs": {"required": list(self.required), "optional": list(self.optional)},
+            "limits": asdict(limits),
+        }
 
 
 class QueueFull(Exception):
@@ -147,9 +159,15 @@ class Stats:
     batch_sizes: collections.Counter = field(default_factory=collections.Counter)
 
     def to_dict(self, queued: int) -> dict:
-        return {"requests": self.requests, "in_flight": self.in_flight, "inputs": self.inputs,
-                "rejected_queue_full": self.rejected, "batches": self.batches, "queued": queued,
-                "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())}}
+        return {
+            "requests": self.requests,
+            "in_flight": self.in_flight,
+            "inputs": self.inputs,
+            "rejected_queue_full": self.rejected,
+            "batches": self.batches,
+            "queued": queued,
+            "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
+        }
 
 
 class Batcher:
@@ -205,8 +223,11 @@ class Batcher:
                 self.wakeup.clear()
                 await self.wakeup.wait()
             deadline = loop.time() + self.limits.max_wait_ms / 1000
-            while (self.incoming and sum(len(j.features) for j in self.queue) < self.limits.max_batch_size
-                   and loop.time() < deadline):
+            while (
+                self.incoming
+                and sum(len(j.features) for j in self.queue) < self.limits.max_batch_size
+                and loop.time() < deadline
+            ):
                 self.wakeup.clear()
                 try:
                     await asyncio.wait_for(self.wakeup.wait(), deadline - loop.time())
@@ -227,7 +248,7 @@ class Batcher:
                 continue
             start = 0
             for job in jobs:
-                rows = outputs[start:start + len(job.features)]
+                rows = outputs[start : start + len(job.features)]
                 start += len(job.features)
                 if not job.future.done():
                     job.future.set_result(rows)
@@ -314,10 +335,21 @@ class BodyLimit:
             await self._reject(send)
 
     async def _reject(self, send):
-        body = json.dumps({"error": {"field": "body", "message": f"the request body is over {self.limit} bytes; "
-                                     "send fewer or shorter inputs"}}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        body = json.dumps(
+            {
+                "error": {
+                    "field": "body",
+                    "message": f"the request body is over {self.limit} bytes; send fewer or shorter inputs",
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -330,8 +362,12 @@ class Service:
 
     def __init__(self, served: ServedModel, limits: Limits):
         if not limits.forward_batch_size:  # CPU: a pass of 32 windows costs more per window than two of 16
-            limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu
-                             else min(CPU_FORWARD_BATCH, limits.max_batch_size))
+            limits = replace(
+                limits,
+                forward_batch_size=limits.max_batch_size
+                if served.on_gpu
+                else min(CPU_FORWARD_BATCH, limits.max_batch_size),
+            )
         self.served, self.limits, self.stats = served, limits, Stats()
         self.schema = request_model(served.required, served.optional, limits)
         self.ready = False
@@ -339,8 +375,9 @@ class Service:
         self.prepare_pool = ThreadPoolExecutor(2, thread_name_prefix="ernie_ft-prepare")
 
     async def start(self) -> asyncio.Task:
-        self.batcher = Batcher(lambda features: self.served.logits(features, self.limits.forward_batch_size),
-                               self.limits, self.stats)
+        self.batcher = Batcher(
+            lambda features: self.served.logits(features, self.limits.forward_batch_size), self.limits, self.stats
+        )
         self.batcher.start()
         return asyncio.get_running_loop().create_task(self.warm_up())
 
@@ -350,9 +387,12 @@ class Service:
 
     async def warm_up(self) -> None:
         """One prediction through the whole path; then /readyz answers 200."""
-        example = getattr(self.served.task, "example_input", None) or {name: "你好，世界。" for name in self.served.required}
+        example = getattr(self.served.task, "example_input", None) or {
+            name: "你好，世界。" for name in self.served.required
+        }
         examples, features = await asyncio.get_running_loop().run_in_executor(
-            self.prepare_pool, self.served.prepare, [example])
+            self.prepare_pool, self.served.prepare, [example]
+        )
         self.served.answer(examples, features, await self.batcher.submit(features))
         self.ready = True
 
@@ -372,7 +412,8 @@ class Service:
         self.batcher.incoming += 1
         try:
             examples, features = await asyncio.get_running_loop().run_in_executor(
-                self.prepare_pool, self.served.prepare, inputs)
+                self.prepare_pool, self.served.prepare, inputs
+            )
         except UserError as e:
             return _error(422, "inputs", str(e))
         finally:
@@ -380,8 +421,9 @@ class Service:
         try:
             logits = await self.batcher.submit(features)
         except QueueFull:
-            return _error(503, "queue", f"{self.limits.max_queue} requests are waiting; retry shortly",
-                          {"Retry-After": "1"})
+            return _error(
+                503, "queue", f"{self.limits.max_queue} requests are waiting; retry shortly", {"Retry-After": "1"}
+            )
         self.stats.requests += 1
         self.stats.inputs += len(inputs)
         return {"predictions": self.served.answer(examples, features, logits)}
@@ -403,13 +445,16 @@ def create_app(served: ServedModel, limits: Limits = Limits()):
         warm.cancel()
         await service.stop()
 
-    app = FastAPI(title="ernie_ft", lifespan=lifespan,
-                  description=f"{served.task.name} model {os.path.abspath(served.model_dir)}")
+    app = FastAPI(
+        title="ernie_ft", lifespan=lifespan, description=f"{served.task.name} model {os.path.abspath(served.model_dir)}"
+    )
     schema = _inline_refs(service.schema.model_json_schema())
     app.state.service = service
 
-    @app.post("/v1/predict", openapi_extra={"requestBody": {"required": True, "content": {
-        "application/json": {"schema": schema}}}})
+    @app.post(
+        "/v1/predict",
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}},
+    )
     async def predict(request: Request):
         service.stats.in_flight += 1
         try:
@@ -449,13 +494,24 @@ ENV = "ERNIE_FT_SERVE"
 def app_from_env():
     """The application of one ``--workers`` process: ``serve`` passes the settings in ``ERNIE_FT_SERVE``."""
     settings = json.loads(os.environ[ENV])
-    return create_app(ServedModel(settings["model_dir"], settings["engine"], settings["device"],
-                                  settings["trust_pickle"]),
-                      Limits(**settings["limits"]))
+    return create_app(
+        ServedModel(settings["model_dir"], settings["engine"], settings["device"], settings["trust_pickle"]),
+        Limits(**settings["limits"]),
+    )
 
 
-def serve(model_dir: str, host: str, port: int, engine: str, device: str, limits: Limits,
-          export_first: bool = False, workers: int = 1, log_level: str = "info", trust_pickle: bool = False) -> int:
+def serve(
+    model_dir: str,
+    host: str,
+    port: int,
+    engine: str,
+    device: str,
+    limits: Limits,
+    export_first: bool = False,
+    workers: int = 1,
+    log_level: str = "info",
+    trust_pickle: bool = False,
+) -> int:
     """Load (and if asked export) the model, then serve it until SIGTERM or Ctrl-C; returns 0.
 
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher,
@@ -485,17 +541,31 @@ def serve(model_dir: str, host: str, port: int, engine: str, device: str, limits
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
     # found: a no-op one, so that a drained server exits 0 (SIG_DFL would end it with -15).
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    print(f"serving {served.task.name} model {model_dir} ({served.engine}, {workers} worker"
-          f"{'s' if workers > 1 else ''}) on http://{host}:{port}/", flush=True)
+    print(
+        f"serving {served.task.name} model {model_dir} ({served.engine}, {workers} worker"
+        f"{'s' if workers > 1 else ''}) on http://{host}:{port}/",
+        flush=True,
+    )
     if workers == 1:
-        uvicorn.run(create_app(served, limits), host=host, port=port, log_level=log_level,
-                    timeout_graceful_shutdown=30)
+        uvicorn.run(create_app(served, limits), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
         return 0
-    os.environ[ENV] = json.dumps({"model_dir": model_dir, "engine": served.engine, "device": device,
-                                  "trust_pickle": trust_pickle,
-                                  "limits": asdict(limits)})
+    os.environ[ENV] = json.dumps(
+        {
+            "model_dir": model_dir,
+            "engine": served.engine,
+            "device": device,
+            "trust_pickle": trust_pickle,
+            "limits": asdict(limits),
+        }
+    )
     del served
-    uvicorn.run("ernie_ft.serving.server:app_from_env", factory=True, workers=workers, host=host, port=port,
-                log_level=log_level, timeout_graceful_shutdown=30)
+    uvicorn.run(
+        "ernie_ft.serving.server:app_from_env",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=30,
+    )
     return 0
-

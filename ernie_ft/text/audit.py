@@ -1,4 +1,5 @@
 """How well a vocabulary covers a corpus: [UNK] rate, characters with no token or several."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -25,9 +26,11 @@ class Audit:
 
     def summary(self, top: int = 10) -> str:
         """A few human-readable lines; each counter shows its `top` most common characters."""
-        lines = [f"{self.n_texts:,} texts, {self.n_chars:,} characters -> {self.n_tokens:,} tokens",
-                 f"[UNK] {self.unk_rate:.2%} of {self.n_tokens:,} tokens"
-                 + (f"; top: {_top(self.unk_chars, top)}" if self.unk_chars else "")]
+        lines = [
+            f"{self.n_texts:,} texts, {self.n_chars:,} characters -> {self.n_tokens:,} tokens",
+            f"[UNK] {self.unk_rate:.2%} of {self.n_tokens:,} tokens"
+            + (f"; top: {_top(self.unk_chars, top)}" if self.unk_chars else ""),
+        ]
         if self.zero_token_chars:
             lines.append(f"characters with no token: {_top(self.zero_token_chars, top)}")
         if self.multi_token_chars:
@@ -36,13 +39,14 @@ class Audit:
 
     def as_dict(self) -> dict:
         """JSON-serialisable dict; counters become {character: count}, most common first."""
-        return {k: dict(v.most_common()) if isinstance(v, Counter) else v
-                for k, v in {**self.__dict__, "unk_rate": self.unk_rate}.items()}
+        return {
+            k: dict(v.most_common()) if isinstance(v, Counter) else v
+            for k, v in {**self.__dict__, "unk_rate": self.unk_rate}.items()
+        }
 
 
 def _top(counter: Counter, top: int) -> str:
-    return ", ".join(f"{c if c.isprintable() else f'U+{ord(c):04X}'} ({n:,})"
-                     for c, n in counter.most_common(top))
+    return ", ".join(f"{c if c.isprintable() else f'U+{ord(c):04X}'} ({n:,})" for c, n in counter.most_common(top))
 
 
 def audit(texts: list[str], encodings: list[Encoding], unk_id: int) -> Audit:

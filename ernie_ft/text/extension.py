@@ -15,6 +15,7 @@ On disk (``--vocab-extension DIR``): ``pieces.txt`` (the new pieces, one per lin
 ``merges.txt`` (the BPE merges that made them, for reference) and ``extension.json`` (format,
 base vocabulary sha1 and size, learned pieces the base already has, and the learning report).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,9 @@ from ernie_ft.errors import UserError
 FORMAT = 1
 META_FILE, PIECES_FILE, MERGES_FILE = "extension.json", "pieces.txt", "merges.txt"
 # BERT's _is_chinese_char ranges: the characters the base tokenizer always splits one by one.
-CJK_WORD = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002a6df"
-                      "\U0002a700-\U0002ceaf\U0002f800-\U0002fa1f]{2,}")
+CJK_WORD = re.compile(
+    "[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ceaf\U0002f800-\U0002fa1f]{2,}"
+)
 
 
 def file_sha1(path) -> str:
@@ -44,25 +46,33 @@ class VocabExtension:
         d = Path(directory)
         flag = f"--vocab-extension {directory}"
         if not (d / META_FILE).is_file() or not (d / PIECES_FILE).is_file():
-            raise UserError(f"{flag}: not a vocabulary extension (expected {META_FILE} and {PIECES_FILE}); "
-                            "create one with python -m ernie_ft.vocab learn")
+            raise UserError(
+                f"{flag}: not a vocabulary extension (expected {META_FILE} and {PIECES_FILE}); "
+                "create one with python -m ernie_ft.vocab learn"
+            )
         try:  # kept in memory for save(): a checkpoint may be saved after its source directory is gone
-            self.files = {name: (d / name).read_text(encoding="utf-8")
-                          for name in (META_FILE, PIECES_FILE, MERGES_FILE) if (d / name).is_file()}
+            self.files = {
+                name: (d / name).read_text(encoding="utf-8")
+                for name in (META_FILE, PIECES_FILE, MERGES_FILE)
+                if (d / name).is_file()
+            }
             meta = json.loads(self.files[META_FILE])
             pieces = [p for p in self.files[PIECES_FILE].split("\n") if p]
         except (ValueError, UnicodeDecodeError) as e:
             raise UserError(f"{flag}: unreadable ({e}); learn it again with python -m ernie_ft.vocab learn") from None
         if meta.get("format") != FORMAT or not all(CJK_WORD.fullmatch(p) for p in pieces):
-            raise UserError(f"{flag}: unsupported format or pieces that are not Chinese words; "
-                            "learn it again with python -m ernie_ft.vocab learn")
+            raise UserError(
+                f"{flag}: unsupported format or pieces that are not Chinese words; "
+                "learn it again with python -m ernie_ft.vocab learn"
+            )
         base_sha1 = file_sha1(vocab_file)
         if (meta.get("base_vocab_sha1"), meta.get("base_vocab_size")) != (base_sha1, vocab_size):
             raise UserError(
                 f"{flag}: learned on a base vocabulary of {meta.get('base_vocab_size')} tokens (sha1 "
                 f"{str(meta.get('base_vocab_sha1'))[:12]}), but this model's {vocab_file} has {vocab_size} (sha1 "
                 f"{base_sha1[:12]}); learn it again with --base set to this model, or for a scratch model "
-                "pass --vocab with the vocabulary it was learned on")
+                "pass --vocab with the vocabulary it was learned on"
+            )
         self.directory, self.pieces = str(d), pieces
         self.reused = list(meta.get("reused_base_pieces", []))
         self.base_size = vocab_size
@@ -90,8 +100,9 @@ class VocabExtension:
                 i += 1
         return tuple(found) or None
 
-    def apply(self, norm: str, spans: list[tuple[int, int]], ids: list[int],
-              offsets: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    def apply(
+        self, norm: str, spans: list[tuple[int, int]], ids: list[int], offsets: list[tuple[int, int]]
+    ) -> tuple[list[int], list[tuple[int, int]]]:
         """Base ids and normalised-text offsets with the character tokens under each learned piece
         replaced by the piece. ``spans`` are the jieba words of ``norm``."""
         pending = [(s + a, s + b, pid) for s, e in spans if e - s > 1 for a, b, pid in self.split(norm[s:e]) or ()]
@@ -159,11 +170,12 @@ def learn(pipeline, texts: list[str], size: int, min_frequency: int = 2) -> dict
     in_base = sum(1 for t in pipeline.vocab if CJK_WORD.fullmatch(t))  # merges that may add nothing new
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # one pre-token per jieba word, no merge across
-    trainer = trainers.BpeTrainer(vocab_size=len(alphabet) + size + in_base, min_frequency=min_frequency,
-                                  show_progress=False, special_tokens=[])
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet) + size + in_base, min_frequency=min_frequency, show_progress=False, special_tokens=[]
+    )
     # Every occurrence of a word, ten thousand to a string: the trainer counts the words itself.
     words = [w for w, n in counts.items() for _ in range(n)]
-    bpe.train_from_iterator((" ".join(words[i:i + 10000]) for i in range(0, len(words), 10000)), trainer=trainer)
+    bpe.train_from_iterator((" ".join(words[i : i + 10000]) for i in range(0, len(words), 10000)), trainer=trainer)
     pieces, reused, merges = [], [], []
     for left, right in _merges(bpe):
         if len(pieces) == size:
@@ -185,8 +197,13 @@ def write(directory: str, learned: dict, base_vocab_file: str, base_size: int, i
     out.mkdir(parents=True, exist_ok=True)
     (out / PIECES_FILE).write_text("".join(p + "\n" for p in learned["pieces"]), encoding="utf-8")
     (out / MERGES_FILE).write_text("".join(f"{a} {b}\n" for a, b in learned["merges"]), encoding="utf-8")
-    meta = {"format": FORMAT, "base_vocab_sha1": file_sha1(base_vocab_file), "base_vocab_size": base_size,
-            "size": len(learned["pieces"]), "reused_base_pieces": learned["reused"],
-            "encoder": "greedy longest match inside jieba words of CJK ideographs; everything else base WordPiece",
-            **info}
+    meta = {
+        "format": FORMAT,
+        "base_vocab_sha1": file_sha1(base_vocab_file),
+        "base_vocab_size": base_size,
+        "size": len(learned["pieces"]),
+        "reused_base_pieces": learned["reused"],
+        "encoder": "greedy longest match inside jieba words of CJK ideographs; everything else base WordPiece",
+        **info,
+    }
     (out / META_FILE).write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

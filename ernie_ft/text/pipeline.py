@@ -3,6 +3,7 @@
 Normalisation and segmentation happen here in Python; WordPiece is HF `tokenizers`
 (Rust) fed the jieba words as pre-tokenised input, so every token knows its word.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,35 +81,71 @@ def normalize_text(text: str, keep: frozenset = frozenset()) -> tuple[str, list[
     return "".join(out), index
 
 
+def _read_vocab(vocab_file: str) -> tuple[dict, list[str]]:
+    """(token -> id, the file's lines) of a vocab.txt; a UserError when it cannot be read or lacks a special token."""
+    try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
+        with open(vocab_file, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(
+            f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); give a vocab.txt with one token per line"
+        ) from None
+    # A repeated token keeps its last id, as PaddleNLP does ('$' is on two lines of ERNIE 3.0).
+    vocab = {tok: i for i, tok in enumerate(lines)}
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise UserError(
+            f"vocab file {vocab_file}: missing special tokens {', '.join(missing)}; "
+            "use the checkpoint's vocab.txt or one written by build_vocab"
+        )
+    return vocab, lines
+
+
+def _load_user_dict(segmenter, user_dict: str) -> bytes:
+    """Load a jieba user dictionary into ``segmenter``; returns the file's bytes (for the fingerprint)."""
+    if not os.path.isfile(user_dict):
+        raise UserError(
+            f"--user-dict {user_dict}: file not found; give a jieba user dictionary "
+            "(one 'word [frequency] [tag]' per line) or drop the flag"
+        )
+    try:
+        segmenter.load_userdict(user_dict)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"--user-dict {user_dict}: {e}; each line must be 'word [frequency] [tag]' in UTF-8") from None
+    return Path(user_dict).read_bytes()
+
+
 class TextPipeline:
     """Text -> Encoding for one vocabulary, casing, jieba user dictionary and segmentation mode."""
 
-    def __init__(self, vocab_file: str, *, lowercase: bool = True, user_dict: str | None = None,
-                 segment: bool = True, vocab_extension: str | None = None, exact_spans: bool = False):
+    def __init__(
+        self,
+        vocab_file: str,
+        *,
+        lowercase: bool = True,
+        user_dict: str | None = None,
+        segment: bool = True,
+        vocab_extension: str | None = None,
+        exact_spans: bool = False,
+    ):
         """``vocab_extension``: a directory written by ``python -m ernie_ft.vocab learn``; its pieces
         get ids after the vocabulary's. ``exact_spans``: keep the extension's ids (the model's size)
         but encode characters as the base vocabulary does, so span boundaries inside a piece stay
         reachable (token and span heads)."""
-        self._kwargs = dict(vocab_file=str(vocab_file), lowercase=bool(lowercase),
-                            user_dict=None if user_dict is None else str(user_dict), segment=bool(segment),
-                            vocab_extension=None if vocab_extension is None else str(vocab_extension),
-                            exact_spans=bool(exact_spans))
+        self._kwargs = dict(
+            vocab_file=str(vocab_file),
+            lowercase=bool(lowercase),
+            user_dict=None if user_dict is None else str(user_dict),
+            segment=bool(segment),
+            vocab_extension=None if vocab_extension is None else str(vocab_extension),
+            exact_spans=bool(exact_spans),
+        )
         self._args = tuple(self._kwargs.items())
         self.vocab_file = str(vocab_file)
         self.lowercase, self.segment, self.exact_spans = bool(lowercase), bool(segment), bool(exact_spans)
         self.last_cache_hit = False
-        try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
-            with open(vocab_file, encoding="utf-8") as f:
-                lines = [line.rstrip("\n") for line in f]
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); "
-                            "give a vocab.txt with one token per line") from None
-        # A repeated token keeps its last id, as PaddleNLP does ('$' is on two lines of ERNIE 3.0).
-        self.vocab = vocab = {tok: i for i, tok in enumerate(lines)}
-        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-        if missing:
-            raise UserError(f"vocab file {vocab_file}: missing special tokens {', '.join(missing)}; "
-                            "use the checkpoint's vocab.txt or one written by build_vocab")
+        self.vocab, lines = _read_vocab(vocab_file)
+        vocab = self.vocab
         self.vocab_size = len(lines)  # ids run to len-1 even when tokens repeat
         # Full-width letters and digits always become ASCII ('３０' would be one unknown word);
         # other characters the vocabulary has (full-width punctuation such as '，') stay.
@@ -116,34 +153,32 @@ class TextPipeline:
         self.pad_id, self.cls_id, self.sep_id, self.mask_id, self.unk_id = (vocab[t] for t in SPECIAL_TOKENS)
         self._tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
         self._tok.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.lowercase)
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.lowercase
+        )
         # As PaddleNLP's BasicTokenizer: symbols, kana, Greek/Cyrillic and IPA stand alone ('4～6' is
         # '4 ～ 6'), then BERT's whitespace and punctuation split.
-        self._tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(tokenizers.Regex(_SPECIAL_CHARS), behavior="isolated"),
-            pre_tokenizers.BertPreTokenizer()])
+        self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(tokenizers.Regex(_SPECIAL_CHARS), behavior="isolated"),
+                pre_tokenizers.BertPreTokenizer(),
+            ]
+        )
 
-        digest = hashlib.sha1(f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|"
-                              f"{jieba.__version__}|{tokenizers.__version__}|".encode())
+        digest = hashlib.sha1(
+            f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|{jieba.__version__}|{tokenizers.__version__}|".encode()
+        )
         digest.update(Path(vocab_file).read_bytes())
         self._jieba = jieba.Tokenizer()  # private: the global one is shared with user code
         if user_dict is not None:
-            if not os.path.isfile(user_dict):
-                raise UserError(f"--user-dict {user_dict}: file not found; give a jieba user dictionary "
-                                "(one 'word [frequency] [tag]' per line) or drop the flag")
-            digest.update(b"|user_dict|" + Path(user_dict).read_bytes())
-            try:
-                self._jieba.load_userdict(user_dict)
-            except (ValueError, UnicodeDecodeError) as e:
-                raise UserError(f"--user-dict {user_dict}: {e}; each line must be "
-                                "'word [frequency] [tag]' in UTF-8") from None
+            digest.update(b"|user_dict|" + _load_user_dict(self._jieba, user_dict))
         self.extension = None
         if vocab_extension is not None:
             from ernie_ft.text.extension import VocabExtension
 
             if not self.segment:
-                raise UserError(f"--vocab-extension {vocab_extension}: pieces live inside jieba words; "
-                                "it needs segment=True")
+                raise UserError(
+                    f"--vocab-extension {vocab_extension}: pieces live inside jieba words; it needs segment=True"
+                )
             self.extension = VocabExtension(vocab_extension, vocab, vocab_file, self.vocab_size)
             self.vocab_size += len(self.extension.pieces)
             digest.update(f"|extension|{self.extension.digest}|{self.exact_spans}".encode())
@@ -207,8 +242,7 @@ class TextPipeline:
             out.append(Encoding(list(ids), offsets, [word_of[a] for a, _ in norm_offsets]))
         return out
 
-    def encode_many(self, texts: list[str], *, cache_dir: str | None = None,
-                    num_proc: int = 1) -> list[Encoding]:
+    def encode_many(self, texts: list[str], *, cache_dir: str | None = None, num_proc: int = 1) -> list[Encoding]:
         """Encodings of many texts, equal to [encode(t) for t in texts].
 
         With cache_dir, results are stored in <cache_dir>/<sha1(fingerprint, texts)>.arrow (an Arrow
@@ -225,8 +259,10 @@ class TextPipeline:
             if cached is not None:
                 self.last_cache_hit = True
                 return cached
-            print(f"warning: the tokenisation cache {path} is damaged (truncated or altered); rebuilding it",
-                  file=sys.stderr)
+            print(
+                f"warning: the tokenisation cache {path} is damaged (truncated or altered); rebuilding it",
+                file=sys.stderr,
+            )
         num_proc = max(1, min(num_proc, len(texts)))
         encodings = self._encode_texts(texts) if num_proc == 1 else self._encode_in_processes(texts, num_proc)
         if path is not None:
@@ -241,7 +277,7 @@ class TextPipeline:
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         size = -(-len(texts) // (num_proc * 4))  # a few chunks per worker evens out long texts
-        chunks = [(self._args, texts[i:i + size]) for i in range(0, len(texts), size)]
+        chunks = [(self._args, texts[i : i + size]) for i in range(0, len(texts), size)]
         # Forked workers find this pipeline in the memo; spawned ones rebuild it from _args.
         # Either way jieba is never pickled.
         _MEMO[self._args] = self
@@ -276,8 +312,14 @@ class TextPipeline:
         out.mkdir(parents=True, exist_ok=True)
         user_dict = self._kwargs["user_dict"]
         ErnieTokenizer(self.vocab_file, do_lower_case=self.lowercase).save_pretrained(str(out))
-        meta = {"version": PIPELINE_VERSION, "lowercase": self.lowercase, "segment": self.segment,
-                "user_dict": None, "vocab_extension": None, "exact_spans": self.exact_spans}
+        meta = {
+            "version": PIPELINE_VERSION,
+            "lowercase": self.lowercase,
+            "segment": self.segment,
+            "user_dict": None,
+            "vocab_extension": None,
+            "exact_spans": self.exact_spans,
+        }
         if self.extension is not None:
             self.extension.save(str(out / _EXTENSION_DIR))
             meta["vocab_extension"] = _EXTENSION_DIR
@@ -294,8 +336,10 @@ class TextPipeline:
         and lowercase/segment/user dictionary/extension/exact_spans from ernie_ft_text.json when present."""
         d = Path(directory)
         if not (d / "vocab.txt").is_file():
-            raise UserError(f"{d}: no vocab.txt in this directory; give a checkpoint directory "
-                            "saved by ernie_ft or by PaddleNLP's save_pretrained")
+            raise UserError(
+                f"{d}: no vocab.txt in this directory; give a checkpoint directory "
+                "saved by ernie_ft or by PaddleNLP's save_pretrained"
+            )
         kwargs: dict = {}
         config = _read_json(d / "tokenizer_config.json")
         if "do_lower_case" in config:
@@ -341,10 +385,14 @@ def _write_table(path: Path, encodings: list[Encoding]) -> None:
     import pyarrow as pa
 
     ints = pa.list_(pa.int32())
-    table = pa.table({"ids": pa.array([e.ids for e in encodings], ints),
-                      "starts": pa.array([[s for s, _ in e.offsets] for e in encodings], ints),
-                      "ends": pa.array([[t for _, t in e.offsets] for e in encodings], ints),
-                      "word_ids": pa.array([e.word_ids for e in encodings], ints)})
+    table = pa.table(
+        {
+            "ids": pa.array([e.ids for e in encodings], ints),
+            "starts": pa.array([[s for s, _ in e.offsets] for e in encodings], ints),
+            "ends": pa.array([[t for _, t in e.offsets] for e in encodings], ints),
+            "word_ids": pa.array([e.word_ids for e in encodings], ints),
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # renamed into place: readers never see half a file
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:

@@ -8,6 +8,7 @@ model directory never unpickles a file from it unless the user passes --trust-pi
 schedule, loss scaler, random state, data position). Both are written to a temporary
 directory first and swapped in, so an interrupted save never leaves a broken checkpoint.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,6 +27,8 @@ from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
 
 BEST, LAST, LOGS = "best", "last", "logs"
 RUN_FILE = "ernie_ft.yaml"
+
+
 def recover(path: str) -> None:
     """Finish or undo a swap of ``path`` (best/ or last/) that a killed process left half done (see ``_swap_in``)."""
     old, tmp = path + ".old", path + ".tmp"
@@ -33,17 +36,20 @@ def recover(path: str) -> None:
         os.rename(old, path)  # killed between the two renames: the previous checkpoint comes back
     shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)  # killed while writing: never complete, never read
+
+
 def check_output(path: str, resume: bool, overwrite: bool) -> None:
     """Refuse to mix a new run into an old one, or to resume what cannot be resumed."""
     state = os.path.join(path, LAST, "trainer_state.json")
     if resume and not os.path.isfile(state) and os.path.isfile(os.path.join(path, LAST + ".old", "trainer_state.json")):
         state = os.path.join(path, LAST + ".old", "trainer_state.json")  # recover() puts it back
     if resume and not os.path.isfile(state):
-        raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); "
-                        "start without --resume")
+        raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); start without --resume")
     if not resume and not overwrite and os.path.isdir(path) and set(os.listdir(path)) - {LOGS, LOCK}:
-        raise UserError(f"--output {path} already holds files; pass --resume to continue that run, "
-                        "--overwrite to replace it, or choose another directory")
+        raise UserError(
+            f"--output {path} already holds files; pass --resume to continue that run, "
+            "--overwrite to replace it, or choose another directory"
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"--output {path} is a file, not a directory")
 
@@ -76,9 +82,11 @@ def _write(path: str, write) -> None:
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         previous = "the previous one is intact" if os.path.isdir(path) else "there was none before"
-        raise SaveError(f"could not write the checkpoint {path}: {e.strerror or e} "
-                        f"({getattr(e, 'filename', None) or 'while saving'}); {previous}. Free some space "
-                        "(or fix the permissions) and run the same command with --resume") from None
+        raise SaveError(
+            f"could not write the checkpoint {path}: {e.strerror or e} "
+            f"({getattr(e, 'filename', None) or 'while saving'}); {previous}. Free some space "
+            "(or fix the permissions) and run the same command with --resume"
+        ) from None
     _swap_in(tmp, path)
 
 
@@ -108,6 +116,7 @@ def save_model(path: str, model, pipeline, labels: list[str], task_name: str, ru
     state = parallel.full_state(model.state_dict()) if parallel is not None else model.state_dict()
     if parallel is not None and not parallel.is_main:
         return
+
     def write(tmp):
         model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
         pipeline.save(tmp)
@@ -145,11 +154,15 @@ def resolve_model_dir(path: str) -> str:
     if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isfile(os.path.join(path, BEST, RUN_FILE)):
         return os.path.join(path, BEST)
     if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isdir(os.path.join(path, "last")):
-        raise UserError(f"--model {path}: this run stopped before it saved a best/ model (it has last/ only); "
-                        "finish it by running the training command again with --resume")
+        raise UserError(
+            f"--model {path}: this run stopped before it saved a best/ model (it has last/ only); "
+            "finish it by running the training command again with --resume"
+        )
     if not os.path.isfile(os.path.join(path, RUN_FILE)):
-        raise UserError(f"--model {path}: not an ernie_ft checkpoint (no {RUN_FILE}); "
-                        "pass the output directory of a training run or its best/ folder")
+        raise UserError(
+            f"--model {path}: not an ernie_ft checkpoint (no {RUN_FILE}); "
+            "pass the output directory of a training run or its best/ folder"
+        )
     return path
 
 
@@ -193,7 +206,7 @@ def _rename_optimizer_state(state: dict, names: dict) -> dict:
             renamed[key] = _rename_optimizer_state(value, names)
             continue
         old = next((p for p in prefixes if key == p or key.startswith(p + "_")), None)
-        renamed[key if old is None else names[old] + key[len(old):]] = value
+        renamed[key if old is None else names[old] + key[len(old) :]] = value
     return renamed
 
 
@@ -218,8 +231,14 @@ def save_state(path: str, state: dict, parallel) -> None:
         paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
         paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
         with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
-            pickle.dump({"scheduler": state["scheduler"].state_dict(), "scaler": state["precision"].state_dict(),
-                         "rng": rng_state()}, f)
+            pickle.dump(
+                {
+                    "scheduler": state["scheduler"].state_dict(),
+                    "scaler": state["precision"].state_dict(),
+                    "rng": rng_state(),
+                },
+                f,
+            )
         with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
             json.dump(dataclasses.asdict(state["progress"]), f, ensure_ascii=False, indent=1)
 

@@ -13,6 +13,7 @@ Ctrl-C or a SIGTERM sent to the command reaches the launcher once (it runs in it
 terminal's Ctrl-C is not delivered twice); the launcher sends its workers SIGTERM, they agree on a
 step, save a resumable state and exit, and the command exits 130 or 143.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,22 +83,30 @@ def check_gpus(gpus: str) -> list[int]:
     count = gpu_count()
     flag = f"--gpus {gpus}"
     if count is None:
-        raise UserError(f"{flag}: {describe_gpus(count)}; install paddlepaddle-gpu built for your CUDA version, "
-                        f"{CPU_ADVICE}")
+        raise UserError(
+            f"{flag}: {describe_gpus(count)}; install paddlepaddle-gpu built for your CUDA version, {CPU_ADVICE}"
+        )
     if count == 0:
-        raise UserError(f"{flag}: {describe_gpus(count)}; check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES, "
-                        f"{CPU_ADVICE}")
+        raise UserError(
+            f"{flag}: {describe_gpus(count)}; check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES, {CPU_ADVICE}"
+        )
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
-        raise UserError(f"{flag}: GPU {repeated[0]} is listed twice; give each GPU once, e.g. "
-                        f"--gpus {','.join(str(i) for i in range(min(len(ids), count)))}")
+        raise UserError(
+            f"{flag}: GPU {repeated[0]} is listed twice; give each GPU once, e.g. "
+            f"--gpus {','.join(str(i) for i in range(min(len(ids), count)))}"
+        )
     if len(ids) > count:
-        raise UserError(f"{flag} asks for {len(ids)} GPUs but {describe_gpus(count)}; list at most {count}, "
-                        f"check CUDA_VISIBLE_DEVICES, {CPU_ADVICE}")
+        raise UserError(
+            f"{flag} asks for {len(ids)} GPUs but {describe_gpus(count)}; list at most {count}, "
+            f"check CUDA_VISIBLE_DEVICES, {CPU_ADVICE}"
+        )
     missing = [i for i in ids if i >= count]
     if missing:
-        raise UserError(f"{flag}: there is no GPU {missing[0]}: {describe_gpus(count)}; ids number the GPUs "
-                        f"Paddle sees (check CUDA_VISIBLE_DEVICES), {CPU_ADVICE}")
+        raise UserError(
+            f"{flag}: there is no GPU {missing[0]}: {describe_gpus(count)}; ids number the GPUs "
+            f"Paddle sees (check CUDA_VISIBLE_DEVICES), {CPU_ADVICE}"
+        )
     return ids
 
 
@@ -142,8 +151,11 @@ def launch(argv: list[str], parallel, output: str) -> int:
         print(stopped(output, started), file=sys.stderr)
         return 128 + signum
     if status:
-        print(f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
-              f"shown above, every rank's log is in {os.path.join(output, 'logs')}", file=sys.stderr)
+        print(
+            f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
+            f"shown above, every rank's log is in {os.path.join(output, 'logs')}",
+            file=sys.stderr,
+        )
     return status
 
 
@@ -178,6 +190,8 @@ def stopped(output: str, started: float) -> str:
     if os.path.isfile(state) and os.path.getmtime(state) >= started:
         with open(state, encoding="utf-8") as f:
             step = json.load(f)["step"]
-        return (f"stopped at step {step}; a resumable checkpoint is in {os.path.dirname(state)}: run the same "
-                f"command with --resume to continue")
+        return (
+            f"stopped at step {step}; a resumable checkpoint is in {os.path.dirname(state)}: run the same "
+            f"command with --resume to continue"
+        )
     return f"stopped before a resumable checkpoint was saved; every rank's log is in {os.path.join(output, 'logs')}"

@@ -1,4 +1,5 @@
 """One run per output directory: an exclusive lock on ``OUTPUT/.lock`` held while the run lives."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ def lock_output(path: str) -> None:
         f.seek(0)
         holder = f.read().strip()
         f.close()
-        raise UserError(f"--output {path} is in use by another ernie_ft run{f' (pid {holder})' if holder else ''}; "
-                        "wait for it to finish or choose another directory") from None
+        raise UserError(
+            f"--output {path} is in use by another ernie_ft run{f' (pid {holder})' if holder else ''}; "
+            "wait for it to finish or choose another directory"
+        ) from None
     f.seek(0)
     f.truncate()
     f.write(f"{os.getpid()}\n")

@@ -7,6 +7,7 @@ The trainer calls ``prepare`` once, then ``distribute`` per batch, ``mean`` for 
 ``share``/``gather`` to score each evaluation example once, and ``full_state``/``shard_like``
 around checkpoints, the way accelerate's ``prepare`` and ``gather_for_metrics`` hide the setup.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,10 @@ class Parallel:
         self.is_main = self.rank == 0
         self.mp = tensor_parallel
         if self.size % self.mp:
-            raise UserError(f"--tensor-parallel {self.mp} must divide the number of processes ({self.size}); "
-                            f"start them with --nproc N (CPU) or --gpus 0,1,... (a multiple of {self.mp})")
+            raise UserError(
+                f"--tensor-parallel {self.mp} must divide the number of processes ({self.size}); "
+                f"start them with --nproc N (CPU) or --gpus 0,1,... (a multiple of {self.mp})"
+            )
         self.dp = self.size // self.mp
         self.dp_rank = self.rank // self.mp  # the mesh is row-major: rank r sits at (r // mp, r % mp)
         self.mesh = None
@@ -74,8 +77,10 @@ class Parallel:
         for name in ("num_attention_heads", "intermediate_size"):
             value = getattr(model.config, name)
             if value % self.mp:
-                raise UserError(f"--tensor-parallel {self.mp}: the model has {name} = {value}, which does not "
-                                f"split into {self.mp} equal parts; choose a divisor")
+                raise UserError(
+                    f"--tensor-parallel {self.mp}: the model has {name} = {value}, which does not "
+                    f"split into {self.mp} equal parts; choose a divisor"
+                )
 
     # --- setting up ------------------------------------------------------------------------
     def prepare(self, model, make_optimizer: Callable, precision=None, recompute: bool = False):
@@ -226,5 +231,9 @@ class Parallel:
 
         params = dict(model.named_parameters())
         replicated = [dist.Replicate(), dist.Replicate()]
-        return {k: dist.shard_tensor(v, params[k].process_mesh, params[k].placements) if k in params
-                else dist.shard_tensor(v, self.mesh, replicated) for k, v in state.items()}
+        return {
+            k: dist.shard_tensor(v, params[k].process_mesh, params[k].placements)
+            if k in params
+            else dist.shard_tensor(v, self.mesh, replicated)
+            for k, v in state.items()
+        }

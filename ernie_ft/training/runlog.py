@@ -1,4 +1,5 @@
 """What a run tells the person watching it: console progress, JSONL logs, VisualDL, curves."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ class RunLog:
         # line-buffered: a launched worker ends with os._exit (see worker.py), which flushes nothing
         self.train_file = open(os.path.join(output, "train_log.jsonl"), mode, encoding="utf-8", buffering=1)
         self.eval_file = open(os.path.join(output, "evaluations.jsonl"), mode, encoding="utf-8", buffering=1)
-        self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True,
-                        disable=not sys.stderr.isatty())
+        self.bar = tqdm(
+            total=total_steps, initial=start_step, unit="step", dynamic_ncols=True, disable=not sys.stderr.isatty()
+        )
         self.start_step, self.started = start_step, time.perf_counter()
 
     def say(self, message: str) -> None:
@@ -38,16 +40,23 @@ class RunLog:
             return
         self.bar.write(message, file=sys.stderr)
 
-    def step(self, step: int, loss: float, lr: float, tokens_per_s: float, epoch: int, log: bool,
-             seconds: float = 0.0) -> None:
+    def step(
+        self, step: int, loss: float, lr: float, tokens_per_s: float, epoch: int, log: bool, seconds: float = 0.0
+    ) -> None:
         if not self.enabled:
             return
         self.bar.update(1)
         self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}", epoch=epoch)
         if not log:
             return
-        record = {"step": step, "epoch": epoch, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s,
-                  "step_seconds": seconds}
+        record = {
+            "step": step,
+            "epoch": epoch,
+            "loss": loss,
+            "lr": lr,
+            "tokens_per_s": tokens_per_s,
+            "step_seconds": seconds,
+        }
         self.train_file.write(json.dumps(record) + "\n")
         self.train_file.flush()
         self.writer.add_scalar("train/loss", loss, step)
@@ -56,15 +65,18 @@ class RunLog:
         if self.bar.disable:
             done = step - self.start_step
             eta = (time.perf_counter() - self.started) / max(done, 1) * (self.total - step)
-            self.say(f"step {step}/{self.total} epoch {epoch} loss {loss:.4f} lr {lr:.2e} "
-                     f"tok/s {tokens_per_s:.0f} eta {eta / 60:.1f}m")
+            self.say(
+                f"step {step}/{self.total} epoch {epoch} loss {loss:.4f} lr {lr:.2e} "
+                f"tok/s {tokens_per_s:.0f} eta {eta / 60:.1f}m"
+            )
 
     def evaluation(self, step: int, epoch: int, split: str, metrics: dict, best: bool = False) -> None:
         if not self.enabled:
             return
         scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-        self.eval_file.write(json.dumps({"step": step, "epoch": epoch, "split": split, **scalars},
-                                        ensure_ascii=False) + "\n")
+        self.eval_file.write(
+            json.dumps({"step": step, "epoch": epoch, "split": split, **scalars}, ensure_ascii=False) + "\n"
+        )
         self.eval_file.flush()
         for k, v in scalars.items():
             self.writer.add_scalar(f"{split}/{k}", v, step)

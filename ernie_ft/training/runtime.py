@@ -4,6 +4,7 @@ With ``parallel`` (processes, data and tensor parallelism) and ``launch`` (start
 all that touches devices, processes or precision: task and model code never import
 ``paddle.distributed`` or ``paddle.amp`` themselves.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,9 +47,11 @@ def select_device(device: str) -> str:
         from ernie_ft.training.launch import describe_gpus, gpu_count
 
         # device_for turns --gpus N into gpu:N, so the message names both flags
-        raise UserError(f"cannot run on {device} (--device or --gpus): {describe_gpus(gpu_count())}; install "
-                        "paddlepaddle-gpu built for your CUDA version, check CUDA_VISIBLE_DEVICES, or train on "
-                        "the CPU (--device cpu, without --gpus)")
+        raise UserError(
+            f"cannot run on {device} (--device or --gpus): {describe_gpus(gpu_count())}; install "
+            "paddlepaddle-gpu built for your CUDA version, check CUDA_VISIBLE_DEVICES, or train on "
+            "the CPU (--device cpu, without --gpus)"
+        )
     if device != "cpu" and not device.startswith("gpu"):
         raise UserError(f"--device must be cpu, gpu, gpu:N or auto, not {device!r}")
     if device == "gpu" and "FLAGS_selected_gpus" in os.environ:
@@ -121,13 +124,14 @@ class Precision:
     def __post_init__(self):
         self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.amp)
         self.wants_scaler = self.amp == "fp16"  # bf16 has fp32's exponent range: nothing to scale
-        self.scaler = paddle.amp.GradScaler(enable=self.wants_scaler, init_loss_scaling=2.0 ** 15)
+        self.scaler = paddle.amp.GradScaler(enable=self.wants_scaler, init_loss_scaling=2.0**15)
 
     def prepare(self, model, optimizer):
         """O2 keeps the weights in low precision with fp32 master weights in the optimizer."""
         if self.amp != "off" and self.level == "O2":
-            model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2",
-                                                   dtype=self.dtype, master_weight=True)
+            model, optimizer = paddle.amp.decorate(
+                models=model, optimizers=optimizer, level="O2", dtype=self.dtype, master_weight=True
+            )
         return model, optimizer
 
     def autocast(self):
@@ -177,8 +181,11 @@ def enable_recompute(model) -> int:
     Each layer's class (Paddle's, or ``kernels.FastEncoderLayer``) is swapped for a subclass, so
     parameter names and checkpoints are unchanged. Returns the number of layers switched.
     """
-    layers = [layer for layer in model.sublayers()
-              if isinstance(layer, paddle.nn.TransformerEncoderLayer) and not isinstance(layer, _Recomputed)]
+    layers = [
+        layer
+        for layer in model.sublayers()
+        if isinstance(layer, paddle.nn.TransformerEncoderLayer) and not isinstance(layer, _Recomputed)
+    ]
     for layer in layers:
         layer.__class__ = _recomputed(type(layer))
     return len(layers)

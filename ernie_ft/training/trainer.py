@@ -4,6 +4,7 @@ Everything a resumed run needs is in ``Run.state`` (model, optimizer, schedule, 
 ``Progress``), which ``checkpoint.save_state`` writes and ``checkpoint.load_state`` reads whole.
 Which processes run, and how they split the work, is ``parallel.Parallel``'s business.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,9 +84,13 @@ def build_optimizer(model, tc: TrainConfig, scheduler):
 
     decay = {p.name for n, p in model.named_parameters() if not any(s in n for s in ("bias", "norm"))}
     return paddle.optimizer.AdamW(
-        learning_rate=scheduler, parameters=model.parameters(), weight_decay=tc.weight_decay,
-        epsilon=tc.adam_epsilon, apply_decay_param_fun=lambda name: name in decay,
-        grad_clip=paddle.nn.ClipGradByGlobalNorm(tc.max_grad_norm) if tc.max_grad_norm > 0 else None)
+        learning_rate=scheduler,
+        parameters=model.parameters(),
+        weight_decay=tc.weight_decay,
+        epsilon=tc.adam_epsilon,
+        apply_decay_param_fun=lambda name: name in decay,
+        grad_clip=paddle.nn.ClipGradByGlobalNorm(tc.max_grad_norm) if tc.max_grad_norm > 0 else None,
+    )
 
 
 def setup(task, cfg: RunConfig) -> Run:
@@ -102,8 +107,9 @@ def setup(task, cfg: RunConfig) -> Run:
     threads = runtime.set_threads(tc.threads, parallel.size)
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
-    pipeline = modeling.load_pipeline(cfg.model, data, lambda: task.texts(examples["train"]),
-                                      exact_spans=needs_exact_spans(task))
+    pipeline = modeling.load_pipeline(
+        cfg.model, data, lambda: task.texts(examples["train"]), exact_spans=needs_exact_spans(task)
+    )
     model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, getattr(task, "model_class", None))
     if hasattr(task, "bind"):
         task.bind(model)
@@ -114,11 +120,14 @@ def setup(task, cfg: RunConfig) -> Run:
         checkpoint.prepare_output(tc.output, cfg.resume, cfg.overwrite, lock=parallel.size == 1)
     parallel.barrier()
     runtime.seed_everything(tc.seed + parallel.dp_rank)  # same initial weights, different dropout per replica
-    splits = {name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
-              for name, ex in examples.items()}
+    splits = {
+        name: featurize(task, name, ex, pipeline, labels, data, audit_report=name == "train")
+        for name, ex in examples.items()
+    }
 
-    sampler = LengthGroupedSampler(splits["train"].lengths, tc.batch_size, seed=tc.seed, num_replicas=parallel.dp,
-                                   rank=parallel.data_rank)
+    sampler = LengthGroupedSampler(
+        splits["train"].lengths, tc.batch_size, seed=tc.seed, num_replicas=parallel.dp, rank=parallel.data_rank
+    )
     steps_per_epoch = math.ceil(len(sampler.batches(0)) / tc.grad_accum)
     total_steps = steps_per_epoch * tc.epochs
     lr = tc.lr * cfg.parallel.lr_factor(parallel.dp, tc.grad_accum)
@@ -126,18 +135,27 @@ def setup(task, cfg: RunConfig) -> Run:
 
     scheduler = LinearDecayWithWarmup(lr, total_steps, tc.warmup)
     precision = runtime.Precision(tc.amp, tc.amp_level)
-    trained, optimizer = parallel.prepare(model, lambda net: build_optimizer(net, tc, scheduler), precision,
-                                          tc.recompute)
+    trained, optimizer = parallel.prepare(
+        model, lambda net: build_optimizer(net, tc, scheduler), precision, tc.recompute
+    )
     global_batch = tc.batch_size * parallel.dp
-    state = {"model": parallel.unwrap(trained), "optimizer": optimizer, "scheduler": scheduler,
-             "precision": precision, "progress": Progress(global_batch=global_batch)}
+    state = {
+        "model": parallel.unwrap(trained),
+        "optimizer": optimizer,
+        "scheduler": scheduler,
+        "precision": precision,
+        "progress": Progress(global_batch=global_batch),
+    }
     if parallel.is_main:
-        print(f"device {device}, {parallel.describe()}, {threads} threads each; "
-              f"{f'{len(labels)} labels; ' if labels else ''}"
-              f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
-              f"{global_batch * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
-              f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "
-              f"best checkpoint by dev {tc.metric or task.metric}", file=sys.stderr)
+        print(
+            f"device {device}, {parallel.describe()}, {threads} threads each; "
+            f"{f'{len(labels)} labels; ' if labels else ''}"
+            f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
+            f"{global_batch * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
+            f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "
+            f"best checkpoint by dev {tc.metric or task.metric}",
+            file=sys.stderr,
+        )
     if cfg.resume:
         resume(state, tc.output, parallel)
     log = RunLog(tc.output, total_steps, state["progress"].step, enabled=parallel.is_main)
@@ -151,10 +169,15 @@ def resume(state: dict, output: str, parallel: Parallel) -> None:
     progress = Progress(**{"global_batch": global_batch, **saved})
     if progress.global_batch != global_batch:  # the data position and the schedule would not match
         was = progress.global_batch
-        hint = (f"pass --batch-size {was // parallel.dp}" if was % parallel.dp == 0 else
-                f"use a number of data-parallel replicas that divides {was}")
-        raise UserError(f"--resume: the run used a global batch of {was}, this one has {global_batch} "
-                        f"(--batch-size {global_batch // parallel.dp} x {parallel.dp} replicas); {hint}")
+        hint = (
+            f"pass --batch-size {was // parallel.dp}"
+            if was % parallel.dp == 0
+            else f"use a number of data-parallel replicas that divides {was}"
+        )
+        raise UserError(
+            f"--resume: the run used a global batch of {was}, this one has {global_batch} "
+            f"(--batch-size {global_batch // parallel.dp} x {parallel.dp} replicas); {hint}"
+        )
     state["progress"] = progress
     print(f"resumed at step {progress.step} (epoch {progress.epoch + 1}, batch {progress.batch})", file=sys.stderr)
 
@@ -172,20 +195,30 @@ def fit(run: Run, exiting: bool = False) -> dict:
         while p.epoch < tc.epochs and not paused:
             batches = run.sampler.batches(p.epoch)
             if p.batch == 0:
-                log.say(f"epoch {p.epoch + 1}/{tc.epochs}: {len(batches)} batches, "
-                        f"padding {padding_fraction(batches, run.splits['train'].lengths):.1%}")
+                log.say(
+                    f"epoch {p.epoch + 1}/{tc.epochs}: {len(batches)} batches, "
+                    f"padding {padding_fraction(batches, run.splits['train'].lengths):.1%}"
+                )
             for first in range(p.batch, len(batches), tc.grad_accum):
-                group = batches[first:first + tc.grad_accum]
+                group = batches[first : first + tc.grad_accum]
                 loss, tokens, seconds, skipped, stopping = train_step(run, group, stop)
                 check_loss(run, loss, skipped)
-                log.step(p.step + 1, loss, run.state["optimizer"].get_lr(), tokens / seconds, p.epoch + 1,
-                         log=(p.step + 1) % tc.log_steps == 0, seconds=seconds)
+                log.step(
+                    p.step + 1,
+                    loss,
+                    run.state["optimizer"].get_lr(),
+                    tokens / seconds,
+                    p.epoch + 1,
+                    log=(p.step + 1) % tc.log_steps == 0,
+                    seconds=seconds,
+                )
                 p.step, p.batch = p.step + 1, first + len(group)
                 end_of_epoch = p.batch == len(batches)
                 if end_of_epoch:
                     p.epoch, p.batch = p.epoch + 1, 0
-                if "dev" in run.splits and (p.step == run.total_steps or (
-                        p.step % tc.eval_steps == 0 if tc.eval_steps else end_of_epoch)):
+                if "dev" in run.splits and (
+                    p.step == run.total_steps or (p.step % tc.eval_steps == 0 if tc.eval_steps else end_of_epoch)
+                ):
                     evaluate_dev(run)
                 if tc.patience and p.bad_evals >= tc.patience:
                     log.say(f"early stop: no dev {metric_name(run)} improvement in {tc.patience} evaluations")
@@ -196,9 +229,11 @@ def fit(run: Run, exiting: bool = False) -> dict:
                     break
         if p.epoch < tc.epochs:  # still under StopRequest: a repeated SIGTERM must not cut this short
             log.close(metric_name(run))
-            print(f"stopped at step {p.step}/{run.total_steps}; a resumable checkpoint is in "
-                  f"{os.path.join(tc.output, checkpoint.LAST)}: run the same command with --resume to continue",
-                  file=sys.stderr)
+            print(
+                f"stopped at step {p.step}/{run.total_steps}; a resumable checkpoint is in "
+                f"{os.path.join(tc.output, checkpoint.LAST)}: run the same command with --resume to continue",
+                file=sys.stderr,
+            )
             if stopping:  # a peer's signal stops this rank too
                 raise Interrupted(stop.signum or signal.SIGTERM)
             return {}
@@ -207,8 +242,9 @@ def fit(run: Run, exiting: bool = False) -> dict:
     return finish(run)
 
 
-def train_step(run: Run, group: list[list[int]], stop: Optional[StopRequest] = None
-               ) -> tuple[float, int, float, bool, bool]:
+def train_step(
+    run: Run, group: list[list[int]], stop: Optional[StopRequest] = None
+) -> tuple[float, int, float, bool, bool]:
     """One optimizer step over ``group`` (``--grad-accum`` batches): (mean loss over replicas, the job's
     tokens, seconds, whether the fp16 loss scaler skipped the update, whether any rank's ``stop`` was
     requested by the end of the step: the loss's reduction carries it, so every rank stops after the same step)."""
@@ -218,8 +254,11 @@ def train_step(run: Run, group: list[list[int]], stop: Optional[StopRequest] = N
     tokens = 0
     for indices in group:
         chosen = [features[i] for i in indices]
-        batch = (task.collate(chosen, run.pipeline, run.cfg.train.seed, run.progress.epoch) if hasattr(task, "collate")
-                 else collate(chosen, run.pipeline.pad_id, task.head == "token"))
+        batch = (
+            task.collate(chosen, run.pipeline, run.cfg.train.seed, run.progress.epoch)
+            if hasattr(task, "collate")
+            else collate(chosen, run.pipeline.pad_id, task.head == "token")
+        )
         batch = run.parallel.distribute(to_tensors(batch), whole=getattr(task, "flat_fields", ()))
         with precision.autocast():
             loss = task.loss(forward(run.model, batch), batch)
@@ -242,8 +281,10 @@ def check_loss(run: Run, loss: float, skipped: bool) -> None:
     p = run.progress
     if skipped:
         p.skipped_steps += 1
-        run.log.say(f"step {p.step + 1}: fp16 gradients overflowed, the loss scaler skipped this update "
-                    f"({p.skipped_steps} skipped so far)")
+        run.log.say(
+            f"step {p.step + 1}: fp16 gradients overflowed, the loss scaler skipped this update "
+            f"({p.skipped_steps} skipped so far)"
+        )
         return
     if math.isfinite(loss):
         return
@@ -254,9 +295,11 @@ def check_loss(run: Run, loss: float, skipped: bool) -> None:
         with open(last_state, encoding="utf-8") as f:
             kept.append(f"{checkpoint.LAST}/ (step {json.load(f)['step']}, resumable)")
     kept = [k for k in kept if k]
-    raise NonFiniteLoss(f"step {p.step + 1}: the training loss is {loss} (not finite); stopped without saving "
-                        f"this step. {'Kept in ' + out + ': ' + ', '.join(kept) if kept else 'Nothing was saved yet'}. "
-                        "Lower --lr, keep --max-grad-norm on, or train without --amp fp16")
+    raise NonFiniteLoss(
+        f"step {p.step + 1}: the training loss is {loss} (not finite); stopped without saving "
+        f"this step. {'Kept in ' + out + ': ' + ', '.join(kept) if kept else 'Nothing was saved yet'}. "
+        "Lower --lr, keep --max-grad-norm on, or train without --amp fp16"
+    )
 
 
 def metric_name(run: Run) -> str:
@@ -267,9 +310,16 @@ def score(run: Run, split: Split) -> dict:
     """The task's metrics on ``split``: each example scored once across the job, every rank gets them."""
     parallel, features = run.parallel, split.features
     mine = parallel.share(len(features))
-    outputs = compute_logits(run.net, [features[i] for i in mine], run.pipeline.pad_id, 2 * run.cfg.train.batch_size,
-                             run.precision, run.task.head, parallel,
-                             **task_batching(run.task, run.pipeline, run.cfg.train.seed))
+    outputs = compute_logits(
+        run.net,
+        [features[i] for i in mine],
+        run.pipeline.pad_id,
+        2 * run.cfg.train.batch_size,
+        run.precision,
+        run.task.head,
+        parallel,
+        **task_batching(run.task, run.pipeline, run.cfg.train.seed),
+    )
     logits = parallel.gather(mine, list(outputs))
     if run.task.head == "sequence":
         import numpy as np
@@ -283,8 +333,9 @@ def evaluate_dev(run: Run) -> None:
     p, metric = run.progress, metric_name(run)
     metrics = score(run, run.splits["dev"])
     if metric not in metrics:
-        raise UserError(f"--metric {metric}: the task reports "
-                        f"{', '.join(k for k, v in metrics.items() if isinstance(v, float))}")
+        raise UserError(
+            f"--metric {metric}: the task reports {', '.join(k for k, v in metrics.items() if isinstance(v, float))}"
+        )
     improved = p.best is None or (metrics[metric] < p.best if lower_is_better(metric) else metrics[metric] > p.best)
     if improved:
         p.best, p.best_step, p.bad_evals, p.dev = metrics[metric], p.step, 0, metrics
@@ -295,8 +346,15 @@ def evaluate_dev(run: Run) -> None:
 
 
 def save_best(run: Run) -> None:
-    checkpoint.save_model(os.path.join(run.cfg.train.output, checkpoint.BEST), run.net, run.pipeline, run.labels,
-                          run.task.name, {**run.cfg.to_dict(), "labels": run.labels}, run.parallel)
+    checkpoint.save_model(
+        os.path.join(run.cfg.train.output, checkpoint.BEST),
+        run.net,
+        run.pipeline,
+        run.labels,
+        run.task.name,
+        {**run.cfg.to_dict(), "labels": run.labels},
+        run.parallel,
+    )
 
 
 def finish(run: Run) -> dict:
@@ -316,8 +374,10 @@ def finish(run: Run) -> dict:
     with open(os.path.join(out, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, ensure_ascii=False, indent=1)
     png = run.log.close(metric_name(run))
-    print(f"done: best model in {best_dir}; metrics in {os.path.join(out, 'metrics.json')}; curves in {png}",
-          file=sys.stderr)
+    print(
+        f"done: best model in {best_dir}; metrics in {os.path.join(out, 'metrics.json')}; curves in {png}",
+        file=sys.stderr,
+    )
     for split, metrics in results.items():
         print(f"{split}: " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
     return results

@@ -4,6 +4,7 @@ The launcher's own argument parser would take flags such as ``--train`` for abbr
 its ``--trainers``, so the command travels in the environment instead of on the command line.
 The process ends through ``leave``.
 """
+
 import json
 import os
 import runpy

@@ -7,6 +7,7 @@ save of last/ (end of epoch 1) completes; the second (end of epoch 2) dies at CR
 was written into last.tmp, between the rename of last to last.old and of last.tmp to last, or after both
 renames, before last.old is removed.
 """
+
 import os
 import shutil
 import sys

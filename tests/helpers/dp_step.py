@@ -12,6 +12,7 @@ Rank 0 writes every parameter's gradient ("grad/NAME", averaged over the replica
 positions the global batch sums over. One process also writes "terms/NAME": the
 elementwise mean over the batch's examples of |that example's own gradient|, for rounding bounds.
 """
+
 import sys
 
 import numpy as np
@@ -41,8 +42,10 @@ seed_everything(seed)
 model = build_model(ModelConfig(dropout=0.0), task.head, len(labels), pipeline, getattr(task, "model_class", None))
 if hasattr(task, "bind"):
     task.bind(model)
-model, _ = parallel.prepare(model,  # the optimizer is never stepped
-                            lambda net: paddle.optimizer.SGD(learning_rate=0.0, parameters=net.parameters()))
+model, _ = parallel.prepare(
+    model,  # the optimizer is never stepped
+    lambda net: paddle.optimizer.SGD(learning_rate=0.0, parameters=net.parameters()),
+)
 net = parallel.unwrap(model)
 split = featurize(task, "train", examples["train"], pipeline, labels, data)
 per_replica = global_batch // parallel.dp
@@ -51,25 +54,32 @@ mine = next(b for b in sampler.batches(0) if len(b) == per_replica)  # one proce
 
 
 def batch_of(indices):
-    return parallel.distribute(to_tensors(collate([split.features[i] for i in indices], pipeline.pad_id,
-                                                  task.head == "token")))
+    return parallel.distribute(
+        to_tensors(collate([split.features[i] for i in indices], pipeline.pad_id, task.head == "token"))
+    )
 
 
 rows, hooks = {}, []  # one process: each Linear's input and output gradient over the global batch's token rows
 if parallel.size == 1:
+
     def keep_rows(layer, inputs, output):
         rows[layer] = [inputs[0].numpy().reshape(-1, layer.weight.shape[0])]
         output.register_hook(lambda grad: rows[layer].append(grad.numpy().reshape(-1, layer.weight.shape[1])))
 
-    hooks = [layer.register_forward_post_hook(keep_rows) for layer in net.sublayers()
-             if isinstance(layer, paddle.nn.Linear)]
+    hooks = [
+        layer.register_forward_post_hook(keep_rows) for layer in net.sublayers() if isinstance(layer, paddle.nn.Linear)
+    ]
 batch = batch_of(mine)
 loss = task.loss(forward(model, batch), batch)
 loss.backward()
 mean, stop = parallel.mean_and_any(loss, parallel.rank == parallel.size - 1)  # the last rank asks to stop
 _, go_on = parallel.mean_and_any(loss, False)
-result = {"loss": np.float64(mean), "stop": np.array([stop, go_on]), "tokens": np.int64(parallel.job_total(batch["input_ids"].size)),
-          "indices": np.concatenate(parallel.all_gather(np.array(mine)))}
+result = {
+    "loss": np.float64(mean),
+    "stop": np.array([stop, go_on]),
+    "tokens": np.int64(parallel.job_total(batch["input_ids"].size)),
+    "indices": np.concatenate(parallel.all_gather(np.array(mine))),
+}
 result.update({"grad/" + n: p.grad.numpy() for n, p in net.named_parameters() if p.grad is not None})
 if parallel.size == 1:
     # Each gradient element is a float32 sum of terms; "terms/NAME" is, per element, the larger of two

@@ -4,13 +4,14 @@ A run split over processes adds the same numbers in another order, so its gradie
 by rounding. One step's gradients are compared with a bound on that (``assert_same_gradients``); weights after
 several AdamW steps with a bound on what those gradient differences can do to the updates (``adam_drift``).
 """
+
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-U = 2.0 ** -24  # float32's unit roundoff
+U = 2.0**-24  # float32's unit roundoff
 
 # Weights after several AdamW steps. AdamW moves a weight by lr_t * m / (s + eps) (m: bias-corrected mean of its
 # gradients, s: root of the bias-corrected mean of their squares). If two runs' gradients differ by rounding,
@@ -43,11 +44,25 @@ def step_gradients(tmp_path: Path, *args) -> tuple:
     tmp_path.mkdir(parents=True, exist_ok=True)
     args = [script, *map(str, args)]
     subprocess.run([sys.executable, *args, str(tmp_path / "one.npz")], check=True, capture_output=True, timeout=120)
-    proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(tmp_path / "logs"),
-                           "--nproc_per_node", "2", *args, str(tmp_path / "dp.npz")],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paddle.distributed.launch",
+            "--log_dir",
+            str(tmp_path / "logs"),
+            "--nproc_per_node",
+            "2",
+            *args,
+            str(tmp_path / "dp.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:] + "".join(
-        p.read_text()[-2000:] for p in sorted((tmp_path / "logs").glob("workerlog.*")))
+        p.read_text()[-2000:] for p in sorted((tmp_path / "logs").glob("workerlog.*"))
+    )
     return np.load(tmp_path / "one.npz"), np.load(tmp_path / "dp.npz")
 
 

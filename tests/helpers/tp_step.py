@@ -5,6 +5,7 @@
 
 Rank 0 writes the logits, the loss and every parameter's gradient, gathered to full tensors.
 """
+
 import sys
 
 import numpy as np
@@ -18,17 +19,32 @@ from ernie_ft.training.worker import leave
 out, tensor_parallel = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
 parallel = Parallel(tensor_parallel)
 paddle.seed(3)
-config = ErnieConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                     max_position_embeddings=64, type_vocab_size=4, use_task_id=False, num_labels=3,
-                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-model, _ = parallel.prepare(ErnieForSequenceClassification(config),  # the optimizer is never stepped
-                            lambda net: paddle.optimizer.SGD(learning_rate=0.0, parameters=net.parameters()))
+config = ErnieConfig(
+    vocab_size=120,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    type_vocab_size=4,
+    use_task_id=False,
+    num_labels=3,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+model, _ = parallel.prepare(
+    ErnieForSequenceClassification(config),  # the optimizer is never stepped
+    lambda net: paddle.optimizer.SGD(learning_rate=0.0, parameters=net.parameters()),
+)
 model = parallel.unwrap(model)
 rng = np.random.default_rng(0)
 ids = rng.integers(5, 120, (4, 10))
 ids[:, 7:] = 0  # padding
-batch = {"input_ids": paddle.to_tensor(ids), "token_type_ids": paddle.to_tensor(np.zeros_like(ids)),
-         "labels": paddle.to_tensor(rng.integers(0, 3, (4,)))}
+batch = {
+    "input_ids": paddle.to_tensor(ids),
+    "token_type_ids": paddle.to_tensor(np.zeros_like(ids)),
+    "labels": paddle.to_tensor(rng.integers(0, 3, (4,))),
+}
 batch = parallel.distribute(batch)
 logits = forward(model, batch)
 loss = paddle.nn.functional.cross_entropy(logits, batch["labels"])
