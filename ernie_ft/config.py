@@ -75,7 +75,8 @@ class ModelConfig:
     vocab_extension: Optional[str] = None
     """Word pieces learned by python -m ernie_ft.vocab learn (a directory); the embedding grows to fit them."""
     trust_pickle: bool = False
-    """Load a --model directory whose weights are a pickle (model_state.pdparams), which can run code: only for a source you trust."""
+    """Load a --model directory whose weights are a pickle (model_state.pdparams), which can run code: only for a
+    source you trust."""
 
 
 @dataclass
@@ -189,7 +190,7 @@ SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "par
 TOP_LEVEL = ("resume", "overwrite")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_docs(cls) -> dict:
     """Field name -> the docstring written under it in the class body."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))

@@ -13,7 +13,8 @@ import importlib
 import importlib.util
 import os
 import sys
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, Protocol
 
 from ernie_ft.config import DataConfig
 from ernie_ft.errors import UserError

@@ -18,8 +18,8 @@ import re
 import sys
 import unicodedata
 
-from ernie_ft.errors import UserError
 from ernie_ft.data.squad import read_qa
+from ernie_ft.errors import UserError
 from ernie_ft.evaluation.squad import METRICS, qa_scores
 
 SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")

@@ -68,9 +68,9 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
     import paddle
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-    from ernie_ft.training import runtime
     from ernie_ft.config import TrainConfig
     from ernie_ft.models.modeling import forward
+    from ernie_ft.training import runtime
     from ernie_ft.training.parallel import Parallel
     from ernie_ft.training.trainer import build_optimizer
 

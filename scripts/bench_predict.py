@@ -105,15 +105,14 @@ def main() -> None:
 
     import paddle
 
-    from ernie_ft.training import checkpoint, runtime
-
-    from ernie_ft.models import modeling
     from ernie_ft.classify.task import Classification
     from ernie_ft.config import DataConfig, ModelConfig, RunConfig
+    from ernie_ft.data.readers import Example
     from ernie_ft.inference.export import InferenceModel, export
     from ernie_ft.inference.predict import load_for_inference
-    from ernie_ft.data.readers import Example
+    from ernie_ft.models import modeling
     from ernie_ft.models.modeling import compute_logits
+    from ernie_ft.training import checkpoint, runtime
     from ernie_ft.training.runtime import quiet_libraries
 
     quiet_libraries()
@@ -187,8 +186,8 @@ def hf_batches(features, pipeline, args, tmp) -> dict:
     """The HF script's spec: the same length-sorted padded batches, saved to ``tmp``, and the model's shape."""
     import numpy as np
 
-    from ernie_ft.models import modeling
     from ernie_ft.data.batching import LengthGroupedSampler, collate
+    from ernie_ft.models import modeling
 
     sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], args.batch_size, shuffle=False)
     arrays = {}

@@ -71,7 +71,8 @@ for step in range(int(data["steps"])):
         with torch.no_grad():
             original = ids.clone().view(-1); original[positions] = labels[positions]
             replaced = original.clone()
-            replaced[positions] = torch.multinomial(out.logits.view(-1, out.logits.shape[-1])[positions].softmax(-1), 1).squeeze(-1)
+            probs = out.logits.view(-1, out.logits.shape[-1])[positions].softmax(-1)
+            replaced[positions] = torch.multinomial(probs, 1).squeeze(-1)
         disc = model(input_ids=replaced.view(ids.shape), token_type_ids=types, attention_mask=mask,
                      labels=(replaced != original).long().view(ids.shape))
         loss = out.loss + 50 * disc.loss
@@ -128,7 +129,6 @@ def in_process(npz: str, shape: str, threads: int, warmup: int, masked_only: boo
     from paddlenlp.transformers import ErnieConfig, ErnieForMaskedLM
 
     from ernie_ft.models import kernels
-
     from ernie_ft.training import runtime
 
     runtime.set_threads(threads)

@@ -371,8 +371,8 @@ def main() -> None:
             ours, theirs = results.get(("ernie_ft serve (dynamic batching)", clients)), results.get((base, clients))
             if ours and theirs:
                 print(
-                    f"\n{clients} clients: dynamic batching / per-request baseline = {ours['rps'] / theirs['rps']:.2f}x "
-                    f"throughput; p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms",
+                    f"\n{clients} clients: dynamic batching / per-request baseline = "
+                    f"{ours['rps'] / theirs['rps']:.2f}x throughput; p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms",
                     end="",
                 )
         print()

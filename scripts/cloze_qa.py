@@ -28,8 +28,8 @@ import re
 import sys
 from pathlib import Path
 
-from ernie_ft.errors import UserError
 from ernie_ft.data.readers import read_text_file
+from ernie_ft.errors import UserError
 
 SENTENCE_END = re.compile(r"(?<=[。！？；])")
 QUESTION_WORDS = {"nr": "谁", "ns": "哪里", "nt": "哪个机构", "nz": "什么", "t": "什么时候", "m": "多少"}

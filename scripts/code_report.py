@@ -8,7 +8,8 @@ Imports are read from the source (no module is imported), every import statement
 including those inside functions: a deferred import still makes a cycle, it only postpones it.
 Imports under ``if __name__ == "__main__":`` belong to the program, not to the module: ``python -m
 pkg.mod`` runs the file as a second module, ``__main__``, so they are edges of a node ``mod
-(__main__)`` of their own (an entry point may import the command table that imports ``mod``). ``from . import x`` counts as
+(__main__)`` of their own (an entry point may import the command table that imports ``mod``).
+``from . import x`` counts as
 importing the module ``x`` when there is one. Importing
 ``pkg.a`` is not counted as importing ``pkg`` itself, although Python runs ``pkg/__init__.py``
 first. tests/test_layout.py loads this file to keep the package acyclic. Standard library only.

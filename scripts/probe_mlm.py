@@ -36,8 +36,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ernie_ft.training.checkpoint import load_model, resolve_model_dir  # noqa: E402
 from ernie_ft.config import DataConfig  # noqa: E402
+from ernie_ft.training.checkpoint import load_model, resolve_model_dir  # noqa: E402
 
 
 def commonest_after(first: np.ndarray, second: np.ndarray, vocab: int) -> dict[int, int]:
@@ -157,7 +157,8 @@ def main(argv=None) -> int:
 
 
 def embedding_norms(model_dir: str, max_len: int) -> dict:
-    """Mean L2 norms of the position embeddings used (1..max_len-1) and unused (max_len..), and of the word embeddings."""
+    """Mean L2 norms of the position embeddings used (1..max_len-1) and unused (max_len..), and of the word
+    embeddings."""
     from safetensors.numpy import load_file
 
     weights = load_file(os.path.join(model_dir, "model.safetensors"))

@@ -48,7 +48,6 @@ def main() -> None:
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
     from ernie_ft.models import kernels
-
     from ernie_ft.training import runtime
 
     sys.argv = [
@@ -127,13 +126,13 @@ def main() -> None:
 def time_ops(bench, p: float, shape: str) -> None:
     """Forward + backward of each fused kernel and of the Paddle ops it replaces, on the tensors of
     one benchmark batch of 32 x 112 tokens (the median padded length), median of 20 runs."""
+    import ctypes
+
     import numpy as np
     import paddle
     import paddle.nn.functional as F
 
     from ernie_ft.models import kernels
-
-    import ctypes
 
     libc = ctypes.CDLL("libc.so.6")  # keep freed blocks in the heap, as they stay within a training
     libc.mallopt(-3, 1 << 30)  # step (M_MMAP_THRESHOLD); in a bare loop every 19 MB output would be

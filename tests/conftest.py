@@ -32,8 +32,9 @@ def _paddlenlp_before_datasets():
     loads it before any data is read). Imported second, PaddleNLP prints a warning ("datasets module was
     imported before paddlenlp") into the stderr of whichever test imports it, which then finds two lines where
     it expects one ``error:`` line (test_bad_input after test_readers' saved-dataset test in one worker)."""
-    import ernie_ft  # noqa: F401  (sets MKL_DEBUG_CPU_TYPE before paddle loads)
     import paddlenlp  # noqa: F401
+
+    import ernie_ft  # noqa: F401  (sets MKL_DEBUG_CPU_TYPE before paddle loads)
 
 
 class _CurrentStderr:

@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DATA
+
 from ernie_ft.cli import task_command
 
 main = task_command("classify")

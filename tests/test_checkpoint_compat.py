@@ -16,7 +16,6 @@ import sys
 import numpy as np
 import paddle
 import pytest
-
 from conftest import DATA, ROOT
 
 OLD = ROOT / "tests" / "fixtures" / "v0.1"

@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 import yaml
-
 from conftest import DATA, ROOT, saved_weights
+
 from ernie_ft.cli import task_command
 
 main = task_command("classify")

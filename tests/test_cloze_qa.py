@@ -4,6 +4,7 @@ import importlib.util
 import json
 
 from conftest import ROOT
+
 from ernie_ft.data.squad import read_qa
 
 spec = importlib.util.spec_from_file_location("cloze_qa", ROOT / "scripts" / "cloze_qa.py")

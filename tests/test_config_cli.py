@@ -6,8 +6,9 @@ import sys
 import pytest
 import yaml
 
+from ernie_ft.cli import COMMANDS
+from ernie_ft.cli import main as cli_main
 from ernie_ft.cli.parsers import parse_train_args
-from ernie_ft.cli import COMMANDS, main as cli_main
 from ernie_ft.config import build_config
 from ernie_ft.errors import UserError
 

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import paddle
 import pytest
-
 from conftest import DATA, ROOT, saved_weights
 from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, step_gradients
+
 from ernie_ft.config import ParallelConfig
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")

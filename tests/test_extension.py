@@ -5,14 +5,14 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import DATA, saved_weights, shared
+
+from ernie_ft.cli import vocab as vocab_main
 from ernie_ft.config import DataConfig, ModelConfig
+from ernie_ft.data.readers import read_examples
 from ernie_ft.errors import UserError
 from ernie_ft.text.extension import CJK_WORD, learn, write
-from ernie_ft.data.readers import read_examples
 from ernie_ft.text.pipeline import TextPipeline
-from ernie_ft.cli import vocab as vocab_main
 from ernie_ft.text.scratch import build_vocab, write_vocab
 
 SENTIMENT = [e.text for e in read_examples(str(DATA / "sentiment_train.tsv"))]
@@ -112,8 +112,8 @@ def test_exact_spans_keeps_base_ids_and_every_boundary(vocab, tmp_path):
     # the rule: token and span heads encode characters unless the task says otherwise
     from types import SimpleNamespace
 
-    from ernie_ft.text.extension import needs_exact_spans
     from ernie_ft.models.modeling import load_pipeline
+    from ernie_ft.text.extension import needs_exact_spans
 
     assert [needs_exact_spans(SimpleNamespace(head=h)) for h in ("sequence", "token", "span")] == [False, True, True]
     assert not needs_exact_spans(SimpleNamespace(head="token", exact_spans=False))

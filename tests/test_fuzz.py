@@ -15,13 +15,14 @@ import os
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from ernie_ft.pretrain.corpus import scan
+from ernie_ft.data.readers import read_examples
+from ernie_ft.data.squad import read_qa
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import NerExample, read_ner, write_cluener, write_conll, write_spans
-from ernie_ft.data.squad import read_qa
-from ernie_ft.data.readers import read_examples
+from ernie_ft.pretrain.corpus import scan
 
 FUZZ_EXAMPLES = int(os.environ.get("ERNIE_FT_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(

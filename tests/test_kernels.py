@@ -12,10 +12,10 @@ from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from ernie_ft.models import kernels
 from ernie_ft.models.kernels import (
+    SWAPS,
     FastAttention,
     FastLayerNorm,
     FastLinear,
-    SWAPS,
     add_dropout_layernorm,
     dropout,
     enable_fast_kernels,
@@ -335,6 +335,7 @@ def test_without_a_compiler_paddles_kernels_run_and_one_warning_says_why(monkeyp
 
 def test_the_command_line_shows_the_warning_and_trains_without_a_compiler(monkeypatch, tiny_checkpoint, tmp_path):
     from conftest import DATA
+
     from ernie_ft.cli import task_command
 
     main = task_command("classify")

@@ -8,11 +8,11 @@ import time
 
 import paddle
 import pytest
-
 from conftest import DATA, ROOT
-from ernie_ft.training import launch, runtime
+
 from ernie_ft.config import ParallelConfig
 from ernie_ft.errors import UserError
+from ernie_ft.training import launch, runtime
 
 
 @pytest.fixture

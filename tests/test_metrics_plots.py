@@ -1,4 +1,5 @@
-"""ernie_ft.evaluation.classification against hand-computed cases, and ernie_ft.evaluation.plots writing real PNG files."""
+"""ernie_ft.evaluation.classification against hand-computed cases, and ernie_ft.evaluation.plots writing real
+PNG files."""
 
 import unicodedata
 import warnings
@@ -163,7 +164,10 @@ def test_importing_is_cheap():
     import sys
     from pathlib import Path
 
-    code = "import sys, ernie_ft.evaluation.plots, ernie_ft.evaluation.classification; print('matplotlib' in sys.modules, 'sklearn' in sys.modules)"
+    code = (
+        "import sys, ernie_ft.evaluation.plots, ernie_ft.evaluation.classification; "
+        "print('matplotlib' in sys.modules, 'sklearn' in sys.modules)"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import yaml
-
 from conftest import DATA, saved_weights, shared
-from ernie_ft.config import DataConfig
+
 from ernie_ft.cli import task_command
+from ernie_ft.config import DataConfig
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics
+from ernie_ft.ner.formats import NerExample, parse_tag, read_ner, spans_to_tags, tags_to_spans
 from ernie_ft.ner.task import NER
-from ernie_ft.ner.formats import NerExample, read_ner, spans_to_tags, tags_to_spans, parse_tag
 
 main = task_command("ner")
 
@@ -241,7 +241,7 @@ def test_crf_decode_yields_the_best_valid_sequence():
     for e, path in zip(emissions, paths):
         assert valid_bio(path, labels)
 
-        def score(p):
+        def score(p, e=e):
             return e[np.arange(len(p)), p].sum() + sum(transitions[a, b] for a, b in zip(p, p[1:]))
 
         best = max((p for p in itertools.product(range(5), repeat=len(e)) if valid_bio(p, labels)), key=score)
@@ -415,12 +415,14 @@ def test_softmax_tagger_checkpoint_loads_in_plain_paddlenlp(tiny_checkpoint, tmp
     "dev,extra,fragments",
     [
         (
-            '{"text": "张三在北京", "entities": [{"start": 0, "end": 2, "type": "PER"}, {"start": 3, "end": 5, "type": "GPE"}]}',
+            '{"text": "张三在北京", "entities": [{"start": 0, "end": 2, "type": "PER"}, '
+            '{"start": 3, "end": 5, "type": "GPE"}]}',
             [],
             ["dev.jsonl:1", "'GPE'", "--allow-new-labels"],
         ),
         (
-            '{"text": "北京大学", "entities": [{"start": 0, "end": 4, "type": "ORG"}, {"start": 0, "end": 2, "type": "LOC"}]}',
+            '{"text": "北京大学", "entities": [{"start": 0, "end": 4, "type": "ORG"}, '
+            '{"start": 0, "end": 2, "type": "LOC"}]}',
             [],
             ["dev.jsonl:1", "overlaps", "--overlapping keep-longest"],
         ),
@@ -482,7 +484,6 @@ def test_crf_transitions_train_under_data_parallelism_like_one_process(tmp_path)
     import sys
 
     import paddle
-
     from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, step_gradients
 
     small = tmp_path / "train.jsonl"

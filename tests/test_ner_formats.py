@@ -4,8 +4,8 @@ import json
 import random
 
 import pytest
-
 from conftest import DATA
+
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import (
     NerExample,

@@ -10,8 +10,8 @@ import shutil
 from dataclasses import dataclass
 
 import pytest
-
 from conftest import DATA
+
 from ernie_ft.cli import main
 
 TRAIN = ["--train", str(DATA / "sentiment_train.tsv"), "--max-len", "32", "--epochs", "1", "--threads", "1"]

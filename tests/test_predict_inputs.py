@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ernie_ft import classify, cli
-
+from ernie_ft import cli
 from ernie_ft.classify.task import read_labelled
 from ernie_ft.config import build_config
 from ernie_ft.errors import UserError

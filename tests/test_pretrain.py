@@ -10,14 +10,15 @@ import numpy as np
 import paddle
 import pytest
 import yaml
-
 from conftest import DATA, ROOT, pretrain_args, saved_weights
 from helpers.rounding import ADAM_EPSILON, adam_drift
-from ernie_ft.pretrain import blocks as blocks_mod, corpus as corpus_mod
-from ernie_ft.pretrain.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
+
 from ernie_ft.cli import task_command
-from ernie_ft.pretrain.task import random_ids
 from ernie_ft.data.readers import read_examples
+from ernie_ft.pretrain import blocks as blocks_mod
+from ernie_ft.pretrain import corpus as corpus_mod
+from ernie_ft.pretrain.masking import MASK, RANDOM, block_rng, mask_block, mlm_batch, units
+from ernie_ft.pretrain.task import random_ids
 from ernie_ft.text.pipeline import TextPipeline
 from ernie_ft.text.scratch import build_vocab, write_vocab
 
@@ -181,9 +182,10 @@ def test_masking_rate_80_10_10_whole_words_and_never_special_tokens(whole_word):
 
 def test_masks_are_a_function_of_seed_epoch_and_block():
     ids, words = next(random_blocks(1, np.random.default_rng(3)))
-    draw = lambda seed, epoch, block: mask_block(
-        ids, words, block_rng(seed, epoch, block), 0.15, 3, np.arange(10, 1000)
-    )[1].tolist()
+
+    def draw(seed, epoch, block):
+        return mask_block(ids, words, block_rng(seed, epoch, block), 0.15, 3, np.arange(10, 1000))[1].tolist()
+
     assert draw(1, 0, 5) == draw(1, 0, 5)
     assert len({tuple(draw(1, epoch, 5)) for epoch in range(6)}) > 3  # drawn anew every epoch
     assert draw(1, None, 5) == draw(1, None, 5) != draw(2, None, 5)  # evaluation: fixed masks
@@ -285,7 +287,7 @@ def test_summaries_hold_the_loss_the_hits_and_the_top_k_probabilities_of_each_ma
     labels = np.array([4, logits[1].argmax(), 7, -100, 9])
     known = labels >= 0
     np.testing.assert_allclose(table[known, 0], -np.log(probs[known, labels[known]]), rtol=1e-5)
-    assert table[:, 1].tolist() == [float(l == p) for l, p in zip(labels, probs.argmax(1))] and table[1, 1] == 1
+    assert table[:, 1].tolist() == [float(gold == p) for gold, p in zip(labels, probs.argmax(1))] and table[1, 1] == 1
     assert table[:, 2].tolist() == known.astype(float).tolist() and table[3, 0] == 0
     top = np.argsort(-probs, axis=1)[:, :3]
     assert np.array_equal(table[:, 3:6], top)
@@ -668,7 +670,7 @@ def test_bad_corpora_are_one_clear_error_and_nothing_is_written(tmp_path, capsys
     english.write_text("just some english text\nand more of it\n", encoding="utf-8")
     expect_error(capsys, pretrain_args(english, out), "no Chinese characters")
     gbk = tmp_path / "gbk.txt"
-    gbk.write_bytes("第一行没问题\n".encode("utf-8") + "这一行是GBK编码的中文\n".encode("gbk"))
+    gbk.write_bytes("第一行没问题\n".encode() + "这一行是GBK编码的中文\n".encode("gbk"))
     expect_error(capsys, pretrain_args(gbk, out), f"{gbk}:2", "not UTF-8", "iconv -f GB18030")
     expect_error(capsys, pretrain_args(tmp_path / "missing-*.txt", out), "no file matches")
     small = tmp_path / "small.txt"

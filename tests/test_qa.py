@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 import yaml
-
 from conftest import DATA, ROOT, shared
-from ernie_ft.config import DataConfig
-from ernie_ft.errors import UserError
+
 from ernie_ft.cli import task_command
-from ernie_ft.qa.task import QA, best_answers
+from ernie_ft.config import DataConfig
 from ernie_ft.data.squad import QAExample, locate_answer, read_qa
+from ernie_ft.errors import UserError
 from ernie_ft.evaluation.squad import shared_answer_share
+from ernie_ft.qa.task import QA, best_answers
 
 main = task_command("qa")
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ernie_ft.errors import UserError
 from ernie_ft.data.readers import Example, read_examples, read_records, read_text_file
+from ernie_ft.errors import UserError
 
 
 def write(tmp_path, name, content, encoding="utf-8"):

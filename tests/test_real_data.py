@@ -3,6 +3,7 @@
 import json
 
 from conftest import shared
+
 from ernie_ft.cli import task_command
 
 main = task_command("classify")
@@ -47,9 +48,8 @@ def test_chnsenticorp_scratch_model_learns_well_above_chance(tmp_path):
 def test_pretraining_on_a_corpus_slice_predicts_masked_tokens_well_above_the_unigram_baseline(tmp_path):
     import numpy as np
 
-    from ernie_ft.pretrain import blocks, corpus
     from ernie_ft.cli import task_command
-    from ernie_ft.pretrain import Pretraining
+    from ernie_ft.pretrain import Pretraining, blocks, corpus
 
     pretrain = task_command("pretrain")
     from ernie_ft.text.pipeline import TextPipeline

@@ -1,8 +1,8 @@
 """Every shipped recipe and example task loads; each recipe starts with the command that runs it."""
 
 import pytest
-
 from conftest import ROOT
+
 from ernie_ft.config import build_config, load_recipe
 from ernie_ft.models.modeling import HEADS
 from ernie_ft.task import BUILTIN, load_task, resolve_task, task_options

@@ -8,9 +8,9 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 import pytest
+from conftest import DATA, saved_weights
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-from conftest import DATA, saved_weights
 from ernie_ft.cli import task_command
 from ernie_ft.training.runtime import Precision, enable_recompute
 

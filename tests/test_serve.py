@@ -15,7 +15,6 @@ import time
 
 import httpx
 import pytest
-
 from conftest import DATA
 
 CLASSIFY_INPUTS = [
@@ -217,11 +216,11 @@ def test_a_qa_input_without_context_names_the_field(reader):
 @pytest.mark.parametrize("forward_batch_size", [0, 5])
 def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classifier, forward_batch_size, monkeypatch):
     from ernie_ft.models import modeling
-    from ernie_ft.serving.server import ServedModel, create_app, Limits
+    from ernie_ft.serving.server import Limits, ServedModel, create_app
 
     served = ServedModel(classifier, "dygraph", "cpu")
     texts = [f"第{i}号房间{'很干净' if i % 2 else '太吵了'}" + "好" * (i % 7) for i in range(48)]
-    expected = {t: r for t, r in zip(texts, served.answer(*_run(served, texts)))}
+    expected = dict(zip(texts, served.answer(*_run(served, texts))))
     passes = []  # the batch size of every forward pass the server makes
     forward = modeling.forward
     monkeypatch.setattr(
@@ -256,7 +255,7 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
 def test_a_request_alone_does_not_wait_for_company(classifier):
     # With no other request being read nothing can join its batch: it must run at once, not after
     # max_wait_ms (10 minutes here, so waiting would time the request out).
-    from ernie_ft.serving.server import ServedModel, create_app, Limits
+    from ernie_ft.serving.server import Limits, ServedModel, create_app
 
     served = ServedModel(classifier, "dygraph", "cpu")
 
@@ -277,7 +276,7 @@ def _run(served, texts):
 
 
 def test_a_full_queue_answers_503_with_retry_after(classifier):
-    from ernie_ft.serving.server import ServedModel, create_app, Limits
+    from ernie_ft.serving.server import Limits, ServedModel, create_app
 
     served = ServedModel(classifier, "dygraph", "cpu")
     gate, entered = threading.Event(), threading.Event()
@@ -531,8 +530,8 @@ def test_the_page_highlights_entities_coloured_by_type_with_a_legend(browser, ta
         # the text reads as the input once the type labels are taken out
         assert (
             browser.execute_script(
-                "const d = document.getElementById('doc').cloneNode(true); d.querySelectorAll('sub').forEach(s => s.remove());"
-                " return d.textContent;"
+                "const d = document.getElementById('doc').cloneNode(true);"
+                " d.querySelectorAll('sub').forEach(s => s.remove()); return d.textContent;"
             )
             == text
         )

@@ -12,11 +12,10 @@ import time
 import numpy as np
 import paddle
 import pytest
-
 from conftest import DATA
 from helpers.rounding import ADAM_EPSILON, adam_drift
-from ernie_ft.cli import task_command
-from ernie_ft.cli import run_guarded
+
+from ernie_ft.cli import run_guarded, task_command
 
 main = task_command("classify")
 
@@ -199,11 +198,11 @@ def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoi
 
 def test_fit_from_python_gives_the_signals_back_after_a_peers_stop(tiny_checkpoint, tmp_path, monkeypatch):
     """Only a command keeps the stop's handlers on its way out; ``fit`` called from Python restores the caller's."""
-    from ernie_ft.training import trainer
-    from ernie_ft.cli.parsers import parse_train_args
     from ernie_ft.classify.task import Classification
+    from ernie_ft.cli.parsers import parse_train_args
     from ernie_ft.errors import Interrupted
     from ernie_ft.task import create_task
+    from ernie_ft.training import trainer
 
     monkeypatch.setattr(trainer, "train_step", peer_stops_at(1))
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -13,7 +13,7 @@ def test_window_spans_cover_every_token_with_the_overlap(n, size, stride):
         assert 0 <= start < end <= n and end - start == min(size, n)
         covered.update(range(start, end))
     assert covered == set(range(n))
-    for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+    for (s1, e1), (s2, _) in zip(spans, spans[1:]):
         assert s2 > s1 and e1 - s2 >= stride  # consecutive windows share at least `stride` tokens
 
 

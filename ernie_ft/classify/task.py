@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ernie_ft.config import DataConfig
-from ernie_ft.errors import UserError
 from ernie_ft.data.readers import read_examples
-from ernie_ft.task import check_known_labels, label_order
 from ernie_ft.data.windows import pool_windows, windowed_inputs
+from ernie_ft.errors import UserError
+from ernie_ft.task import check_known_labels, label_order
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:

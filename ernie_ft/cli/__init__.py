@@ -154,8 +154,9 @@ def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
     options = parsers.serve_parser(prog).parse_args(argv)
 
     def run() -> int:
+        from ernie_ft.serving.server import Limits
+        from ernie_ft.serving.server import serve as run_server
         from ernie_ft.training.runtime import quiet_libraries
-        from ernie_ft.serving.server import Limits, serve as run_server
 
         quiet_libraries()
         limits = Limits(**{name: getattr(options, name) for name in Limits.__dataclass_fields__})

@@ -11,8 +11,8 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ernie_ft.errors import UserError
 

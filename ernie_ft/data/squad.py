@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ernie_ft.errors import UserError
 from ernie_ft.data.readers import parse_jsonl, read_text_file
+from ernie_ft.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class ReadStats:
 
 def locate_answer(context: str, text: str, start: int) -> int | None:
     """Where ``text`` occurs in ``context``: at ``start`` if it does, else the nearest occurrence, else None."""
-    if 0 <= start and context.startswith(text, start):
+    if start >= 0 and context.startswith(text, start):
         return start
     hits, at = [], context.find(text)
     while at >= 0:

@@ -44,7 +44,7 @@ def _known_cjk_font() -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_cjk_font() -> str | None:
     """Name of an installed font family that can draw Chinese, or None when there is none."""
     from matplotlib import font_manager

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def display_width(text: str) -> int:

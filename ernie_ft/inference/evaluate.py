@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
-
 
 SOURCE = "source.json"
 """In each evaluation directory: the checkpoint and the input file it scored (absolute paths)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 
 from ernie_ft.errors import UserError
 
@@ -22,8 +21,8 @@ def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: b
     the source held); returns the output directory."""
     import paddle
 
-    from ernie_ft.training.checkpoint import load_model, resolve_model_dir
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
+    from ernie_ft.training.checkpoint import load_model, resolve_model_dir
 
     source = resolve_model_dir(model_dir)
     if os.path.abspath(output) == os.path.abspath(source):

@@ -6,14 +6,14 @@ import dataclasses
 import json
 import sys
 
-from ernie_ft.training import checkpoint, runtime
-from ernie_ft.models import kernels
 from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
-from ernie_ft.errors import UserError
-from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.data.readers import TrainedColumn
+from ernie_ft.errors import UserError
+from ernie_ft.models import kernels
+from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import unused_data_settings
+from ernie_ft.training import checkpoint, runtime
 
 
 def resolve_engine(model_dir: str, engine: str) -> str:

@@ -82,7 +82,7 @@ def _cpu_id() -> str:
     """What -march=native depends on: the machine and, on Linux, the CPU's model and flags."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return platform.machine() + "".join(sorted({l for l in lines if l.startswith(("model name", "flags"))}))
+        return platform.machine() + "".join(sorted({x for x in lines if x.startswith(("model name", "flags"))}))
     except OSError:
         return platform.machine() + platform.processor()
 

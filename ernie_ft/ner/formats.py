@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from ernie_ft.errors import UserError
 from ernie_ft.data.readers import parse_jsonl, read_text_file
+from ernie_ft.errors import UserError
 
 FORMATS = ("auto", "conll", "cluener", "spans", "text")
 SCHEMES = ("bio", "bioes", "bmes", "io")

@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
 from ernie_ft.ner.formats import FORMATS, OVERLAPPING, check_choice, parse_tag, read_ner, tags_to_spans
 from ernie_ft.task import check_known_labels
-from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 
 _CONTINUATION: dict = {}
 

@@ -9,14 +9,14 @@ import hashlib
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 
-
-from ernie_ft.errors import UserError
 from ernie_ft.data.readers import PAIR_COLUMNS, TEXT_COLUMNS, default_column, encoding_message, read_records
+from ernie_ft.errors import UserError
 
 PACK_VERSION = 2
 """Bump when packing changes, so old caches stop matching (2: a pair column's text joins its record)."""
@@ -48,7 +48,7 @@ class Corpus:
     def __len__(self) -> int:
         return self.documents
 
-    def held_out(self, fraction: float) -> tuple["Corpus", "Corpus"]:
+    def held_out(self, fraction: float) -> tuple[Corpus, Corpus]:
         """(train, dev) parts of the whole corpus: each document goes to dev with probability ``fraction``,
         decided by a hash of its text, so the same documents every run and in every process."""
         dev_docs = int((self.keys < np.uint64(_limit(fraction))).sum())

@@ -35,13 +35,15 @@ class Pretraining:
     head: str = "mlm"
     metric: str = "mlm_loss"
     objective: str = "mlm"
-    """mlm: masked language model; electra: replaced-token detection with a small generator (ELECTRA), whose discriminator is the saved encoder."""
+    """mlm: masked language model; electra: replaced-token detection with a small generator (ELECTRA), whose
+    discriminator is the saved encoder."""
     masking: str = "word"
     """word: mask whole jieba words (--user-dict entries included) as units; char: each token on its own."""
     mask_rate: float = 0.15
     """Share of each block's tokens chosen for prediction (80% [MASK], 10% a random token, 10% unchanged)."""
     dev_fraction: Optional[float] = None
-    """Share of the --corpus documents held out as dev when no --dev is given, picked by a hash of each document. Default: 0.01 (none when that picks no document); 0 turns it off."""
+    """Share of the --corpus documents held out as dev when no --dev is given, picked by a hash of each document.
+    Default: 0.01 (none when that picks no document); 0 turns it off."""
     top_k: int = 5
     """Predictions per [MASK] (predict)."""
     reads_corpus: ClassVar[bool] = True
@@ -80,8 +82,8 @@ class Pretraining:
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True):
         """A corpus (training, --dev) checked and counted, or fill-mask texts (prediction)."""
-        from ernie_ft.pretrain.corpus import scan
         from ernie_ft.data.readers import read_examples
+        from ernie_ft.pretrain.corpus import scan
 
         if labelled:
             return scan(path, "--corpus" if flag == "--train" else flag, data.text_column, data.text_pair_column)
@@ -129,8 +131,8 @@ class Pretraining:
 
     def stream_features(self, examples, pipeline, data: DataConfig):
         """Packed blocks of a corpus, memory-mapped from the cache (None for fill-mask texts: featurize)."""
-        from ernie_ft.pretrain.blocks import cached_blocks
         from ernie_ft.data.dataset import default_cache_dir
+        from ernie_ft.pretrain.blocks import cached_blocks
 
         if isinstance(examples, list):
             return None

@@ -17,10 +17,10 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from ernie_ft.errors import UserError
 from ernie_ft.data.squad import read_qa
-from ernie_ft.evaluation.squad import METRIC_NAMES, METRICS, qa_scores, shared_answer_share
 from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
+from ernie_ft.errors import UserError
+from ernie_ft.evaluation.squad import METRIC_NAMES, METRICS, qa_scores, shared_answer_share
 
 NO_ANSWER = "no_answer"
 

@@ -282,8 +282,8 @@ def request_model(required, optional, limits: Limits):
         return value
 
     Text = Annotated[str, Field(max_length=limits.max_chars), AfterValidator(not_blank)]
-    fields: dict[str, Any] = {name: (Text, ...) for name in required}
-    fields.update({name: (Optional[Text], None) for name in optional})
+    fields: dict[str, Any] = dict.fromkeys(required, (Text, ...))
+    fields.update(dict.fromkeys(optional, (Optional[Text], None)))
     Input = create_model("Input", __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
     class PredictRequest(BaseModel):
@@ -387,9 +387,9 @@ class Service:
 
     async def warm_up(self) -> None:
         """One prediction through the whole path; then /readyz answers 200."""
-        example = getattr(self.served.task, "example_input", None) or {
-            name: "你好，世界。" for name in self.served.required
-        }
+        example = getattr(self.served.task, "example_input", None) or dict.fromkeys(
+            self.served.required, "你好，世界。"
+        )
         examples, features = await asyncio.get_running_loop().run_in_executor(
             self.prepare_pool, self.served.prepare, [example]
         )

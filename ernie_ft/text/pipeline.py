@@ -27,7 +27,10 @@ from ernie_ft.errors import UserError
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
 # Bump when normalisation or segmentation changes, so old encode_many caches stop matching.
 PIPELINE_VERSION = 2
-_SPECIAL_CHARS = r"[\p{S}\x{3040}-\x{30FF}\x{0370}-\x{04FF}\x{0250}-\x{02AF}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
+_SPECIAL_CHARS = (
+    r"[\p{S}\x{3040}-\x{30FF}\x{0370}-\x{04FF}\x{0250}-\x{02AF}"
+    r"\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
+)
 _META_FILE = "ernie_ft_text.json"
 _USER_DICT_FILE = "jieba_user_dict.txt"
 _EXTENSION_DIR = "vocab_extension"
@@ -184,7 +187,7 @@ class TextPipeline:
             digest.update(f"|extension|{self.extension.digest}|{self.exact_spans}".encode())
         self.fingerprint = digest.hexdigest()
 
-    def replace(self, **changes) -> "TextPipeline":
+    def replace(self, **changes) -> TextPipeline:
         """A pipeline with the same settings except ``changes`` (constructor keywords)."""
         return TextPipeline(**{**self._kwargs, **changes})
 
@@ -331,7 +334,7 @@ class TextPipeline:
         (out / _META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_dir(cls, directory: str) -> "TextPipeline":
+    def from_dir(cls, directory: str) -> TextPipeline:
         """Pipeline for a checkpoint directory: vocab.txt, do_lower_case from tokenizer_config.json,
         and lowercase/segment/user dictionary/extension/exact_spans from ernie_ft_text.json when present."""
         d = Path(directory)

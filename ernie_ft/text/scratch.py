@@ -6,11 +6,10 @@
 from __future__ import annotations
 
 import os
-import sys
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from tokenizers import normalizers
 

@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from ernie_ft.errors import UserError
-from ernie_ft.training.lock import LOCK, lock_output
 from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
+from ernie_ft.training.lock import LOCK, lock_output
 
 BEST, LAST, LOGS = "best", "last", "logs"
 RUN_FILE = "ernie_ft.yaml"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import paddle
 
-from ernie_ft.models import kernels
 from ernie_ft.errors import UserError
+from ernie_ft.models import kernels
 
 
 def quiet_libraries() -> None:
@@ -170,7 +170,7 @@ class _Recomputed:
         return super().forward(*args, **kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _recomputed(cls: type) -> type:
     return type(f"Recomputed{cls.__name__}", (_Recomputed, cls), {})
 

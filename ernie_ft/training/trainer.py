@@ -17,17 +17,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ernie_ft.training import checkpoint, runtime
-from ernie_ft.models import modeling
-from ernie_ft.data.batching import LengthGroupedSampler, collate, padding_fraction
 from ernie_ft.config import RunConfig, TrainConfig
+from ernie_ft.data.batching import LengthGroupedSampler, collate, padding_fraction
 from ernie_ft.data.dataset import Split, default_cache_dir, featurize, read_splits
 from ernie_ft.errors import Interrupted, UserError
-from ernie_ft.text.extension import needs_exact_spans
-from ernie_ft.models.modeling import compute_logits, forward, task_batching, to_tensors
-from ernie_ft.training.parallel import Parallel
-from ernie_ft.training.lock import release_output
 from ernie_ft.evaluation import lower_is_better
+from ernie_ft.models import modeling
+from ernie_ft.models.modeling import compute_logits, forward, task_batching, to_tensors
+from ernie_ft.text.extension import needs_exact_spans
+from ernie_ft.training import checkpoint, runtime
+from ernie_ft.training.lock import release_output
+from ernie_ft.training.parallel import Parallel
 from ernie_ft.training.runlog import RunLog
 
 

@@ -18,15 +18,15 @@ import sys
 import numpy as np
 import paddle
 
-from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.classify.task import Classification
 from ernie_ft.config import DataConfig, ModelConfig
+from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.data.dataset import default_cache_dir, featurize, read_splits
 from ernie_ft.models.modeling import build_model, forward, load_pipeline, to_tensors
 from ernie_ft.ner.task import NER
 from ernie_ft.training.parallel import Parallel
-from ernie_ft.training.worker import leave
 from ernie_ft.training.runtime import seed_everything, set_threads
+from ernie_ft.training.worker import leave
 
 TASKS = {"classify": Classification, "ner-crf": lambda: NER(crf=True)}
 
