@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, ClassVar, Optional, Protocol
 
 from ernie_ft.config import DataConfig
 from ernie_ft.errors import UserError
@@ -29,21 +29,14 @@ BUILTIN = {
 
 
 class Task(Protocol):
+    """What every task has: three attributes and eight methods. The optional hooks are ``TaskHooks``."""
+
     name: str
     """How checkpoints refer to the task: a BUILTIN key or 'module:attr' / 'file.py:attr'."""
     head: str
-    """The model head: 'sequence' (one output row per input), 'token' or 'span'."""
+    """The model head: 'sequence' (one output row per input), 'token', 'span' or 'mlm'."""
     metric: str
     """Default dev metric for picking the best checkpoint; greater is better, except for losses and perplexity."""
-    # Optional: `model_class: str` ('module:Class') replaces the head's PaddleNLP class, and
-    # `bind(model)` hands the task the built model (for losses or decoders with parameters, e.g. a CRF).
-    # A task whose data streams from disk (pretraining) also has `reads_corpus = True` (its data flag
-    # is --corpus FILE...), `held_out(train, data)` -> (train, dev or None) when no --dev is given,
-    # `stream_features(examples, pipeline, data)` (features read lazily, or None for the usual path),
-    # `collate(features, pipeline, seed, epoch)` (its own batches: masks drawn per epoch) and
-    # `summarize(outputs, batch)` (per-input rows of evaluation outputs, see modeling.compute_logits);
-    # its `flat_fields` name the batch entries not indexed by row, which a mesh keeps whole on every rank.
-    # `unused_data_settings = {field: why}` names the DataConfig settings a task never reads (see below).
 
     def read(self, path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
         """Examples from a file; bad input raises UserError naming the file and line."""
@@ -75,6 +68,95 @@ class Task(Protocol):
         """One JSON-serialisable record per example."""
 
 
+class TaskHooks:
+    """The optional parts of a task, each declared once with the behaviour a task gets without it.
+
+    The built-in tasks subclass it; a task class that does not is given it as a base when it is
+    loaded (``resolve_task``), so the trainer, the server and the commands call every hook on every
+    task. A hook that returns None asks for the usual behaviour, as its docstring says.
+    """
+
+    model_class: ClassVar[Optional[str]] = None
+    """'module:Class' of the model to build instead of the head's PaddleNLP class (a CRF tagger, ELECTRA)."""
+    reads_corpus: ClassVar[bool] = False
+    """True: the data flag is ``--corpus FILE...`` (unlabelled text, streamed) instead of ``--train FILE``."""
+    unused_data_settings: ClassVar[dict] = {}
+    """``{DataConfig field: why}`` for the data settings the task never reads: they get no flag, and a
+    recipe that sets one is an error, so a user's setting is never silently ignored."""
+    flat_fields: ClassVar[tuple] = ()
+    """Batch entries not indexed by row (e.g. masked positions into the flattened batch): a
+    tensor-parallel mesh keeps them whole on every rank."""
+    input_fields: ClassVar[tuple] = (("text",), ())
+    """(required, optional) field names of one input record, as ``serve`` takes it in a request."""
+    binds_model: ClassVar[bool] = False
+    """True when ``bind`` needs the trained model even where another engine runs the forward pass (NER's CRF
+    decodes the exported model's logits with its transitions): the checkpoint's weights are then always loaded."""
+    example_input: ClassVar[Optional[dict]] = None
+    """One input record that ``serve`` warms the model up with (None: '你好，世界。' in each required field)."""
+
+    @property
+    def exact_spans(self) -> bool:
+        """Whether the text pipeline must encode characters rather than learned pieces of a vocabulary
+        extension: True for token and span heads, whose entity or answer edges may fall inside a piece."""
+        return self.head in ("token", "span")
+
+    def read_records(self, records: list[dict], data: DataConfig, flag: str) -> list:
+        """Examples from input records in memory (a served request's ``inputs``), the same ones ``read`` gives
+        for a JSON Lines file of those records with ``labelled=False``; a bad field raises UserError naming it
+        as ``{flag}[i].field``. The default writes the records to a temporary JSONL file for ``read``: it is
+        there for tasks written before this hook; the built-in tasks read records directly."""
+        import json
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="ernie_ft-records-") as folder:
+            path = os.path.join(folder, f"{flag}.jsonl")
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+            return self.read(path, data, flag, labelled=False)
+
+    def bind(self, model) -> None:
+        """Called with the built model before training or prediction (a loss or decoder with parameters)."""
+
+    def held_out(self, train: list, data: DataConfig) -> tuple[list, Optional[list]]:
+        """(train, dev) when no ``--dev`` is given; dev None: evaluate nothing."""
+        return train, None
+
+    def stream_features(self, examples: list, pipeline, data: DataConfig):
+        """(features, source) read lazily from disk instead of ``texts`` + ``featurize`` (a pretraining
+        corpus); None: the usual path."""
+        return None
+
+    def collate(self, features: list[dict], pipeline, seed: int, epoch: Optional[int]) -> Optional[dict]:
+        """The task's own batch of ``features`` (``epoch`` None in evaluation: fixed masks); None: the
+        usual dynamic padding and stacking (``data.batching.collate``)."""
+        return None
+
+    def summarize(self, outputs, batch: dict) -> Optional[list]:
+        """One row per input of a batch's evaluation outputs (a paddle Tensor or dict of them); None:
+        the outputs as they are (see ``models.modeling.compute_logits``)."""
+        return None
+
+    def report(
+        self, logits, features: list[dict], examples: list, labels: list[str], data: DataConfig, out_dir: str
+    ) -> Optional[str]:
+        """``evaluate``'s printed report (tables, pictures written to ``out_dir``); None: the metrics on one line."""
+        return None
+
+
+_WITH_HOOKS: dict[type, type] = {}
+
+
+def with_hooks(cls: type) -> type:
+    """``cls`` if it subclasses ``TaskHooks``, else a subclass of ``cls`` and ``TaskHooks`` (cached), whose
+    hooks are the task's own where it has them and the defaults elsewhere."""
+    if not isinstance(cls, type) or issubclass(cls, TaskHooks):
+        return cls
+    if cls not in _WITH_HOOKS:
+        namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+        _WITH_HOOKS[cls] = type(cls.__name__, (cls, TaskHooks), namespace)
+    return _WITH_HOOKS[cls]
+
+
 def resolve_task(spec: str) -> type:
     """The task class (or factory) named ``spec``: a BUILTIN name, ``module:attr`` or ``file.py:attr``."""
     target = BUILTIN.get(spec, spec)
@@ -98,7 +180,7 @@ def resolve_task(spec: str) -> type:
     factory = getattr(module, attr, None)
     if factory is None:
         raise UserError(f"--task {spec}: {module_name} has no {attr}")
-    return factory
+    return with_hooks(factory)
 
 
 PROTOCOL_FIELDS = ("name", "head", "metric", "model_class")
@@ -110,7 +192,7 @@ def unused_data_settings(task) -> dict[str, str]:
     A task lists them in ``unused_data_settings``: the command line then has no flag for them and a
     recipe that sets one is an error, so a user's setting is never silently ignored.
     """
-    return dict(getattr(task, "unused_data_settings", None) or {})
+    return {} if task is None else dict(task.unused_data_settings)
 
 
 def task_options(cls) -> list[dataclasses.Field]:
@@ -125,8 +207,11 @@ def task_options(cls) -> list[dataclasses.Field]:
 
 
 def create_task(cls, options: dict | None = None, name: str | None = None) -> Task:
-    """An instance of the task class with its options; ``name`` if the class does not set one."""
-    task = cls(**(options or {}))
+    """An instance of the task class (or factory) with its options and the ``TaskHooks`` defaults; ``name`` if
+    the class does not set one."""
+    task = with_hooks(cls)(**(options or {}))
+    if not isinstance(task, TaskHooks):  # a factory's product: give it the hooks' defaults as a base
+        object.__setattr__(task, "__class__", with_hooks(type(task)))
     if getattr(task, "name", None) in (None, ""):
         task.name = name
     return task

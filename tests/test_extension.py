@@ -110,16 +110,24 @@ def test_exact_spans_keeps_base_ids_and_every_boundary(vocab, tmp_path):
     exact.save(str(tmp_path / "ckpt"))
     assert TextPipeline.from_dir(str(tmp_path / "ckpt")).exact_spans
     # the rule: token and span heads encode characters unless the task says otherwise
-    from types import SimpleNamespace
+    from dataclasses import dataclass
 
     from ernie_ft.models.modeling import load_pipeline
-    from ernie_ft.text.extension import needs_exact_spans
+    from ernie_ft.task import create_task
 
-    assert [needs_exact_spans(SimpleNamespace(head=h)) for h in ("sequence", "token", "span")] == [False, True, True]
-    assert not needs_exact_spans(SimpleNamespace(head="token", exact_spans=False))
+    @dataclass
+    class Heads:  # a task class that does not subclass TaskHooks: it gets the default rule when created
+        head: str = "sequence"
+
+    @dataclass
+    class CharsOff(Heads):
+        exact_spans: bool = False
+
+    assert [create_task(Heads, {"head": h}).exact_spans for h in ("sequence", "token", "span")] == [False, True, True]
+    assert not create_task(CharsOff, {"head": "token"}).exact_spans
     config = ModelConfig(vocab=vocab, vocab_extension=directory)
-    for task in (SimpleNamespace(head="token"), SimpleNamespace(head="span")):
-        pipe = load_pipeline(config, DataConfig(), None, exact_spans=needs_exact_spans(task))
+    for task in (create_task(Heads, {"head": "token"}), create_task(Heads, {"head": "span"})):
+        pipe = load_pipeline(config, DataConfig(), None, exact_spans=task.exact_spans)
         assert pipe.encode(text) == base.encode(text)
 
 

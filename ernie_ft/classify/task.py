@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples
 from ernie_ft.data.windows import pool_windows, windowed_inputs
 from ernie_ft.errors import UserError
-from ernie_ft.task import check_known_labels, label_order
+from ernie_ft.task import TaskHooks, check_known_labels, label_order
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
@@ -55,12 +56,13 @@ def pair_texts(examples: list) -> list[str]:
 
 
 @dataclass
-class Classification:
+class Classification(TaskHooks):
     """One label per text or text pair; long texts are windowed and their logits pooled."""
 
     name: str = "classify"
     head: str = "sequence"
     metric: str = "accuracy"
+    input_fields: ClassVar[tuple] = (("text",), ("text_pair",))
 
     def read(self, path, data, flag, labelled=True):
         return read_labelled(path, data, flag, labelled)

@@ -36,7 +36,7 @@ def read_splits(task, data: DataConfig) -> tuple[dict, list[str]]:
     if not data.train:
         raise UserError(
             "--corpus is required (text files)"
-            if getattr(task, "reads_corpus", False)
+            if task.reads_corpus
             else "--train is required (a TSV, CSV or JSONL file)"
         )
     examples = {}
@@ -44,7 +44,7 @@ def read_splits(task, data: DataConfig) -> tuple[dict, list[str]]:
         path = getattr(data, name)
         if path:
             examples[name] = task.read(path, data, f"--{name}")
-    if "dev" not in examples and hasattr(task, "held_out"):
+    if "dev" not in examples:
         examples["train"], dev = task.held_out(examples["train"], data)
         if dev is not None:
             examples["dev"] = dev
@@ -62,7 +62,7 @@ def featurize(
     from ernie_ft.text.audit import audit
 
     start = time.perf_counter()
-    streamed = task.stream_features(examples, pipeline, data) if hasattr(task, "stream_features") else None
+    streamed = task.stream_features(examples, pipeline, data)
     if streamed is not None:  # read lazily from disk (a pretraining corpus): no texts held in memory
         (features, source), audit_report = streamed, False
     else:

@@ -104,7 +104,7 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
 
     A vocabulary built from the training texts is written to the cache directory under its
     content hash (the checkpoint gets its own copy when it is saved). ``exact_spans`` (see
-    ``extension.needs_exact_spans(task)``) makes the extension encode characters, not pieces.
+    ``task.exact_spans``) makes the extension encode characters, not pieces.
     """
     source = kind(model.model)
     extension = model.vocab_extension
@@ -273,10 +273,8 @@ def forward(model, batch: dict):
 
 
 def task_batching(task, pipeline, seed: int = 0) -> dict:
-    """``compute_logits`` keywords for a task that makes its own batches and summarises its outputs
-    (pretraining: evaluation's fixed masks, per-position rows); {} for the others."""
-    if not hasattr(task, "collate"):
-        return {}
+    """``compute_logits`` keywords that let the task make its own batches and summarise its outputs
+    (pretraining: evaluation's fixed masks, per-position rows; see ``TaskHooks.collate`` and ``summarize``)."""
     return {"collate_fn": lambda features: task.collate(features, pipeline, seed, None), "summarize": task.summarize}
 
 
@@ -295,9 +293,9 @@ def compute_logits(
 
     A 'sequence' head gives one array [features, labels]; 'token' and 'span' heads give a list
     with one [tokens, outputs] array per feature, cut to the feature's own length; with
-    ``summarize(outputs, batch)`` (a task's, see ``task_batching``) the list holds its row per
-    input. ``collate_fn(features)`` replaces the usual batching. ``parallel`` lays the batches out
-    for a tensor-parallel model (whose every rank runs every batch).
+    ``summarize(outputs, batch)`` (a task's, see ``task_batching``) returning rows, the list holds its row
+    per input. ``collate_fn(features)`` replaces the usual batching unless it returns None. ``parallel``
+    lays the batches out for a tensor-parallel model (whose every rank runs every batch).
     """
     import paddle
 
@@ -308,17 +306,21 @@ def compute_logits(
     lengths = [len(f["input_ids"]) for f in features] if lengths is None else lengths
     sampler = LengthGroupedSampler(lengths, batch_size, shuffle=False)
     outputs = [None] * len(features)
+    summarized = False
     with paddle.no_grad():
         for indices in sampler.batches():
             chosen = [features[i] for i in indices]
-            batch = to_tensors(collate_fn(chosen) if collate_fn else collate(chosen, pad_id, head == "token"))
+            batch = collate_fn(chosen) if collate_fn else None
+            batch = to_tensors(collate(chosen, pad_id, head == "token") if batch is None else batch)
             if parallel is not None:
                 batch = parallel.distribute(batch, split=False)
             with precision.autocast() if precision else contextlib.nullcontext():
                 logits = forward(model, batch)
             logits = parallel.dense(logits) if parallel is not None else logits
-            rows = summarize(logits, batch) if summarize else logits.astype("float32").numpy()
+            rows = summarize(logits, batch) if summarize else None
+            summarized |= rows is not None
+            rows = logits.astype("float32").numpy() if rows is None else rows
             for row, i in enumerate(indices):
                 outputs[i] = rows[row][: len(chosen[row]["input_ids"])] if per_token else rows[row]
     model.train(was_training)
-    return outputs if per_token or summarize or not outputs else np.stack(outputs)
+    return outputs if per_token or summarized or not outputs else np.stack(outputs)

@@ -20,7 +20,7 @@ from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
 from ernie_ft.ner.formats import FORMATS, OVERLAPPING, check_choice, parse_tag, read_ner, tags_to_spans
-from ernie_ft.task import check_known_labels
+from ernie_ft.task import TaskHooks, check_known_labels
 
 _CONTINUATION: dict = {}
 
@@ -97,12 +97,14 @@ def entity_types(labels: list[str]) -> list[str]:
 
 
 @dataclass
-class NER:
+class NER(TaskHooks):
     """Entities as character spans; BIO tags on the first token of each character or word."""
 
     name: str = "ner"
     head: str = "token"
     metric: str = "f1"
+    input_fields: ClassVar[tuple] = (("text",), ())
+    binds_model: ClassVar[bool] = True
     crf: bool = False
     """Add a CRF layer: learned tag-transition scores, the sequence likelihood as the loss, and a
     Viterbi decode that only yields valid tag sequences."""

@@ -22,13 +22,14 @@ import numpy as np
 
 from ernie_ft.config import DataConfig
 from ernie_ft.errors import UserError
+from ernie_ft.task import TaskHooks
 
 MASK_TEXT = "[MASK]"
 DEFAULT_DEV_FRACTION = 0.01
 
 
 @dataclass
-class Pretraining:
+class Pretraining(TaskHooks):
     """Masked language modelling with whole-word (jieba) or per-token masks."""
 
     name: str = "pretrain"
@@ -57,6 +58,8 @@ class Pretraining:
     """Data settings pretraining never reads: no flag, and a recipe that sets one is an error."""
     flat_fields: ClassVar[tuple] = ("masked_positions", "masked_labels", "masked_weights", "replace_uniform")
     """Batch entries indexed by masked position (into the flattened batch), not by row: a mesh keeps them whole."""
+    input_fields: ClassVar[tuple] = (("text",), ())
+    """Fill-mask: a text with [MASK]s."""
     example_input: ClassVar[dict] = {"text": "今天天气很[MASK]。"}
     """What ``serve`` warms the model up with."""
 

@@ -21,6 +21,7 @@ from ernie_ft.data.squad import read_qa
 from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.squad import METRIC_NAMES, METRICS, qa_scores, shared_answer_share
+from ernie_ft.task import TaskHooks
 
 NO_ANSWER = "no_answer"
 
@@ -156,12 +157,13 @@ def best_answers(
 
 
 @dataclass
-class QA:
+class QA(TaskHooks):
     """Answer spans cut from a context, from SQuAD-style JSON or JSONL data."""
 
     name: str = "qa"
     head: str = "span"
     metric: str = "f1"
+    input_fields: ClassVar[tuple] = (("question", "context"), ("id",))
     max_query_len: int = 64
     """Question tokens kept in every input; longer questions are cut (and counted)."""
     doc_stride: Optional[int] = None

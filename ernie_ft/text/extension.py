@@ -136,13 +136,6 @@ class VocabExtension:
             (out / name).write_text(content, encoding="utf-8")
 
 
-def needs_exact_spans(task) -> bool:
-    """Whether a task's pipeline must encode characters rather than pieces: the task's own
-    ``exact_spans`` attribute, else True for token and span heads, whose entity or answer edges
-    may fall inside a learned piece (see scripts/span_boundaries.py for how often)."""
-    return bool(getattr(task, "exact_spans", task.head in ("token", "span")))
-
-
 def same_pieces(a: str, b: str) -> bool:
     """Whether two extension directories hold the same pieces (pieces.txt byte for byte)."""
     files = [Path(d) / PIECES_FILE for d in (a, b)]

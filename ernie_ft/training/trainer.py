@@ -24,7 +24,6 @@ from ernie_ft.errors import Interrupted, UserError
 from ernie_ft.evaluation import lower_is_better
 from ernie_ft.models import modeling
 from ernie_ft.models.modeling import compute_logits, forward, task_batching, to_tensors
-from ernie_ft.text.extension import needs_exact_spans
 from ernie_ft.training import checkpoint, runtime
 from ernie_ft.training.lock import release_output
 from ernie_ft.training.parallel import Parallel
@@ -108,11 +107,10 @@ def setup(task, cfg: RunConfig) -> Run:
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
     pipeline = modeling.load_pipeline(
-        cfg.model, data, lambda: task.texts(examples["train"]), exact_spans=needs_exact_spans(task)
+        cfg.model, data, lambda: task.texts(examples["train"]), exact_spans=task.exact_spans
     )
-    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, getattr(task, "model_class", None))
-    if hasattr(task, "bind"):
-        task.bind(model)
+    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, task.model_class)
+    task.bind(model)
     modeling.check_max_len(data, model, cfg.model.model)
     parallel.check_model(model)
     if parallel.is_main:
@@ -254,12 +252,10 @@ def train_step(
     tokens = 0
     for indices in group:
         chosen = [features[i] for i in indices]
-        batch = (
-            task.collate(chosen, run.pipeline, run.cfg.train.seed, run.progress.epoch)
-            if hasattr(task, "collate")
-            else collate(chosen, run.pipeline.pad_id, task.head == "token")
-        )
-        batch = run.parallel.distribute(to_tensors(batch), whole=getattr(task, "flat_fields", ()))
+        batch = task.collate(chosen, run.pipeline, run.cfg.train.seed, run.progress.epoch)
+        if batch is None:  # the usual dynamic padding
+            batch = collate(chosen, run.pipeline.pad_id, task.head == "token")
+        batch = run.parallel.distribute(to_tensors(batch), whole=task.flat_fields)
         with precision.autocast():
             loss = task.loss(forward(run.model, batch), batch)
         precision.backward(loss / len(group))

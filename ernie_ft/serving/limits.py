@@ -1,0 +1,33 @@
+"""What the server accepts and how it batches: every limit is a ``serve`` flag (``--max-batch-size``...)."""
+
+from dataclasses import asdict, dataclass
+
+from ernie_ft.errors import UserError
+
+CPU_FORWARD_BATCH = 16
+"""Windows per forward pass on a CPU (the fastest per window of 1-32 for nano, ``bench_serve.py --model-only``)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_batch_size: int = 32
+    """Most windows in one dynamic batch (the windows of the requests that run together)."""
+    forward_batch_size: int = 0
+    """Most windows in one forward pass: a dynamic batch runs as passes of this size, sorted by length
+    (0: ``CPU_FORWARD_BATCH`` on a CPU, ``max_batch_size`` on a GPU)."""
+    max_wait_ms: float = 5.0
+    """How long the first queued request waits for others to share its batch (only while other requests are
+    being read: a request alone runs at once)."""
+    max_queue: int = 256
+    """Most requests waiting for the model; more get 503."""
+    max_inputs: int = 64
+    """Most inputs in one request."""
+    max_chars: int = 20_000
+    """Longest text field, in characters (long texts are cut into windows, as in predict)."""
+    max_body_bytes: int = 1_000_000
+    """Largest request body."""
+
+    def check(self) -> None:
+        for name, value in asdict(self).items():
+            if value < 0 or value == 0 and name not in ("max_wait_ms", "forward_batch_size"):
+                raise UserError(f"--{name.replace('_', '-')} must be positive, not {value}")
