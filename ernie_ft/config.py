@@ -34,6 +34,9 @@ class DataConfig:
     """Column with the second text of a pair. Default: text_b or sentence2 when present."""
     label_column: str = "label"
     """Column with the label."""
+    label_names: Optional[str] = None
+    """Names for coded labels, e.g. 0=负面,1=正面 (a recipe may give a mapping): the model, its predictions,
+    reports and pictures use the names; a file may hold either the codes or the names."""
     max_len: int = 128
     """Tokens per model input, [CLS] and [SEP] included; longer texts become windows."""
     stride: Optional[int] = None
@@ -62,6 +65,24 @@ class DataConfig:
             raise UserError(f"--stride {self.stride} must be between 0 and half of --max-len ({self.max_len // 2})")
         if self.num_proc < 1:
             raise UserError("--num-proc must be at least 1")
+        self.label_name_map()  # a malformed mapping fails here, before any file is read
+
+    def label_name_map(self) -> dict[str, str]:
+        """--label-names as {code: name} ({} when not given)."""
+        if not self.label_names:
+            return {}
+        names = {}
+        for item in self.label_names.split(","):
+            code, sep, name = (part.strip() for part in item.partition("="))
+            if not sep or not code or not name:
+                raise UserError(f"--label-names: {item.strip()!r} is not CODE=NAME; write e.g. 0=负面,1=正面")
+            if code in names:
+                raise UserError(f"--label-names: the code {code!r} is named twice")
+            names[code] = name
+        repeated = sorted({n for n in names.values() if list(names.values()).count(n) > 1})
+        if repeated:
+            raise UserError(f"--label-names: the name {repeated[0]!r} is given to more than one code")
+        return names
 
 
 @dataclass
@@ -245,6 +266,8 @@ def _coerce(value: Any, annotation: str, key: str) -> Any:
             if math.isnan(number):
                 raise ValueError
             return number
+        if isinstance(value, dict):  # a recipe's mapping, e.g. label_names: {0: 负面, 1: 正面}
+            return ",".join(f"{k}={v}" for k, v in value.items())
         if isinstance(value, (list, tuple)):  # several files (--corpus a.txt b.txt, or a YAML list)
             return os.pathsep.join(str(v) for v in value)
         return str(value)

@@ -40,7 +40,8 @@ class MultiLabelIntent:
     threshold: float = 0.5
     """Probability above which an intent is predicted."""
     unused_data_settings: ClassVar[dict] = dict.fromkeys(
-        ("text_column", "text_pair_column", "label_column"), 'records are JSONL with "text" and "labels" keys'
+        ("text_column", "text_pair_column", "label_column", "label_names"),
+        'records are JSONL with "text" and "labels" keys',
     )
     """Settings this task never reads: no flags for them, and a recipe that sets one is an error."""
 

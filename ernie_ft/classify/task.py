@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from ernie_ft.task import TaskHooks, check_known_labels, label_order
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
-    """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt."""
-    return read_examples(
+    """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt, coded labels named
+    as --label-names says."""
+    examples = read_examples(
         path,
         text_column=data.text_column,
         pair_column=data.text_pair_column,
@@ -26,6 +28,22 @@ def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True)
         require_label=labelled,
         flag=flag,
     )
+    return name_labels(examples, data.label_name_map(), flag)
+
+
+def name_labels(examples: list, names: dict[str, str], flag: str) -> list:
+    """``examples`` with each coded label replaced by its name; a label that is already a name stays. A label
+    that is neither is an error naming the file and line (a mapping that misses a code is a typo to fix)."""
+    if not names:
+        return examples
+    known = set(names.values())
+    for e in examples:
+        if e.label is not None and e.label not in known and e.label not in names:
+            raise UserError(
+                f"{flag}: {e.source}:{e.line}: the label {e.label!r} has no name in --label-names "
+                f"({', '.join(f'{k}={v}' for k, v in names.items())}); add {e.label}=NAME"
+            )
+    return [dataclasses.replace(e, label=names.get(e.label, e.label)) for e in examples]
 
 
 def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) -> list[dict]:
@@ -63,12 +81,18 @@ class Classification(TaskHooks):
     head: str = "sequence"
     metric: str = "accuracy"
     input_fields: ClassVar[tuple] = (("text",), ("text_pair",))
+    _codes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+    """Name -> code of --label-names (set by ``read``): named labels keep their codes' order."""
 
     def read(self, path, data, flag, labelled=True):
+        self._codes = {name: code for code, name in data.label_name_map().items()}
         return read_labelled(path, data, flag, labelled)
 
     def fit_labels(self, train):
         labels = label_order([e.label for e in train])
+        if self._codes and all(label in self._codes for label in labels):
+            order = label_order(list(self._codes.values()))
+            labels = sorted(labels, key=lambda name: order.index(self._codes[name]))
         if len(labels) < 2:
             raise UserError(
                 f"{train[0].source}: every training example has the label {labels[0]!r}; "

@@ -118,6 +118,7 @@ class NER(TaskHooks):
     token's argmax and repairs it as conlleval does (an I- without its B- starts an entity). The CRF
     always decodes valid sequences."""
     unused_data_settings: ClassVar[dict] = {
+        "label_names": "entity types are named in the data",
         **dict.fromkeys(
             ("text_column", "text_pair_column", "label_column"),
             "NER files are read by --format (conll, cluener, spans or text; see data/README.md), not by column",

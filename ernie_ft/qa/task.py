@@ -180,6 +180,7 @@ class QA(TaskHooks):
     """cmrc2018 (the official CMRC 2018 EM/F1: characters, longest common substring) or squad (SQuAD's
     bag of words)."""
     unused_data_settings: ClassVar[dict] = {
+        "label_names": "QA has no label set: answers are spans of the context",
         **dict.fromkeys(
             ("text_column", "text_pair_column", "label_column"),
             "QA reads SQuAD-style JSON or JSONL (question, context, answers; see data/README.md), not columns",
