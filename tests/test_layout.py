@@ -3,10 +3,14 @@
 The graph code is scripts/code_report.py's, loaded by path so the report and the test agree.
 """
 
+import ast
 import importlib.util
 import json
+import re
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -127,3 +131,84 @@ def test_no_function_in_ernie_ft_is_longer_than_80_lines():
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(
         f"  {f.name} {f.path}:{f.line} ({f.lines} lines)" for f in long
     )
+
+
+# ---------------------------------------------------------------- declared layers, string imports, entry points
+
+PACKAGE = ROOT / "ernie_ft"
+SPEC = re.compile(r"""["'](ernie_ft(?:\.\w+)*)(?::\w+)?["']""")  # "ernie_ft.x.y" or "ernie_ft.x:Attr" in code
+
+
+def tool(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def test_the_import_contracts_hold():
+    """setup.cfg's import-linter contracts: the layers from the command line down to errors, and the rules."""
+    proc = subprocess.run([tool("lint-imports"), "setup.cfg"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+def test_ruff_finds_nothing_and_the_code_is_formatted():
+    check = subprocess.run([tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout[-4000:]
+    formatted = subprocess.run([tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert formatted.returncode == 0, "run `ruff format .`:\n" + formatted.stdout[-4000:]
+
+
+def named_modules() -> dict[str, set[str]]:
+    """Modules that ernie_ft's code names in strings (the built-in task table, model classes, worker and
+    server entry points), each with the files that name it: imports the import graph cannot see."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        for name in SPEC.findall(path.read_text(encoding="utf-8")):
+            if importlib.util.find_spec(name) is not None:
+                found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_modules_named_in_strings_exist_and_none_reaches_the_command_line():
+    import grimp
+
+    named = named_modules()
+    assert {"ernie_ft.classify", "ernie_ft.ner", "ernie_ft.qa", "ernie_ft.pretrain"} <= set(named)  # BUILTIN
+    graph = grimp.build_graph("ernie_ft")
+    entry_points = {m for m in graph.modules if m == "ernie_ft" or m.endswith("__main__")}
+    for name in set(named) - entry_points - {"ernie_ft.cli", "ernie_ft"}:
+        assert not name.startswith("ernie_ft.cli"), f"{name} is named in {named[name]}: only entry points run cli"
+        chain = graph.find_shortest_chain(importer=name, imported="ernie_ft.cli")
+        assert chain is None, f"{name} (named in {sorted(named[name])}) reaches the command line: {chain}"
+
+
+def test_each_entry_point_calls_one_function():
+    mains = sorted(PACKAGE.rglob("__main__.py"))
+    assert {p.parent.name for p in mains} == {"ernie_ft", "classify", "ner", "qa", "pretrain"}
+    for path in mains:
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        statements = [
+            node
+            for node in body
+            if not isinstance(node, (ast.Import, ast.ImportFrom))
+            and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        ]
+        assert len(statements) == 1 and isinstance(statements[0], ast.Expr), f"{path}: one call, sys.exit(main(...))"
+        assert ast.unparse(statements[0]).startswith("sys.exit(main("), path
+
+
+def test_old_module_paths_still_import_with_a_warning_and_old_commands_run():
+    code = (
+        "import warnings, ernie_ft.training.trainer as new\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import ernie_ft.trainer as old, ernie_ft.qa_formats, ernie_ft.metrics\n"
+        "print(old is new, sorted({str(x.message).split(';')[0] for x in w if x.category is DeprecationWarning}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.stdout.strip() == (
+        "True ['ernie_ft.metrics is now ernie_ft.evaluation.classification', "
+        "'ernie_ft.qa_formats is now ernie_ft.data.squad', 'ernie_ft.trainer is now ernie_ft.training.trainer']"
+    ), proc.stderr[-2000:]
+    for old in ("evaluate", "export", "vocab"):
+        proc = subprocess.run([sys.executable, "-m", f"ernie_ft.{old}", "--help"], capture_output=True, text=True)
+        assert proc.returncode == 0 and f"usage: python -m ernie_ft.{old}" in proc.stdout, proc.stderr[-2000:]
