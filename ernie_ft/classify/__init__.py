@@ -1,5 +1,6 @@
 """Text classification (single texts or sentence pairs): ``python -m ernie_ft.classify``."""
 
-from ernie_ft.classify.task import Classification, pair_texts, read_labelled, text_windows
+from ernie_ft.classify.task import Classification, read_labelled
+from ernie_ft.data.windows import pair_texts, text_windows
 
 __all__ = ["Classification", "pair_texts", "read_labelled", "text_windows"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples
-from ernie_ft.data.windows import pool_windows, windowed_inputs
+from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
 from ernie_ft.errors import UserError
 from ernie_ft.task import TaskHooks, check_known_labels, label_order
 
@@ -44,33 +43,6 @@ def name_labels(examples: list, names: dict[str, str], flag: str) -> list:
                 f"({', '.join(f'{k}={v}' for k, v in names.items())}); add {e.label}=NAME"
             )
     return [dataclasses.replace(e, label=names.get(e.label, e.label)) for e in examples]
-
-
-def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) -> list[dict]:
-    """Windowed model inputs per example: 'input_ids', 'token_type_ids' and 'doc' (example index).
-
-    ``encodings`` holds the encodings of every example's text, then of every text pair, as
-    ``pair_texts`` orders them.
-    """
-    n = len(examples)
-    pairs = iter(encodings[n:])
-    features, cut = [], 0
-    for doc, (example, first) in enumerate(zip(examples, encodings[:n])):
-        second = next(pairs).ids if example.text_pair is not None else None
-        windows, was_cut = windowed_inputs(
-            first.ids, second, data.max_len, data.overlap(), pipeline.cls_id, pipeline.sep_id
-        )
-        cut += was_cut
-        features += [{"input_ids": ids, "token_type_ids": types, "doc": doc} for ids, types in windows]
-    if cut:
-        print(
-            f"note: {cut} second texts were longer than half of --max-len {data.max_len} and were cut", file=sys.stderr
-        )
-    return features
-
-
-def pair_texts(examples: list) -> list[str]:
-    return [e.text for e in examples] + [e.text_pair for e in examples if e.text_pair is not None]
 
 
 @dataclass

@@ -1,8 +1,13 @@
-"""Sliding windows over long token sequences, and pooling window outputs back per document."""
+"""Sliding windows over long token sequences (texts and text pairs cut into model inputs), and pooling
+window outputs back per document."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
+
+from ernie_ft.config import DataConfig
 
 
 def window_spans(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
@@ -96,3 +101,31 @@ def windowed_inputs(
         budget = max_len - 3 - len(second)
     spans = window_spans(len(first), budget, min(stride, budget // 2))
     return [pack_inputs(first[s:e], second, cls_id, sep_id) for s, e in spans], cut
+
+
+def text_windows(examples: list, encodings: list, pipeline, data: DataConfig) -> list[dict]:
+    """Windowed model inputs per example: 'input_ids', 'token_type_ids' and 'doc' (example index).
+
+    ``encodings`` holds the encodings of every example's text, then of every text pair, as
+    ``pair_texts`` orders them.
+    """
+    n = len(examples)
+    pairs = iter(encodings[n:])
+    features, cut = [], 0
+    for doc, (example, first) in enumerate(zip(examples, encodings[:n])):
+        second = next(pairs).ids if example.text_pair is not None else None
+        windows, was_cut = windowed_inputs(
+            first.ids, second, data.max_len, data.overlap(), pipeline.cls_id, pipeline.sep_id
+        )
+        cut += was_cut
+        features += [{"input_ids": ids, "token_type_ids": types, "doc": doc} for ids, types in windows]
+    if cut:
+        print(
+            f"note: {cut} second texts were longer than half of --max-len {data.max_len} and were cut", file=sys.stderr
+        )
+    return features
+
+
+def pair_texts(examples: list) -> list[str]:
+    """Every example's text, then every text pair: the order ``text_windows`` reads encodings in."""
+    return [e.text for e in examples] + [e.text_pair for e in examples if e.text_pair is not None]
