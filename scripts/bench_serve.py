@@ -81,8 +81,7 @@ def train_model(out: str) -> str:
     return os.path.join(model, "best")
 
 
-BASELINE = (
-    """
+BASELINE = """
 import sys
 import numpy as np
 import paddle
@@ -90,8 +89,8 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from paddlenlp.transformers import ErnieForSequenceClassification, ErnieTokenizer
 
-model_dir = sys.argv[1]
-paddle.set_device(sys.argv[3])
+model_dir, port, device, max_len = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+paddle.set_device(device)
 tokenizer = ErnieTokenizer.from_pretrained(model_dir)
 model = ErnieForSequenceClassification.from_pretrained(model_dir)
 model.eval()
@@ -104,7 +103,7 @@ class Item(BaseModel):
 
 @app.post("/predict")
 def predict(item: Item):
-    encoded = tokenizer(item.text, max_length=%d, truncation=True)
+    encoded = tokenizer(item.text, max_length=max_len, truncation=True)
     with paddle.no_grad():
         logits = model(paddle.to_tensor([encoded["input_ids"]]), paddle.to_tensor([encoded["token_type_ids"]]))
     probs = paddle.nn.functional.softmax(logits, axis=-1).numpy()[0]
@@ -119,10 +118,8 @@ def readyz():
 if __name__ == "__main__":
     import uvicorn
 
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 """
-    % MAX_LEN
-)
 
 
 def free_port() -> int:
@@ -292,7 +289,7 @@ def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
             env,
         ),
         "FastAPI + PaddleNLP per request": (
-            [sys.executable, baseline, model, "{port}", device],
+            [sys.executable, baseline, model, "{port}", device, str(MAX_LEN)],
             "/predict",
             lambda t: {"text": t},
             env,
@@ -372,7 +369,8 @@ def main() -> None:
             if ours and theirs:
                 print(
                     f"\n{clients} clients: dynamic batching / per-request baseline = "
-                    f"{ours['rps'] / theirs['rps']:.2f}x throughput; p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms",
+                    f"{ours['rps'] / theirs['rps']:.2f}x throughput; "
+                    f"p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms",
                     end="",
                 )
         print()
@@ -381,7 +379,7 @@ def main() -> None:
 def model_only(model: str, texts: list[str], tmp: str) -> None:
     """ms per window of ServedModel.logits at several batch sizes, dygraph and exported, after a warm-up pass."""
     from ernie_ft.inference.export import export
-    from ernie_ft.serving.server import ServedModel
+    from ernie_ft.serving.model import ServedModel
 
     engines = {
         "dygraph": ServedModel(model, "dygraph", "cpu"),

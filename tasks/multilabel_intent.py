@@ -16,7 +16,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from ernie_ft.data.readers import read_records
+from ernie_ft.data.readers import Location, check_records, read_records
 from ernie_ft.data.windows import pool_windows, text_windows
 from ernie_ft.errors import UserError
 from ernie_ft.task import check_known_labels
@@ -29,6 +29,16 @@ class Utterance:
     line: int
     source: str
     text_pair: Optional[str] = None
+
+
+def utterance(at: Location, line: int, source: str, row: dict, labelled: bool) -> Utterance:
+    """One record's utterance; ``at`` places it in messages (a file's line, or ``inputs[2].text``)."""
+    text, labels = row.get("text"), row.get("labels", [] if not labelled else None)
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f'{at.field("text")}: missing or empty "text"')
+    if not isinstance(labels, list):
+        raise UserError(f'{at.field("labels")}: "labels" must be a list of intent names')
+    return Utterance(text, tuple(str(x) for x in labels), line, source)
 
 
 @dataclass
@@ -46,15 +56,12 @@ class MultiLabelIntent:
 
     def read(self, path, data, flag, labelled=True):
         _, rows = read_records(path, flag)
-        examples = []
-        for line, row in rows:
-            text, labels = row.get("text"), row.get("labels", [] if not labelled else None)
-            if not isinstance(text, str) or not text.strip():
-                raise UserError(f'{path}:{line}: missing or empty "text"')
-            if not isinstance(labels, list):
-                raise UserError(f'{path}:{line}: "labels" must be a list of intent names')
-            examples.append(Utterance(text, tuple(str(x) for x in labels), line, path))
-        return examples
+        return [utterance(Location(f"{path}:{line}"), line, path, row, labelled) for line, row in rows]
+
+    def read_records(self, records, data, flag):
+        """The utterances ``read`` gives for a JSON Lines file of ``records`` (a served request's inputs)."""
+        rows = check_records(records, flag)
+        return [utterance(Location.item(flag, line - 1), line, flag, row, False) for line, row in rows]
 
     def fit_labels(self, train):
         return sorted({label for e in train for label in e.labels})

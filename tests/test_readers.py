@@ -390,3 +390,15 @@ def test_a_directory_saved_by_datasets_reads_like_the_same_rows_in_a_file(tmp_pa
     assert "holds the splits test, train" in message and str(tmp_path / "all" / "test") in message
     (tmp_path / "all" / "train" / "state.json").write_text("{", encoding="utf-8")
     assert "cannot be loaded" in error_of(read_examples, str(tmp_path / "all" / "train"))
+
+
+def test_a_text_pair_field_is_read_as_the_pair_from_files_and_from_records(tmp_path):
+    """``text_pair`` is the second text's field in ``serve``'s requests and in HF pipelines: read, not dropped."""
+    from ernie_ft.data.readers import record_examples
+
+    records = [{"text": "房间干净吗", "text_pair": "房间很干净"}, {"text": "早餐好吗", "text_pair": "早餐一般"}]
+    path = write(tmp_path, "pairs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    from_file = read_examples(path, label_column=None, require_label=False)
+    assert [(e.text, e.text_pair) for e in from_file] == [("房间干净吗", "房间很干净"), ("早餐好吗", "早餐一般")]
+    in_memory = record_examples(records, label_column=None)
+    assert [(e.text, e.text_pair) for e in in_memory] == [(e.text, e.text_pair) for e in from_file]

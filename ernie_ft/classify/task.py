@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from ernie_ft.config import DataConfig
-from ernie_ft.data.readers import read_examples
+from ernie_ft.data.readers import read_examples, record_examples
 from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
 from ernie_ft.errors import UserError
 from ernie_ft.task import TaskHooks, check_known_labels, label_order
@@ -19,15 +19,13 @@ from ernie_ft.task import TaskHooks, check_known_labels, label_order
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
     """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt, coded labels named
     as --label-names says."""
-    examples = read_examples(
-        path,
-        text_column=data.text_column,
-        pair_column=data.text_pair_column,
-        label_column=data.label_column,
-        require_label=labelled,
-        flag=flag,
-    )
+    examples = read_examples(path, **data_columns(data), require_label=labelled, flag=flag)
     return name_labels(examples, data.label_name_map(), flag)
+
+
+def data_columns(data: DataConfig) -> dict:
+    """The columns ``data`` names, as ``read_examples`` and ``record_examples`` take them."""
+    return {"text_column": data.text_column, "pair_column": data.text_pair_column, "label_column": data.label_column}
 
 
 def name_labels(examples: list, names: dict[str, str], flag: str) -> list:
@@ -59,6 +57,10 @@ class Classification(TaskHooks):
     def read(self, path, data, flag, labelled=True):
         self._codes = {name: code for code, name in data.label_name_map().items()}
         return read_labelled(path, data, flag, labelled)
+
+    def read_records(self, records, data, flag):
+        examples = record_examples(records, **data_columns(data), require_label=False, flag=flag)
+        return name_labels(examples, data.label_name_map(), flag)
 
     def fit_labels(self, train):
         labels = label_order([e.label for e in train])

@@ -11,14 +11,14 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ernie_ft.errors import UserError
 
 KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2", "query", "title", "content")
 TEXT_COLUMNS = ("text_a", "text", "sentence", "sentence1", "content")
-PAIR_COLUMNS = ("text_b", "sentence2")
+PAIR_COLUMNS = ("text_b", "text_pair", "sentence2")  # text_pair: the field serve and HF pipelines name
 _FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".jsonlines": "jsonl", ".txt": "lines"}
 # Characters frequent in both simplified and traditional Chinese: the right legacy decoding of a
 # file hits them often, the wrong one (GBK bytes read as Big5 or back) almost never.
@@ -42,6 +42,39 @@ class Example:
     label: str | None
     line: int
     source: str
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a record is, for messages: a line of a file (``--test: a.jsonl:3``), or an item of records in
+    memory (``inputs[2]``), whose messages name the field they are about (``inputs[2].text``)."""
+
+    record: str
+    in_memory: bool = False
+
+    @classmethod
+    def item(cls, flag: str, index: int) -> Location:
+        """The ``index``-th (from 0) of the records in memory given as ``flag``."""
+        return cls(f"{flag}[{index}]", True)
+
+    def field(self, name: str) -> str:
+        """Where the record's field ``name`` is: the file's line, or ``inputs[2].name`` in memory."""
+        return f"{self.record}.{name}" if self.in_memory else self.record
+
+
+def check_records(records: list, flag: str, record: str = '{"text": "..."}') -> list[tuple[int, dict]]:
+    """[(line number, record), ...] for records in memory, numbered as the lines of a JSON Lines file of them
+    (from 1), as ``parse_jsonl`` gives them; no record, or one that is not an object, raises UserError naming
+    it (``inputs[2]``). ``record`` shows what one should hold."""
+    if not records:
+        raise UserError(f"{flag}: no records; give at least one such as {record}")
+    for i, value in enumerate(records):
+        if not isinstance(value, dict):
+            raise UserError(
+                f"{flag}[{i}]: expected a JSON object such as {record}, found "
+                f"{json.dumps(value, ensure_ascii=False, default=str)[:40]}"
+            )
+    return list(enumerate(records, 1))
 
 
 def read_text_file(path: str, flag: str = "--train") -> str:
@@ -271,6 +304,7 @@ def read_examples(
     label_column: str | None = "label",
     require_label: bool = True,
     flag: str = "--train",
+    check: Callable[[Example, str], None] | None = None,
 ) -> list[Example]:
     """Return the Examples in a TSV/CSV/JSONL file, or in a .txt file of one text per line.
 
@@ -284,11 +318,48 @@ def read_examples(
     A column given as ``TrainedColumn`` (prediction reusing the training run's settings) applies
     only where it fits: a name in a file with such a column, positions in a headerless file that
     has all of them, never in a .txt file; elsewhere the defaults apply.
+
+    ``check(example, where)``, when given, is called on every example once all are read, ``where`` being the
+    place of its text for a message (``--input: a.jsonl:3``); it raises UserError for a text the caller refuses.
     """
     named = [c for c in (text_column, pair_column, label_column) if c and not str(c).isdigit()]
     columns, rows, layout = _parse(path, flag, named)
     where = f"{flag}: {path}"
     given = (text_column, pair_column, label_column)
+
+    def locate(line: int) -> Location:
+        return Location(f"{where}:{line}")
+
+    return _examples(where, path, columns, rows, layout, given, require_label, locate, check)
+
+
+def record_examples(
+    records: list,
+    *,
+    text_column: str | None = None,
+    pair_column: str | None = None,
+    label_column: str | None = "label",
+    require_label: bool = False,
+    flag: str = "inputs",
+    check: Callable[[Example, str], None] | None = None,
+) -> list[Example]:
+    """The Examples ``read_examples`` gives for a JSON Lines file of ``records`` (dicts in memory, e.g. a
+    served request's inputs): the same texts, labels and line numbers (from 1), with ``flag`` as their source.
+
+    A bad field raises UserError naming it (``inputs[2].text: ...``); as in a JSON Lines file the columns are
+    the first record's keys, so what concerns the columns names ``inputs[0]``.
+    """
+    rows = check_records(records, flag)
+    given = (text_column, pair_column, label_column)
+
+    def locate(line: int) -> Location:
+        return Location.item(flag, line - 1)
+
+    return _examples(f"{flag}[0]", flag, list(rows[0][1]), rows, "header", given, require_label, locate, check)
+
+
+def _examples(where, source, columns, rows, layout, given, require_label, locate, check) -> list[Example]:
+    """The Examples of parsed ``rows`` (see ``read_examples``); ``locate(line)`` is a row's Location."""
     text_column, pair_column, label_column = _fitting(given, columns, layout)
     text_note, label_note = _unfit_note(given[0], text_column), _unfit_note(given[2], label_column)
     headerless = layout == "positional"
@@ -328,15 +399,24 @@ def read_examples(
                 f'{where} has no "{label_column}" column{label_note}; columns '
                 f"found: {', '.join(columns)}. Name the label column with --label-column"
             )
-    examples = []
+    examples, places = [], []
     for n, record in rows:
-        values = [_text(where, n, record, column) for column in (text, pair) if column is not None]
-        label_value = _label(where, n, record, label) if label is not None else ""
-        if require_label and not label_value:
-            raise UserError(f'{where}:{n}: empty label in column "{label}"; every record needs a label')
-        pair_value = values[1] if pair is not None else None
-        examples.append(Example(values[0], pair_value, label_value or None, n, path))
+        places.append(locate(n))
+        examples.append(_example(places[-1], n, source, record, text, pair, label, require_label))
+    if check is not None:
+        for example, at in zip(examples, places):
+            check(example, at.field(text))
     return examples
+
+
+def _example(at: Location, line: int, source: str, record: dict, text, pair, label, require_label) -> Example:
+    """One record's Example: its ``text`` and ``pair`` columns' texts and its ``label`` column's label."""
+    values = [_text(at, record, column) for column in (text, pair) if column is not None]
+    label_value = _label(at, record, label) if label is not None else ""
+    if require_label and not label_value:
+        raise UserError(f'{at.field(label)}: empty label in column "{label}"; every record needs a label')
+    pair_value = values[1] if pair is not None else None
+    return Example(values[0], pair_value, label_value or None, line, source)
 
 
 def _fitting(given: tuple, columns: list[str], layout: str) -> tuple:
@@ -398,24 +478,24 @@ def _headerless_roles(where, columns, rows, text, pair, label, require_label):
     return text, pair, label
 
 
-def _text(where: str, n: int, record: dict, column: str) -> str:
+def _text(at: Location, record: dict, column: str) -> str:
     value = record.get(column)
     if isinstance(value, (list, dict)):
-        raise UserError(f'{where}:{n}: column "{column}" holds a JSON {type(value).__name__}; expected text')
+        raise UserError(f'{at.field(column)}: column "{column}" holds a JSON {type(value).__name__}; expected text')
     value = "" if value is None else str(value).strip()
     if not value:
-        raise UserError(f'{where}:{n}: empty text in column "{column}"; fill it in or delete the line')
+        raise UserError(f'{at.field(column)}: empty text in column "{column}"; fill it in or delete the line')
     return value
 
 
-def _label(where: str, n: int, record: dict, column: str) -> str:
+def _label(at: Location, record: dict, column: str) -> str:
     value = record.get(column)
     if isinstance(value, bool):
         return "true" if value else "false"  # as written in the file, not Python's "True"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
-        raise UserError(f'{where}:{n}: label in column "{column}" is nested JSON; expected a string')
+        raise UserError(f'{at.field(column)}: label in column "{column}" is nested JSON; expected a string')
     if isinstance(value, list):  # multi-label records; the comma matches one-column TSV multi-labels
-        return ",".join(_label(where, n, {column: v}, column) for v in value)
+        return ",".join(_label(at, {column: v}, column) for v in value)
     return "" if value is None else str(value).strip()

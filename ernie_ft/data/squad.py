@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ernie_ft.data.readers import parse_jsonl, read_text_file
+from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 
 
@@ -100,23 +100,35 @@ def read_qa(path: str, flag: str = "--train", labelled: bool = True) -> tuple[li
     (``flag == "--train"``) drop questions none of whose answers occur in the context, so that
     no question is mislabelled as unanswerable.
     """
+    examples, stats = _questions(((Location(where), record) for where, record in _records(path, flag)), flag, labelled)
+    if not stats.questions:
+        raise UserError(f"{flag}: {path} holds no questions")
+    return examples, stats
+
+
+def read_qa_records(records: list, flag: str, labelled: bool = False) -> tuple[list[QAExample], ReadStats]:
+    """The questions ``read_qa`` gives for a JSON Lines file of ``records`` (dicts in memory, e.g. a served
+    request's inputs), each ``where`` naming its item (``inputs[2]``), and what reading them fixed; a bad field
+    raises UserError naming it (``inputs[2].context: ...``)."""
+    rows = check_records(records, flag, '{"id", "context", "question", "answers"}')
+    return _questions(((Location.item(flag, n - 1), record) for n, record in rows), flag, labelled)
+
+
+def _questions(located, flag: str, labelled: bool) -> tuple[list[QAExample], ReadStats]:
+    """The examples of ``(Location, record)`` pairs, and what reading them fixed (see ``read_qa``)."""
     stats, examples, seen = ReadStats(), [], {}
-    for where, record in _records(path, flag):
-        example = _example(where, record, labelled, stats, len(examples))
-        if example is None:
-            continue
+    for at, record in located:
+        example = _example(at, record, labelled, stats, len(examples))
         if example.id in seen:
             raise UserError(
-                f"{where}: question id {example.id!r} is used before at {seen[example.id]}; "
+                f"{at.field('id')}: question id {example.id!r} is used before at {seen[example.id]}; "
                 "give every question its own id"
             )
-        seen[example.id] = where
+        seen[example.id] = at.record
         if labelled and flag == "--train" and not example.impossible and not example.spans:
             stats.dropped += 1
             continue
         examples.append(example)
-    if not stats.questions:
-        raise UserError(f"{flag}: {path} holds no questions")
     return examples, stats
 
 
@@ -173,16 +185,17 @@ def _squad(path: str, flag: str, document: dict):
                 yield where, {**qa, "context": paragraph.get("context")}
 
 
-def _example(where: str, record: dict, labelled: bool, stats: ReadStats, index: int) -> QAExample | None:
+def _example(at: Location, record: dict, labelled: bool, stats: ReadStats, index: int) -> QAExample:
     question, context = record.get("question"), record.get("context")
     qid = str(record["id"]).strip() if record.get("id") not in (None, "") else f"q{index + 1}"
+    where = at.record
     if not isinstance(question, str):
-        raise UserError(f'{where}: question {qid!r} has no "question" text')
+        raise UserError(f'{at.field("question")}: question {qid!r} has no "question" text')
     if not question.strip():  # CMRC 2018 trial has two; the context alone still gets an answer
         stats.empty_questions.append(qid)
     if not isinstance(context, str) or not context.strip():
         raise UserError(
-            f'{where}: question {qid!r} has no context; every question needs the "context" '
+            f'{at.field("context")}: question {qid!r} has no context; every question needs the "context" '
             "paragraph its answer is taken from"
         )
     stats.questions += 1
@@ -190,13 +203,13 @@ def _example(where: str, record: dict, labelled: bool, stats: ReadStats, index: 
         return QAExample(qid, question, context, where=where)
     if "answers" not in record and "is_impossible" not in record:
         raise UserError(
-            f'{where}: question {qid!r} has no "answers"; give {{"text": [...], "answer_start": '
+            f'{at.field("answers")}: question {qid!r} has no "answers"; give {{"text": [...], "answer_start": '
             '[...]}, or mark an unanswerable question with "is_impossible": true'
         )
     if record.get("is_impossible") is True:
         stats.unanswerable += 1
         return QAExample(qid, question, context, impossible=True, where=where)
-    answers = _answers(where, qid, record.get("answers") or [])
+    answers = _answers(at.field("answers"), qid, record.get("answers") or [])
     if not answers:
         stats.unanswerable += 1
         return QAExample(qid, question, context, impossible=True, where=where)

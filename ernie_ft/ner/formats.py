@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from ernie_ft.data.readers import parse_jsonl, read_text_file
+from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 
 FORMATS = ("auto", "conll", "cluener", "spans", "text")
@@ -167,21 +167,50 @@ def read_ner(
         return [NerExample(s.strip(), (), n, path) for n, s in enumerate(lines, 1) if s.strip()]
     if fmt == "conll":
         return _read_conll(where, path, lines, labelled, overlapping)
+
+    def locate(line: int) -> Location:
+        return Location(f"{where}:{line}")
+
+    return _json_examples(where, path, parse_jsonl(where, path, lines)[1], fmt, labelled, overlapping, locate)
+
+
+def read_ner_records(records: list, flag: str, labelled: bool = False, overlapping: str = "error") -> list[NerExample]:
+    """The examples ``read_ner`` gives (format auto) for a JSON Lines file of ``records`` (dicts in memory, e.g. a
+    served request's inputs), with ``flag`` as their source; a bad field raises UserError naming it
+    (``inputs[2].text: ...``)."""
+    rows = check_records(records, flag, '{"text": "..."}')
+    fmt = "spans" if "entities" in rows[0][1] else "cluener"  # as detect_format tells from a file's first line
+
+    def locate(line: int) -> Location:
+        return Location.item(flag, line - 1)
+
+    return _json_examples(flag, flag, rows, fmt, labelled, overlapping, locate)
+
+
+def _json_examples(where: str, source: str, rows, fmt: str, labelled: bool, overlapping: str, locate) -> list:
+    """The examples of CLUENER or span JSON records ``[(line, record), ...]``; ``locate(line)`` is a record's
+    Location."""
     examples, dropped = [], []
-    for n, record in parse_jsonl(where, path, lines)[1]:
-        at = f"{where}:{n}"
-        value = record.get("text")
-        if not isinstance(value, str) or not value.strip():
-            raise UserError(
-                f'{at}: missing or empty "text"; each line needs {{"text": ..., '
-                f"{'label' if fmt == 'cluener' else 'entities'}: ...}}"
-            )
-        spans = (_cluener_spans if fmt == "cluener" else _span_list)(record, value, at) if labelled else []
-        spans, lost = check_spans(spans, value, at, overlapping)
-        dropped += [(n, value, span) for span in lost]
-        examples.append(NerExample(value, spans, n, path))
+    for n, record in rows:
+        example, lost = _json_example(locate(n), n, source, record, fmt, labelled, overlapping)
+        dropped += [(n, example.text, span) for span in lost]
+        examples.append(example)
     _note_dropped(where, dropped)
     return examples
+
+
+def _json_example(at: Location, line: int, source: str, record: dict, fmt: str, labelled: bool, overlapping: str):
+    """(the example, the entities --overlapping keep-longest dropped) of one CLUENER or span JSON record."""
+    value = record.get("text")
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(
+            f'{at.field("text")}: missing or empty "text"; each line needs {{"text": ..., '
+            f"{'label' if fmt == 'cluener' else 'entities'}: ...}}"
+        )
+    key = "label" if fmt == "cluener" else "entities"
+    spans = (_cluener_spans if fmt == "cluener" else _span_list)(record, value, at.field(key)) if labelled else []
+    spans, lost = check_spans(spans, value, at.field(key), overlapping)
+    return NerExample(value, spans, line, source), lost
 
 
 def _cluener_spans(record: dict, text: str, at: str) -> list:

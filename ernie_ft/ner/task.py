@@ -19,7 +19,15 @@ import numpy as np
 from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
-from ernie_ft.ner.formats import FORMATS, OVERLAPPING, check_choice, parse_tag, read_ner, tags_to_spans
+from ernie_ft.ner.formats import (
+    FORMATS,
+    OVERLAPPING,
+    check_choice,
+    parse_tag,
+    read_ner,
+    read_ner_records,
+    tags_to_spans,
+)
 from ernie_ft.task import TaskHooks, check_known_labels
 
 _CONTINUATION: dict = {}
@@ -141,6 +149,9 @@ class NER(TaskHooks):
 
     def read(self, path, data, flag, labelled=True):
         return read_ner(path, flag, self.format if labelled else "auto", labelled, self.overlapping)
+
+    def read_records(self, records, data, flag):
+        return read_ner_records(records, flag, labelled=False, overlapping=self.overlapping)
 
     def fit_labels(self, train):
         types = sorted({t for e in train for *_, t in e.entities})

@@ -28,6 +28,15 @@ MASK_TEXT = "[MASK]"
 DEFAULT_DEV_FRACTION = 0.01
 
 
+def check_masked(example, where: str) -> None:
+    """Refuse a fill-mask text without a [MASK] (``where``: its place, for the message)."""
+    if MASK_TEXT not in example.text:
+        raise UserError(
+            f"{where}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token should be predicted, "
+            "e.g. 今天天气很[MASK]。"
+        )
+
+
 @dataclass
 class Pretraining(TaskHooks):
     """Masked language modelling with whole-word (jieba) or per-token masks."""
@@ -90,14 +99,17 @@ class Pretraining(TaskHooks):
 
         if labelled:
             return scan(path, "--corpus" if flag == "--train" else flag, data.text_column, data.text_pair_column)
-        examples = read_examples(path, text_column=data.text_column, label_column=None, require_label=False, flag=flag)
-        for e in examples:
-            if MASK_TEXT not in e.text:
-                raise UserError(
-                    f"{flag}: {path}:{e.line}: no {MASK_TEXT} in this text; write {MASK_TEXT} where a token "
-                    "should be predicted, e.g. 今天天气很[MASK]。"
-                )
-        return examples
+        return read_examples(
+            path, text_column=data.text_column, label_column=None, require_label=False, flag=flag, check=check_masked
+        )
+
+    def read_records(self, records, data: DataConfig, flag: str):
+        """The fill-mask texts ``read`` gives for a JSON Lines file of ``records``."""
+        from ernie_ft.data.readers import record_examples
+
+        return record_examples(
+            records, text_column=data.text_column, label_column=None, require_label=False, flag=flag, check=check_masked
+        )
 
     def held_out(self, train, data: DataConfig):
         """(train, dev) when no --dev is given: documents held out by hash (see ``Corpus.held_out``)."""

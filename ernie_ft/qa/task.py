@@ -17,7 +17,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from ernie_ft.data.squad import read_qa
+from ernie_ft.data.squad import read_qa, read_qa_records
 from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.squad import METRIC_NAMES, METRICS, qa_scores, shared_answer_share
@@ -211,6 +211,11 @@ class QA(TaskHooks):
         if not examples:
             raise UserError(f"{flag}: {path}: no question has an answer that occurs in its context")
         return examples
+
+    def read_records(self, records, data, flag):
+        """The questions ``read`` gives for a JSON Lines file of ``records``, without its notes (an empty question
+        text is kept, as there)."""
+        return read_qa_records(records, flag)[0]
 
     def fit_labels(self, train):
         """The model's outputs: a span, and 'no_answer' when the training data has unanswerable questions."""

@@ -1,1 +1,136 @@
-"""The HTTP server: limits, dynamic batching, the app and its page."""
+"""``python -m ernie_ft serve``: a trained checkpoint behind an HTTP API, with a page to try it.
+
+    POST /v1/predict  {"inputs": [{"text": "..."}, ...]}  ->  {"predictions": [...]}
+    GET  /v1/info     task, labels, input fields, engine, limits
+    GET  /v1/stats    requests, inputs, batches and their sizes, queue depth
+    GET  /healthz     the process answers;   GET /readyz   the model is loaded and warmed up
+    GET  /            a page to try the model;   GET /docs   the OpenAPI page
+
+A prediction is what ``predict`` writes for the same input: the request's inputs reach the task's reader as
+records in memory (``read_records``) and are cut into the same windows. Requests are parsed off the event
+loop; their windows wait in a bounded queue and run through the model together, up to ``max_batch_size``
+windows or ``max_wait_ms`` after the first one arrived (dynamic batching; no wait when no other request is
+being read), on one model thread. A full queue answers 503 with Retry-After; bad requests get a 4xx whose
+JSON names the field. uvicorn drains in-flight requests on SIGTERM, then the process exits 0.
+
+Modules: ``limits`` (every limit, a ``serve`` flag), ``model`` (the loaded checkpoint), ``batcher`` (dynamic
+batching and its counters), ``schemas`` (the request and error bodies), ``app`` (routes, body limit, page).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import asdict, dataclass
+from typing import ClassVar, Optional
+
+from ernie_ft.errors import UserError
+from ernie_ft.serving.limits import Limits
+
+__all__ = ["Limits", "WorkerSettings", "app_from_env", "serve"]
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What each ``--workers`` process needs to load its own model: ``serve`` passes it to uvicorn's worker
+    processes as JSON in the environment variable ``ENV`` (uvicorn's factory takes no arguments)."""
+
+    model_dir: str
+    engine: str
+    """Already resolved ('dygraph' or 'inference'), so that every worker runs the engine the first load chose."""
+    device: str
+    limits: Limits
+    trust_pickle: bool = False
+    task: Optional[str] = None
+    """A task spec (``file.py:Class``) for a checkpoint whose task is not found where it was trained."""
+
+    ENV: ClassVar[str] = "ERNIE_FT_SERVE"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSettings:
+        settings = json.loads(text)
+        return cls(**{**settings, "limits": Limits(**settings["limits"])})
+
+
+def app_from_env():
+    """The application of one ``--workers`` process, from the ``WorkerSettings`` that ``serve`` left in the
+    environment (uvicorn's factory)."""
+    from ernie_ft.serving.app import create_app
+    from ernie_ft.serving.model import ServedModel
+
+    settings = WorkerSettings.from_json(os.environ[WorkerSettings.ENV])
+    served = ServedModel(settings.model_dir, settings.engine, settings.device, settings.trust_pickle, settings.task)
+    return create_app(served, settings.limits)
+
+
+def serve(
+    model_dir: str,
+    host: str,
+    port: int,
+    engine: str,
+    device: str,
+    limits: Limits,
+    export: bool = False,
+    workers: int = 1,
+    trust_pickle: bool = False,
+    task: Optional[str] = None,
+    log_level: str = "info",
+) -> int:
+    """Load (and with ``export`` first export) the model, then serve it until SIGTERM or Ctrl-C; returns 0.
+
+    With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher, on one port;
+    the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
+    (``file.py:Class``) passed on to the loader.
+    """
+    import uvicorn
+
+    from ernie_ft.serving.app import create_app
+    from ernie_ft.serving.model import ServedModel
+
+    limits.check()
+    if export:
+        model_dir = exported_model(model_dir, trust_pickle, task)
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1, not {workers}")
+    served = ServedModel(model_dir, engine, device, trust_pickle, task)
+    # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
+    # found: a no-op one, so that a drained server exits 0 (SIG_DFL would end it with -15).
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    print(
+        f"serving {served.task.name} model {model_dir} ({served.engine}, {workers} worker"
+        f"{'s' if workers > 1 else ''}) on http://{host}:{port}/",
+        flush=True,
+    )
+    options = {"host": host, "port": port, "log_level": log_level, "timeout_graceful_shutdown": 30}
+    if workers == 1:
+        uvicorn.run(create_app(served, limits), **options)
+        return 0
+    settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task)
+    os.environ[WorkerSettings.ENV] = settings.to_json()
+    del served
+    uvicorn.run("ernie_ft.serving:app_from_env", factory=True, workers=workers, **options)
+    return 0
+
+
+def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = None) -> str:
+    """The Paddle Inference export of ``model_dir`` (``serve --export``): the checkpoint itself when it is one,
+    else ``DIR-exported`` beside it, written now (recording ``task``, a task spec, if given) unless it is newer
+    than the checkpoint."""
+    from ernie_ft.inference.export import export, graph_file
+    from ernie_ft.training import checkpoint
+
+    source = checkpoint.resolve_model_dir(model_dir)
+    exported = source.rstrip("/") + "-exported"
+    if graph_file(source):
+        return source
+    if graph_file(exported) and os.path.getmtime(exported) >= os.path.getmtime(source):
+        print(f"using the export in {exported} (--export)", flush=True)
+    else:
+        print(f"exporting {source} to {exported} for Paddle Inference (--export)", flush=True)
+        spec = {} if task is None else {"task": task}
+        export(source, exported, overwrite=True, trust_pickle=trust_pickle, **spec)
+    return exported

@@ -1,0 +1,193 @@
+"""The HTTP application: routes, the request-body limit, readiness after a warm-up, and the page.
+
+Requests are parsed off the event loop; their windows go through the ``Batcher`` together with those of
+concurrent requests. A full queue answers 503 with Retry-After; a bad request gets a 4xx whose JSON names
+the field (``schemas.error_body``).
+"""
+
+import asyncio
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Optional
+
+from ernie_ft.errors import UserError
+from ernie_ft.serving.batcher import Batcher, QueueFull, Stats
+from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
+from ernie_ft.serving.model import ServedModel
+from ernie_ft.serving.schemas import (
+    error_body,
+    error_response,
+    field_path,
+    named_field,
+    openapi_schema,
+    request_model,
+)
+
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body over ``limit`` bytes, by Content-Length or while it streams in."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await self._reject(send)
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            await self._reject(send)
+
+    async def _reject(self, send):
+        message = f"the request body is over {self.limit} bytes; send fewer or shorter inputs"
+        body = json.dumps(error_body("body", message)).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class Service:
+    """What the routes share: the model, its batcher, the parsing threads, the counters, readiness."""
+
+    def __init__(self, served: ServedModel, limits: Limits):
+        if not limits.forward_batch_size:  # CPU: a pass of 32 windows costs more per window than two of 16
+            on_cpu = min(CPU_FORWARD_BATCH, limits.max_batch_size)
+            limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu else on_cpu)
+        self.served, self.limits, self.stats = served, limits, Stats()
+        self.schema = request_model(served.required, served.optional, limits)
+        self.ready = False
+        self.batcher: Optional[Batcher] = None
+        self.prepare_pool = ThreadPoolExecutor(2, thread_name_prefix="ernie_ft-prepare")
+
+    async def start(self) -> asyncio.Task:
+        """Start the batcher; returns the warm-up's task."""
+        self.batcher = Batcher(
+            lambda features: self.served.logits(features, self.limits.forward_batch_size), self.limits, self.stats
+        )
+        self.batcher.start()
+        return asyncio.get_running_loop().create_task(self.warm_up())
+
+    async def stop(self) -> None:
+        await self.batcher.stop()
+        self.prepare_pool.shutdown(wait=False)
+
+    async def warm_up(self) -> None:
+        """One prediction through the whole path; then /readyz answers 200."""
+        examples, features = await asyncio.get_running_loop().run_in_executor(
+            self.prepare_pool, self.served.prepare, [self.served.example_input()]
+        )
+        self.served.answer(examples, features, await self.batcher.submit(features))
+        self.ready = True
+
+    async def predict(self, raw: bytes):
+        from pydantic import ValidationError
+
+        try:  # parsed here, not by FastAPI: JSON whatever the Content-Type, and our own error shape
+            body = self.schema.model_validate_json(raw)
+        except ValidationError as e:
+            first = e.errors()[0]
+            if first["type"] == "json_invalid":
+                return error_response(400, "body", f"malformed JSON: {first.get('ctx', {}).get('error', first['msg'])}")
+            return error_response(422, field_path(first["loc"]), first["msg"])
+        if not self.ready:
+            return error_response(503, "model", "the model is still loading", {"Retry-After": "1"})
+        inputs = [item.model_dump(exclude_none=True) for item in body.inputs]
+        self.batcher.incoming += 1
+        try:
+            examples, features = await asyncio.get_running_loop().run_in_executor(
+                self.prepare_pool, self.served.prepare, inputs
+            )
+        except UserError as e:  # the task's reader refused a field: its message names it (inputs[2].text)
+            return error_response(422, named_field(str(e)), str(e))
+        finally:
+            self.batcher.incoming -= 1  # then submit queues it without yielding to the batcher in between
+        try:
+            logits = await self.batcher.submit(features)
+        except QueueFull:
+            message = f"{self.limits.max_queue} requests are waiting; retry shortly"
+            return error_response(503, "queue", message, {"Retry-After": "1"})
+        self.stats.requests += 1
+        self.stats.inputs += len(inputs)
+        return {"predictions": self.served.answer(examples, features, logits)}
+
+
+def create_app(served: ServedModel, limits: Optional[Limits] = None):
+    """The FastAPI application serving ``served`` (default limits unless given)."""
+    from contextlib import asynccontextmanager
+
+    from fastapi import FastAPI, Request
+    from fastapi.responses import FileResponse
+
+    limits = limits or Limits()
+    service = Service(served, limits)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        warm = await service.start()
+        yield
+        warm.cancel()
+        await service.stop()
+
+    description = f"{served.task.name} model {os.path.abspath(served.model_dir)}"
+    app = FastAPI(title="ernie_ft", lifespan=lifespan, description=description)
+    app.state.service = service
+    request_body = {"required": True, "content": {"application/json": {"schema": openapi_schema(service.schema)}}}
+
+    @app.post("/v1/predict", openapi_extra={"requestBody": request_body})
+    async def predict(request: Request):
+        service.stats.in_flight += 1
+        try:
+            return await service.predict(await request.body())
+        finally:
+            service.stats.in_flight -= 1
+
+    @app.get("/v1/info")
+    async def info():
+        return {**served.info(service.limits), "ready": service.ready}
+
+    @app.get("/v1/stats")
+    async def stats():
+        return service.stats.to_dict(len(service.batcher.queue) if service.batcher else 0)
+
+    @app.get("/healthz")
+    async def healthz():
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz():
+        if not service.ready:
+            return error_response(503, "model", "loading or warming up", {"Retry-After": "1"})
+        return {"status": "ready"}
+
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(os.path.join(STATIC, "index.html"), media_type="text/html")
+
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    return app
