@@ -16,7 +16,7 @@ import warnings
 
 # Old module (under ernie_ft) -> its new path. One table; nothing else knows the old names.
 MOVED = {
-    "args": "cli.parsers",
+    "args": "cli.train",
     "audit": "text.audit",
     "batching": "data.batching",
     "dataset": "data.dataset",
@@ -44,7 +44,7 @@ MOVED = {
     "predict": "inference.predict",
     "evaluate": "inference.evaluate",
     "export": "inference.export",
-    "serve": "serving.server",
+    "serve": "serving.legacy",
     "ner_formats": "ner.formats",
     "qa_formats": "data.squad",
     "corpus": "pretrain.corpus",

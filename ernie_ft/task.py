@@ -9,10 +9,13 @@ trainer owns the model, optimizer, schedule and checkpoints. A custom task is on
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable, ClassVar, Optional, Protocol
 
@@ -220,6 +223,59 @@ def create_task(cls, options: dict | None = None, name: str | None = None) -> Ta
 def load_task(spec: str, options: dict | None = None) -> Task:
     """An instance of the task named ``spec`` (see ``resolve_task``) with its options."""
     return create_task(resolve_task(spec), options, spec)
+
+
+def task_source(spec: str) -> Optional[str]:
+    """The absolute path of the code a task ``spec`` would run, found without running any: the file of
+    ``file.py:attr`` (relative to the working directory), or the file or package directory that ``module:attr``'s
+    top-level module would be imported from. None for a BUILTIN name, a missing file or a module not found."""
+    if spec in BUILTIN:
+        return None
+    module_name = spec.partition(":")[0]
+    if module_name.endswith(".py"):
+        return os.path.abspath(module_name) if os.path.isfile(module_name) else None
+    try:
+        found = importlib.util.find_spec(module_name.partition(".")[0])  # a top-level name: nothing is executed
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    if found.submodule_search_locations:  # a package: its directory holds every module it may import
+        return os.path.abspath(list(found.submodule_search_locations)[0])
+    return os.path.abspath(found.origin) if found.origin and os.path.isfile(found.origin) else None
+
+
+def recorded_spec(spec: str) -> str:
+    """How a checkpoint records the task ``spec`` (as the training command named it) so that it loads from any
+    directory: a BUILTIN name as it is; ``module:attr`` when a new interpreter started elsewhere imports that
+    module, from the same file; else the task's file by its absolute path (``/abs/path/intent.py:Intent``)."""
+    module_name, colon, attr = spec.partition(":")
+    if spec in BUILTIN or not colon:
+        return spec
+    if module_name.endswith(".py"):  # a file loaded by path is never importable by a name
+        return f"{os.path.abspath(module_name)}:{attr}"
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)  # a namespace package or a module built in memory has none
+    if path is None or _origin_elsewhere(module_name) == os.path.realpath(path):
+        return spec
+    return f"{os.path.abspath(path)}:{attr}"
+
+
+@functools.cache
+def _origin_elsewhere(module_name: str) -> Optional[str]:
+    """The file a new Python process, started in an empty directory with this environment, would import
+    ``module_name`` from (real path), or None: the working directory and the running script's directory are on
+    this process's path but not on that one's."""
+    code = "import importlib.util, sys; s = importlib.util.find_spec(sys.argv[1]); print(s and s.origin or '')"
+    with tempfile.TemporaryDirectory(prefix="ernie_ft-task-") as empty:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", code, module_name], cwd=empty, capture_output=True, text=True, timeout=300
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+    origin = proc.stdout.strip() if proc.returncode == 0 else ""
+    return os.path.realpath(origin) if origin else None
 
 
 def label_order(values: Sequence[Any]) -> list[str]:

@@ -103,3 +103,31 @@ def test_an_old_resumable_state_resumes_to_the_uninterrupted_weights(tmp_path):
     assert final.keys() == reference.keys()
     for name in reference:  # one process, the same operations in the same order: equal to rounding
         np.testing.assert_allclose(final[name].numpy(), reference[name].numpy(), rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_an_old_checkpoint_of_a_task_named_by_a_relative_file_loads_from_where_it_was_trained(
+    tmp_path, monkeypatch, capsys
+):
+    """ernie_ft 0.2 recorded a custom task's file relative to the working directory of training."""
+    from ernie_ft.cli import main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mytask.py").write_text("from ernie_ft.classify.task import Classification\n", encoding="utf-8")
+    shutil.copytree(OLD / "classify", project / "run")
+    meta_file = project / "run" / "best" / "ernie_ft.yaml"
+    meta_file.write_text(
+        meta_file.read_text(encoding="utf-8").replace("task: classify", "task: mytask.py:Classification")
+    )
+    args = ["predict", "--model", str(project / "run"), "--input", str(DATA / "sentiment_test.csv"), "--trust-pickle"]
+    monkeypatch.chdir(project)
+    assert main([*args, "--output", str(tmp_path / "p.jsonl")]) == 0
+    got = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["label"] for r in got] == [r["label"] for r in expected("classify_predictions.jsonl")]
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "mytask.py:Classification, is not found" in err and "pass --task path/to/file.py:Class" in err
+    assert main([*args, "--task", "project/mytask.py:Classification", "--output", str(tmp_path / "q.jsonl")]) == 0
+    assert (tmp_path / "q.jsonl").read_text(encoding="utf-8") == (tmp_path / "p.jsonl").read_text(encoding="utf-8")

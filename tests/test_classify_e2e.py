@@ -178,7 +178,7 @@ def test_scratch_model_with_a_vocabulary_built_from_train_and_sentence_pairs(tmp
 
 
 def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
-    from ernie_ft.__main__ import main as ernie_ft_main
+    from ernie_ft.cli import main as ernie_ft_main
 
     monkeypatch.chdir(ROOT)
     out = tmp_path / "intent"

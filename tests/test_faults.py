@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA, saved_weights
 
 from ernie_ft.classify.task import Classification
-from ernie_ft.cli.parsers import parse_train_args
+from ernie_ft.cli.train import parse_train_args
 from ernie_ft.task import create_task
 from ernie_ft.training import checkpoint, lock
 from ernie_ft.training.trainer import NonFiniteLoss, fit, setup

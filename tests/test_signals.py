@@ -199,7 +199,7 @@ def test_a_sigterm_after_a_peers_stop_is_not_raised_on_the_way_out(tiny_checkpoi
 def test_fit_from_python_gives_the_signals_back_after_a_peers_stop(tiny_checkpoint, tmp_path, monkeypatch):
     """Only a command keeps the stop's handlers on its way out; ``fit`` called from Python restores the caller's."""
     from ernie_ft.classify.task import Classification
-    from ernie_ft.cli.parsers import parse_train_args
+    from ernie_ft.cli.train import parse_train_args
     from ernie_ft.errors import Interrupted
     from ernie_ft.task import create_task
     from ernie_ft.training import trainer

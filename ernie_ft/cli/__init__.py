@@ -6,8 +6,13 @@
     python -m ernie_ft predict --model DIR --input FILE                (any task's checkpoint)
     python -m ernie_ft evaluate|export|vocab|serve ...
 
-Each command takes its arguments and returns the exit status: 0, 2 after a user error (one
-``error:`` line, no traceback), 130 on Ctrl-C, 143 on SIGTERM. Library modules never import this one.
+Each command has a module here (``train``, ``predict``, ``evaluate``, ``export``, ``vocab``, ``serve``) with
+``build_parser(prog)`` and ``run(args)``, which turns the parsed flags into the library's typed options;
+the flags several commands share are defined once in ``flags``. The functions below, one per command,
+take its arguments and return the exit status: 0, 2 after a user error (one ``error:`` line, no
+traceback), 130 on Ctrl-C, 143 on SIGTERM. As attributes of this package they stand for the modules of
+the same name (``from ernie_ft.cli import evaluate`` gives the command); import from a module by its full
+name (``from ernie_ft.cli.evaluate import build_parser``). Library modules never import this package.
 """
 
 from __future__ import annotations
@@ -16,16 +21,14 @@ import signal
 import sys
 from typing import Callable, Optional
 
-from ernie_ft.cli import parsers as parsers
+from ernie_ft.cli import evaluate as evaluate_command
+from ernie_ft.cli import export as export_command
+from ernie_ft.cli import predict as predict_command
+from ernie_ft.cli import serve as serve_command
+from ernie_ft.cli import train as train_command
+from ernie_ft.cli import vocab as vocab_command
 from ernie_ft.errors import Interrupted, UserError
-from ernie_ft.task import BUILTIN, create_task, resolve_task
-
-TASK_DESCRIPTIONS = {
-    "classify": "Fine-tune ERNIE for text classification (single texts or sentence pairs).",
-    "ner": "Fine-tune ERNIE for named-entity recognition (CoNLL, CLUENER or span JSONL).",
-    "qa": "Fine-tune ERNIE for extractive question answering (SQuAD-style JSON or JSONL).",
-    "pretrain": "Pretrain ERNIE (masked language model, whole-word masking) on unlabelled text; predict fills [MASK].",
-}
+from ernie_ft.task import BUILTIN, resolve_task, with_hooks
 
 
 def quiet_imports() -> None:
@@ -70,116 +73,56 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
 
-def run_task(spec: str, argv: list[str], prog: str, task_cls=None) -> int:
-    """``train`` (the default) or ``predict`` for the task ``spec`` (a BUILTIN name or module:Class).
-
-    ``task_cls`` is the class itself when the caller has it (a task file run as a script).
-    """
+def run_task(spec: str, argv: list[str], prog: str, task_cls: Optional[type] = None) -> int:
+    """``train`` (the default) or ``predict`` for the task ``spec`` (a BUILTIN name, module:Class or
+    file.py:Class). ``task_cls`` is the class itself when the caller has it (a task file run as a script)."""
     if argv and argv[0] == "predict":
-        return predict(argv[1:], f"{prog} predict", fill_mask=spec == "pretrain")
+        custom = None if spec in BUILTIN else spec  # the user named this task: it replaces the recorded one
+        return predict(argv[1:], f"{prog} predict", fill_mask=spec == "pretrain", task=custom)
     train_argv = argv[1:] if argv and argv[0] == "train" else argv
 
     def train() -> int:
-        cls = task_cls or resolve_task(spec)
-        config = parsers.parse_train_args(
-            train_argv, prog, TASK_DESCRIPTIONS.get(spec, f"Fine-tune ERNIE for the task {spec}."), cls
-        )
-        from ernie_ft.training import launch
-
-        if config.parallel.gpus is not None:  # before reading any data or starting any process
-            launch.check_gpus(config.parallel.gpus)
-        if launch.needs_launch(config.parallel):
-            if not config.train.output:
-                raise UserError("--output is required (the directory for the model, metrics and logs)")
-            command = [spec] if spec in BUILTIN else ["--task", spec]
-            return launch.launch([*command, *train_argv], config.parallel, config.train.output)
-        from ernie_ft.training.trainer import train as fine_tune
-
-        fine_tune(create_task(cls, config.task, spec), config)
-        return 0
+        cls = with_hooks(task_cls) if task_cls is not None else resolve_task(spec)
+        config = train_command.parse_train_args(train_argv, prog, train_command.task_description(spec), cls)
+        return train_command.run(spec, cls, config, train_argv)
 
     return run_guarded(train)
 
 
-def predict(argv: list[str], prog: str = "python -m ernie_ft predict", fill_mask: Optional[bool] = None) -> int:
-    """``fill_mask``: True where only a pretrain checkpoint fits (``pretrain predict``), None for any."""
-    options = parsers.predict_parser(prog).parse_args(argv)
-    options.fill_mask = fill_mask
-
-    def run() -> None:
-        from ernie_ft.inference.predict import predict as write_predictions
-
-        write_predictions(options)
-
-    return run_guarded(run)
+def predict(
+    argv: list[str], prog: str = "python -m ernie_ft predict", fill_mask: bool = False, task: Optional[str] = None
+) -> int:
+    """``fill_mask``: only a pretrain checkpoint fits (``pretrain predict``); ``task``: the task spec to load
+    the checkpoint with unless ``--task`` names one (``python -m ernie_ft --task SPEC predict``)."""
+    args = predict_command.build_parser(prog).parse_args(argv)
+    return run_guarded(lambda: predict_command.run(args, fill_mask=fill_mask, task=task))
 
 
 def evaluate(argv: list[str], prog: str = "python -m ernie_ft evaluate") -> int:
-    options = parsers.evaluate_parser(prog).parse_args(argv)
-
-    def run() -> None:
-        from ernie_ft.inference.evaluate import evaluate as score
-
-        score(options)
-
-    return run_guarded(run)
+    args = evaluate_command.build_parser(prog).parse_args(argv)
+    return run_guarded(lambda: evaluate_command.run(args))
 
 
 def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
-    options = parsers.export_parser(prog).parse_args(argv)
-
-    def run() -> None:
-        from ernie_ft.inference.export import export as write_export
-        from ernie_ft.training.runtime import quiet_libraries
-
-        quiet_libraries()
-        out = write_export(options.model, options.output, options.overwrite, options.trust_pickle)
-        print(f"exported to {out}: python -m ernie_ft predict --model {out} --input FILE runs it with Paddle Inference")
-
-    return run_guarded(run)
+    args = export_command.build_parser(prog).parse_args(argv)
+    return run_guarded(lambda: export_command.run(args))
 
 
 def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
-    options = parsers.vocab_parser(prog).parse_args(argv)
-
-    def run() -> None:
-        from ernie_ft.cli.vocab import learn_command
-
-        learn_command(options)
-
-    return run_guarded(run)
+    args = vocab_command.build_parser(prog).parse_args(argv)
+    return run_guarded(lambda: vocab_command.run(args))
 
 
 def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
-    options = parsers.serve_parser(prog).parse_args(argv)
-
-    def run() -> int:
-        from ernie_ft.serving.server import Limits
-        from ernie_ft.serving.server import serve as run_server
-        from ernie_ft.training.runtime import quiet_libraries
-
-        quiet_libraries()
-        limits = Limits(**{name: getattr(options, name) for name in Limits.__dataclass_fields__})
-        return run_server(
-            options.model,
-            options.host,
-            options.port,
-            options.engine,
-            options.device,
-            limits,
-            options.export,
-            options.workers,
-            trust_pickle=options.trust_pickle,
-        )
-
-    return run_guarded(run)
+    args = serve_command.build_parser(prog).parse_args(argv)
+    return run_guarded(lambda: serve_command.run(args))
 
 
 # The command table: name -> (function(argv, prog) -> exit status, one line of help).
 COMMANDS: dict[str, tuple[Callable, str]] = {
     **{
         name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
-        for name, description in TASK_DESCRIPTIONS.items()
+        for name, description in train_command.DESCRIPTIONS.items()
     },
     "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
     "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),

@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from dataclasses import dataclass
+from typing import Optional
 
 SOURCE = "source.json"
 """In each evaluation directory: the checkpoint and the input file it scored (absolute paths)."""
@@ -33,37 +35,68 @@ def _source(out_dir: str):
         return None
 
 
-def evaluate(args) -> dict:
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What ``evaluate`` scores: the command line's flags as values."""
+
+    model: str
+    """Checkpoint directory: a run's output directory or its best/, or an export."""
+    input: str
+    """Labelled file, in any format the checkpoint's task reads."""
+    output_dir: Optional[str] = None
+    """Where metrics and pictures go; None: ``default_output_dir``."""
+    batch_size: int = 64
+    """Inputs per forward pass."""
+    text_column: Optional[str] = None
+    """Column or key with the text; None: as in training."""
+    text_pair_column: Optional[str] = None
+    """Column or key with the second text; None: as in training."""
+    label_column: Optional[str] = None
+    """Column or key with the label; None: as in training."""
+    allow_new_labels: bool = False
+    """Score labels unknown to the model as errors instead of refusing the file."""
+    device: str = "auto"
+    """cpu, gpu, gpu:N or auto."""
+    engine: str = "auto"
+    """One of ``inference.ENGINES``."""
+    trust_pickle: bool = False
+    """Allow weights stored as a pickle (``weights.weights_format``)."""
+    task: Optional[str] = None
+    """A task spec that replaces the one the checkpoint recorded (``checkpoint.checkpoint_task``)."""
+
+
+def evaluate(options: EvaluateOptions) -> dict:
+    """Score the checkpoint on the labelled input: print the task's report, write ``metrics.json`` and the
+    report's pictures to the output directory; returns the metrics."""
     from ernie_ft.inference.predict import load_for_inference, run_inference
 
     loaded, data = load_for_inference(
-        args.model,
-        args.device,
+        options.model,
+        options.device,
         {
-            "text_column": args.text_column,
-            "text_pair_column": args.text_pair_column,
-            "label_column": args.label_column,
-            "allow_new_labels": args.allow_new_labels or None,
+            "text_column": options.text_column,
+            "text_pair_column": options.text_pair_column,
+            "label_column": options.label_column,
+            "allow_new_labels": options.allow_new_labels or None,
         },
-        args.engine,
-        args.trust_pickle,
+        options.engine,
+        options.trust_pickle,
+        options.task,
     )
-    examples, features, logits = run_inference(loaded, data, args.input, "--input", True, args.batch_size)
+    examples, features, logits = run_inference(loaded, data, options.input, "--input", True, options.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
-    from ernie_ft.training.checkpoint import resolve_model_dir
-
-    model_dir = os.path.abspath(resolve_model_dir(args.model))
-    source = {"model": model_dir, "input": os.path.abspath(args.input)}
-    out_dir = args.output_dir or default_output_dir(os.path.dirname(model_dir), source)
+    model_dir = os.path.abspath(loaded.directory)
+    source = {"model": model_dir, "input": os.path.abspath(options.input)}
+    out_dir = options.output_dir or default_output_dir(os.path.dirname(model_dir), source)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, ensure_ascii=False, indent=1)
     with open(os.path.join(out_dir, SOURCE), "w", encoding="utf-8") as f:
         json.dump(source, f, ensure_ascii=False, indent=1)
-    print(f"{args.input}: {len(examples)} examples")
-    if hasattr(loaded.task, "report"):
-        print(loaded.task.report(logits, features, examples, loaded.labels, data, out_dir))
-    else:
-        print(" ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
+    print(f"{options.input}: {len(examples)} examples")
+    report = loaded.task.report(logits, features, examples, loaded.labels, data, out_dir)
+    print(
+        report if report is not None else " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+    )
     print(f"metrics: {os.path.join(out_dir, 'metrics.json')}")
     return metrics

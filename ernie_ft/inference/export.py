@@ -16,20 +16,25 @@ from ernie_ft.errors import UserError
 PREFIX = "inference"
 
 
-def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: bool = False) -> str:
-    """Write the static model beside a copy of the checkpoint (its weights as safetensors, whatever
-    the source held); returns the output directory."""
+def export(
+    model_dir: str, output: str, overwrite: bool = False, trust_pickle: bool = False, task: str | None = None
+) -> str:
+    """Write the static model beside a copy of the checkpoint ``model_dir`` (a checkpoint or a run's directory;
+    its weights as safetensors, whatever the source held); returns the output directory.
+
+    ``task``: a task spec that replaces the one the checkpoint recorded; the export records it instead.
+    """
     import paddle
 
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
-    from ernie_ft.training.checkpoint import load_model, resolve_model_dir
+    from ernie_ft.training.checkpoint import load_model, resolve_model_dir, write_run_file
 
     source = resolve_model_dir(model_dir)
     if os.path.abspath(output) == os.path.abspath(source):
         raise UserError("--output must differ from --model (the export copies the checkpoint)")
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
-    loaded = load_model(source, trust_pickle=trust_pickle)
+    loaded = load_model(source, trust_pickle=trust_pickle, task=task)
     if loaded.task.head == "mlm":  # its graph would need the masked positions as an input
         raise UserError(
             f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
@@ -42,6 +47,8 @@ def export(model_dir: str, output: str, overwrite: bool = False, trust_pickle: b
     shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS))
     if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
         loaded.model.save_pretrained(tmp, safe_serialization=True)
+    if task:  # the export runs with the task the user named
+        write_run_file(tmp, task, loaded.run)
     paddle.jit.save(static, os.path.join(tmp, PREFIX))
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)

@@ -5,47 +5,91 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from dataclasses import dataclass
+from typing import Optional
 
 from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
+from ernie_ft.inference import ENGINES
 from ernie_ft.models import kernels
 from ernie_ft.models.modeling import compute_logits, task_batching
-from ernie_ft.task import unused_data_settings
+from ernie_ft.task import task_options, unused_data_settings
 from ernie_ft.training import checkpoint, runtime
 
 
+@dataclass(frozen=True)
+class PredictOptions:
+    """What ``predict`` runs: the command line's flags as values."""
+
+    model: str
+    """Checkpoint directory: a run's output directory or its best/, or an export."""
+    input: str
+    """File of inputs, in any format the checkpoint's task reads."""
+    output: Optional[str] = None
+    """JSONL file to write; None: standard output."""
+    batch_size: int = 64
+    """Inputs per forward pass."""
+    text_column: Optional[str] = None
+    """Column or key with the text; None: as in training."""
+    text_pair_column: Optional[str] = None
+    """Column or key with the second text; None: as in training."""
+    device: str = "auto"
+    """cpu, gpu, gpu:N or auto."""
+    engine: str = "auto"
+    """One of ``ENGINES``."""
+    top_k: Optional[int] = None
+    """Tokens predicted per [MASK], for a task with a ``top_k`` option (fill-mask); None: the task's own."""
+    trust_pickle: bool = False
+    """Allow weights stored as a pickle (``weights.weights_format``)."""
+    task: Optional[str] = None
+    """A task spec that replaces the one the checkpoint recorded (``checkpoint.checkpoint_task``)."""
+    fill_mask: bool = False
+    """Only a masked-language-model checkpoint fits (``python -m ernie_ft pretrain predict``)."""
+
+
 def resolve_engine(model_dir: str, engine: str) -> str:
-    """``engine`` with 'auto' made concrete: 'inference' when ``model_dir`` holds an export
-    (``python -m ernie_ft.export``), else 'dygraph'."""
+    """``engine`` with 'auto' made concrete: 'inference' when ``model_dir`` (a checkpoint or a run's directory)
+    holds an export (``python -m ernie_ft export``), else 'dygraph'."""
+    return _engine(checkpoint.resolve_model_dir(model_dir), engine)
+
+
+def _engine(checkpoint_dir: str, engine: str) -> str:
     from ernie_ft.inference.export import graph_file
 
+    if engine not in ENGINES:
+        raise UserError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if engine == "auto":
-        return "inference" if graph_file(checkpoint.resolve_model_dir(model_dir)) else "dygraph"
+        return "inference" if graph_file(checkpoint_dir) else "dygraph"
     return engine
 
 
 def load_for_inference(
-    model_dir: str, device: str, overrides: dict, engine: str = "dygraph", trust_pickle: bool = False
+    model_dir: str,
+    device: str,
+    overrides: dict,
+    engine: str = "dygraph",
+    trust_pickle: bool = False,
+    task: Optional[str] = None,
 ):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
-    ``engine`` 'inference' runs the model exported by ``python -m ernie_ft.export`` with Paddle Inference;
-    'auto' does where ``model_dir`` holds one (``resolve_engine``).
-    ``trust_pickle`` allows weights stored as a pickle (``weights.weights_format``).
+    ``model_dir``: a checkpoint or a run's directory, resolved here once (``loaded.directory``).
+    ``engine`` 'inference' runs the model exported by ``python -m ernie_ft export`` with Paddle Inference;
+    'auto' does where ``model_dir`` holds one. ``trust_pickle`` allows weights stored as a pickle
+    (``weights.weights_format``). ``task``: a task spec that replaces the one the checkpoint recorded.
     """
     runtime.quiet_libraries()
     device = runtime.select_device(device)
     runtime.set_threads(0)
-    engine = resolve_engine(model_dir, engine)
-    loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph", trust_pickle=trust_pickle)
+    model_dir = checkpoint.resolve_model_dir(model_dir)
+    engine = _engine(model_dir, engine)
+    loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph", trust_pickle=trust_pickle, task=task)
     if engine == "inference":
         from ernie_ft.inference.export import InferenceModel
 
-        loaded.model = InferenceModel(checkpoint.resolve_model_dir(model_dir), device)
-    elif engine != "dygraph":
-        raise UserError(f"--engine must be dygraph or inference, not {engine!r}")
+        loaded.model = InferenceModel(loaded.directory, device)
     else:
         kernels.enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
@@ -90,34 +134,35 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
     return examples, split.features, logits
 
 
-def predict(args) -> None:
-    """``python -m ernie_ft.<task> predict``: one JSON line per input record."""
+def predict(options: PredictOptions) -> None:
+    """``python -m ernie_ft predict``: one JSON line per input record."""
     loaded, data = load_for_inference(
-        args.model,
-        args.device,
-        {"text_column": args.text_column, "text_pair_column": args.text_pair_column},
-        args.engine,
-        args.trust_pickle,
+        options.model,
+        options.device,
+        {"text_column": options.text_column, "text_pair_column": options.text_pair_column},
+        options.engine,
+        options.trust_pickle,
+        options.task,
     )
-    if getattr(args, "fill_mask", None) and loaded.task.head != "mlm":
+    if options.fill_mask and loaded.task.head != "mlm":
         raise UserError(
-            f"--model {args.model}: a {loaded.task.name} checkpoint has no masked-language-model head; "
+            f"--model {options.model}: a {loaded.task.name} checkpoint has no masked-language-model head; "
             "fill-mask needs a model trained by python -m ernie_ft.pretrain"
         )
-    if getattr(args, "top_k", None) is not None:
-        if not hasattr(loaded.task, "top_k"):
+    if options.top_k is not None:
+        if "top_k" not in {f.name for f in task_options(type(loaded.task))}:
             raise UserError(
-                f"--top-k is for fill-mask (a pretrain checkpoint); --model {args.model} is a "
+                f"--top-k is for fill-mask (a pretrain checkpoint); --model {options.model} is a "
                 f"{loaded.task.name} checkpoint"
             )
-        loaded.task = dataclasses.replace(loaded.task, top_k=args.top_k)  # checked as the task checks its options
-    examples, features, logits = run_inference(loaded, data, args.input, "--input", False, args.batch_size)
+        loaded.task = dataclasses.replace(loaded.task, top_k=options.top_k)  # checked as the task checks its options
+    examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    out = open(options.output, "w", encoding="utf-8") if options.output else sys.stdout
     try:
         for record in records:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     finally:
-        if args.output:
+        if options.output:
             out.close()
-            print(f"wrote {len(records)} predictions to {args.output}", file=sys.stderr)
+            print(f"wrote {len(records)} predictions to {options.output}", file=sys.stderr)

@@ -23,6 +23,7 @@ import yaml
 
 from ernie_ft.errors import UserError
 from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
+from ernie_ft.task import BUILTIN, load_task, recorded_spec, task_source
 from ernie_ft.training.lock import LOCK, lock_output
 
 BEST, LAST, LOGS = "best", "last", "logs"
@@ -122,10 +123,16 @@ def save_model(path: str, model, pipeline, labels: list[str], task_name: str, ru
         pipeline.save(tmp)
         with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
             json.dump(labels, f, ensure_ascii=False, indent=1)
-        with open(os.path.join(tmp, RUN_FILE), "w", encoding="utf-8") as f:
-            yaml.safe_dump({"task": task_name, "run": run}, f, allow_unicode=True, sort_keys=False)
+        write_run_file(tmp, task_name, run)
 
     _write(path, write)
+
+
+def write_run_file(path: str, task_name: str, run: dict) -> None:
+    """``ernie_ft.yaml`` in the model directory ``path``: the task, recorded so that it loads from any directory
+    (``task.recorded_spec``), and the run config."""
+    with open(os.path.join(path, RUN_FILE), "w", encoding="utf-8") as f:
+        yaml.safe_dump({"task": recorded_spec(task_name), "run": run}, f, allow_unicode=True, sort_keys=False)
 
 
 def load_weights(path: str, model, parallel=None) -> None:
@@ -145,6 +152,8 @@ class Loaded:
     labels: list
     task: Any
     run: dict
+    directory: str = ""
+    """The checkpoint directory it was read from (``resolve_model_dir``'s answer)."""
 
 
 def resolve_model_dir(path: str) -> str:
@@ -166,14 +175,15 @@ def resolve_model_dir(path: str) -> str:
     return path
 
 
-def load_model(path: str, weights: bool = True, trust_pickle: bool = False) -> Loaded:
+def load_model(path: str, weights: bool = True, trust_pickle: bool = False, task: str | None = None) -> Loaded:
     """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict.
 
-    ``weights=False`` skips the dygraph model (for an exported one), unless the task needs it bound.
-    Weights are read from safetensors; a pickle only with ``trust_pickle`` (see ``weights_format``).
+    ``path``: a checkpoint directory or a run's output directory (``resolve_model_dir``). ``weights=False``
+    skips the dygraph model (for an exported one), unless the task binds it (``binds_model``). Weights are read
+    from safetensors; a pickle only with ``trust_pickle`` (see ``weights_format``). ``task``: a task spec given
+    by the user (``--task``) that replaces the one the checkpoint recorded (see ``checkpoint_task``).
     """
     from ernie_ft.models.modeling import model_class
-    from ernie_ft.task import load_task
     from ernie_ft.text.pipeline import TextPipeline
 
     path = resolve_model_dir(path)
@@ -181,14 +191,50 @@ def load_model(path: str, weights: bool = True, trust_pickle: bool = False) -> L
         meta = yaml.safe_load(f)
     with open(os.path.join(path, "labels.json"), encoding="utf-8") as f:
         labels = json.load(f)
-    task = load_task(meta["task"], meta["run"].get("task"))
+    task = load_task(checkpoint_task(meta["task"], path, task), meta["run"].get("task"))
     model = None
-    if weights or hasattr(task, "bind"):
-        model = from_pretrained(model_class(task.head, getattr(task, "model_class", None)), path, trust_pickle)
+    if weights or task.binds_model:
+        model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle)
         model.eval()
-    if hasattr(task, "bind"):
         task.bind(model)
-    return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"])
+    return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"], path)
+
+
+def checkpoint_task(recorded: str, path: str, given: str | None = None) -> str:
+    """The task spec to load the checkpoint ``path`` with: ``given`` (``--task``, the user's own choice) when
+    there is one, else the ``recorded`` one, whose code must be found outside the checkpoint.
+
+    Code that lies inside a checkpoint (or its run's directory) is never imported on its own: a shared
+    checkpoint must not run code, as with pickled weights. A relative file spec (written by ernie_ft 0.2 and
+    earlier) is found from the working directory, so old checkpoints load from where they were trained.
+    """
+    if given or recorded in BUILTIN:
+        return given or recorded
+    module_name = recorded.partition(":")[0]
+    source = task_source(recorded)
+    if source is None and module_name.endswith(".py"):
+        where = "" if os.path.isabs(module_name) else f" relative to {os.getcwd()}"
+        raise UserError(
+            f"--model {path}: the task it was trained with, {recorded}, is not found (there is no {module_name}"
+            f"{where}); pass --task path/to/file.py:Class"
+        )
+    if source is None:
+        raise UserError(
+            f"--model {path}: the task it was trained with, {recorded}, cannot be imported here ({module_name} "
+            "not found); pass --task path/to/file.py:Class"
+        )
+    own = [os.path.realpath(path)]
+    if os.path.basename(os.path.normpath(path)) == BEST:
+        own.append(os.path.dirname(own[0]))
+    real = os.path.realpath(source)
+    if any(os.path.commonpath([real, folder]) == folder for folder in own):
+        spec = f"{source}:{recorded.partition(':')[2]}" if source.endswith(".py") else recorded
+        raise UserError(
+            f"--model {path}: its task {recorded} is code inside the checkpoint ({source}), which ernie_ft does not "
+            f"run on its own: a shared checkpoint must not run code (as with pickled weights). If you trust it, "
+            f"name it yourself: --task {spec}"
+        )
+    return recorded
 
 
 def _rename_optimizer_state(state: dict, names: dict) -> dict:

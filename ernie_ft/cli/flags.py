@@ -1,0 +1,74 @@
+"""The flags several commands share, each defined once: its spelling, choices, default and help.
+
+The training commands' flags come from the run config (``cli.train``); where a flag here means the same
+setting (``--device``, ``--trust-pickle``), its help is that field's docstring.
+"""
+
+from __future__ import annotations
+
+from ernie_ft.config import ModelConfig, TrainConfig, field_docs
+from ernie_ft.inference import ENGINES
+
+
+def add_model(parser) -> None:
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="checkpoint directory: a training run's --output (or its best/), or an export",
+    )
+
+
+def add_input(parser, labelled: bool = False) -> None:
+    parser.add_argument(
+        "--input",
+        required=True,
+        metavar="FILE",
+        help=("labelled " if labelled else "")
+        + "TSV, CSV or JSONL"
+        + ("" if labelled else ", a .txt file with one text per line,")
+        + " or SQuAD-style JSON (qa): what the checkpoint's task reads",
+    )
+
+
+def add_device(parser) -> None:
+    parser.add_argument("--device", default="auto", help=field_docs(TrainConfig)["device"])
+
+
+def add_engine(parser) -> None:
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="dygraph: Paddle's eager model; inference: the model exported by python -m ernie_ft export, run by "
+        "Paddle Inference; auto (the default): inference when --model holds an export, else dygraph",
+    )
+
+
+def add_trust_pickle(parser) -> None:
+    parser.add_argument("--trust-pickle", action="store_true", help=field_docs(ModelConfig)["trust_pickle"])
+
+
+def add_batch_size(parser) -> None:
+    parser.add_argument("--batch-size", type=int, default=64, help="inputs per forward pass (default: 64)")
+
+
+def add_text_columns(parser) -> None:
+    parser.add_argument(
+        "--text-column",
+        help="column or JSON key with the text (default: the training run's when the file has it, else text_a, "
+        "text, sentence or content)",
+    )
+    parser.add_argument(
+        "--text-pair-column",
+        help="column or JSON key with the second text (default: the training run's, else text_b or sentence2)",
+    )
+
+
+def add_task(parser) -> None:
+    parser.add_argument(
+        "--task",
+        metavar="SPEC",
+        help="the checkpoint's task as module:Class or path/to/file.py:Class, instead of the one it recorded "
+        "(when that file moved, or lies inside the checkpoint: ernie_ft never runs such code unless named here)",
+    )

@@ -1,0 +1,53 @@
+"""``python -m ernie_ft predict``: predict with any checkpoint, one JSON object per input."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+from ernie_ft.cli import flags
+from ernie_ft.cli.parsers import Parser
+
+
+def build_parser(prog: str) -> Parser:
+    parser = Parser(
+        prog=prog,
+        allow_abbrev=False,
+        description="Predict with a trained checkpoint; writes one JSON object per input.",
+    )
+    flags.add_model(parser)
+    flags.add_input(parser)
+    parser.add_argument("--output", metavar="FILE", help="JSONL file to write (default: standard output)")
+    flags.add_batch_size(parser)
+    flags.add_text_columns(parser)
+    flags.add_device(parser)
+    flags.add_engine(parser)
+    parser.add_argument(
+        "--top-k", type=int, help="fill-mask (a pretrain checkpoint): tokens predicted per [MASK] (default: 5)"
+    )
+    flags.add_trust_pickle(parser)
+    flags.add_task(parser)
+    return parser
+
+
+def run(args: argparse.Namespace, fill_mask: bool = False, task: Optional[str] = None) -> None:
+    """Predict as the parsed ``args`` say. ``fill_mask``: only a masked-language-model checkpoint fits
+    (``pretrain predict``); ``task``: the command's own task spec, used unless ``--task`` names another."""
+    from ernie_ft.inference.predict import PredictOptions, predict
+
+    predict(
+        PredictOptions(
+            model=args.model,
+            input=args.input,
+            output=args.output,
+            batch_size=args.batch_size,
+            text_column=args.text_column,
+            text_pair_column=args.text_pair_column,
+            device=args.device,
+            engine=args.engine,
+            top_k=args.top_k,
+            trust_pickle=args.trust_pickle,
+            task=args.task or task,
+            fill_mask=fill_mask,
+        )
+    )
