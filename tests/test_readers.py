@@ -402,3 +402,16 @@ def test_a_text_pair_field_is_read_as_the_pair_from_files_and_from_records(tmp_p
     assert [(e.text, e.text_pair) for e in from_file] == [("房间干净吗", "房间很干净"), ("早餐好吗", "早餐一般")]
     in_memory = record_examples(records, label_column=None)
     assert [(e.text, e.text_pair) for e in in_memory] == [(e.text, e.text_pair) for e in from_file]
+
+
+def test_json_records_may_carry_a_text_pair_on_some_records_only(tmp_path):
+    """A JSON record without the pair's key is a single text, wherever it stands; an empty pair is an error."""
+    from ernie_ft.data.readers import record_examples
+
+    records = [{"text": "太差了"}, {"text": "位置不错", "text_pair": "早餐一般"}]
+    path = write(tmp_path, "mixed.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    expected = [("太差了", None), ("位置不错", "早餐一般")]
+    assert [(e.text, e.text_pair) for e in read_examples(path, label_column=None, require_label=False)] == expected
+    assert [(e.text, e.text_pair) for e in record_examples(records, label_column=None)] == expected
+    empty = [{"text": "太差了", "text_pair": ""}]
+    assert error_of(record_examples, empty, label_column=None).startswith("inputs[0].text_pair: empty text")

@@ -147,8 +147,9 @@ def read_records(
     The format comes from the extension, else from the first line ('{' -> JSONL, a tab -> TSV,
     else CSV). A .txt file is one text per line (column "text") unless its first line holds a
     tab, then TSV. A TSV/CSV first row is a header when it holds a KNOWN_COLUMNS name or one of
-    `header_names`; otherwise columns are named "0", "1", ... JSONL columns are the first
-    record's keys. Blank lines are skipped; line numbers are 1-based record starts. A directory
+    `header_names`; otherwise columns are named "0", "1", ... JSONL columns are every
+    record's keys (a text pair's key may be on some records only). Blank lines are skipped; line numbers
+    are 1-based record starts. A directory
     written by ``datasets``' ``save_to_disk`` is read with ``datasets`` (line numbers are row numbers).
     """
     columns, rows, _ = _parse(path, flag, header_names)
@@ -258,7 +259,8 @@ def _field_count_message(where, fmt, n, fields, columns, headerless, first_line)
 
 
 def parse_jsonl(where: str, path: str, lines: list[str], record: str = '{"text": "...", "label": "..."}'):
-    """Return (first record's keys, [(line_number, object), ...]) for the JSON Lines in `lines`.
+    """Return (every record's keys, in order of first appearance, [(line_number, object), ...]) for the JSON
+    Lines in `lines`.
 
     `where` ("FLAG: PATH") starts every message; `record` shows what one line should hold. Blank
     lines are skipped; pretty-printed JSON or an array, a line that is not valid JSON or not an
@@ -287,7 +289,13 @@ def parse_jsonl(where: str, path: str, lines: list[str], record: str = '{"text":
                 f"found {json.dumps(value, ensure_ascii=False)[:40]}"
             )
         records.append((n, value))
-    return list(records[0][1]), records
+    return record_keys(records), records
+
+
+def record_keys(records: list[tuple[int, dict]]) -> list[str]:
+    """The columns of JSON records: every key some record has, in order of first appearance (a text pair's
+    field may be on some records only)."""
+    return list(dict.fromkeys(key for _, record in records for key in record))
 
 
 def default_column(columns: list[str], names: tuple) -> str | None:
@@ -347,7 +355,7 @@ def record_examples(
     served request's inputs): the same texts, labels and line numbers (from 1), with ``flag`` as their source.
 
     A bad field raises UserError naming it (``inputs[2].text: ...``); as in a JSON Lines file the columns are
-    the first record's keys, so what concerns the columns names ``inputs[0]``.
+    the records' keys (``record_keys``), so what concerns the columns names ``inputs[0]``.
     """
     rows = check_records(records, flag)
     given = (text_column, pair_column, label_column)
@@ -355,7 +363,7 @@ def record_examples(
     def locate(line: int) -> Location:
         return Location.item(flag, line - 1)
 
-    return _examples(f"{flag}[0]", flag, list(rows[0][1]), rows, "header", given, require_label, locate, check)
+    return _examples(f"{flag}[0]", flag, record_keys(rows), rows, "header", given, require_label, locate, check)
 
 
 def _examples(where, source, columns, rows, layout, given, require_label, locate, check) -> list[Example]:
@@ -411,12 +419,13 @@ def _examples(where, source, columns, rows, layout, given, require_label, locate
 
 def _example(at: Location, line: int, source: str, record: dict, text, pair, label, require_label) -> Example:
     """One record's Example: its ``text`` and ``pair`` columns' texts and its ``label`` column's label."""
-    values = [_text(at, record, column) for column in (text, pair) if column is not None]
+    text_value = _text(at, record, text)
+    # a JSON record without the pair's key is a single text (a TSV or CSV row has every column)
+    pair_value = _text(at, record, pair) if pair is not None and pair in record else None
     label_value = _label(at, record, label) if label is not None else ""
     if require_label and not label_value:
         raise UserError(f'{at.field(label)}: empty label in column "{label}"; every record needs a label')
-    pair_value = values[1] if pair is not None else None
-    return Example(values[0], pair_value, label_value or None, line, source)
+    return Example(text_value, pair_value, label_value or None, line, source)
 
 
 def _fitting(given: tuple, columns: list[str], layout: str) -> tuple:
