@@ -86,7 +86,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         package, _, name = fullname.rpartition(".")
         if package != "ernie_ft" or name not in MOVED:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Alias(name, f"ernie_ft.{MOVED[name]}"))
+        new = f"ernie_ft.{MOVED[name]}"
+        # the new file as origin: python -m gives the code run as __main__ a __file__ (setuptools' hooks read it)
+        return importlib.machinery.ModuleSpec(fullname, _Alias(name, new), origin=importlib.util.find_spec(new).origin)
 
 
 def install() -> None:

@@ -212,3 +212,10 @@ def test_old_module_paths_still_import_with_a_warning_and_old_commands_run():
     for old in ("evaluate", "export", "vocab"):
         proc = subprocess.run([sys.executable, "-m", f"ernie_ft.{old}", "--help"], capture_output=True, text=True)
         assert proc.returncode == 0 and f"usage: python -m ernie_ft.{old}" in proc.stdout, proc.stderr[-2000:]
+    # a real run, which imports PaddleNLP: a user error, not a traceback
+    proc = subprocess.run(
+        [sys.executable, "-m", "ernie_ft.export", "--model", str(ROOT / "no-such-run"), "--output", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("error: --model"), proc.stderr
