@@ -688,3 +688,15 @@ def test_the_page_fills_in_masks_and_lists_each_ones_top_tokens(browser, pretrai
             ]
         browser.save_screenshot(str(tmp_path / "fill-mask.png"))
         assert (tmp_path / "fill-mask.png").stat().st_size > 1000
+
+
+def test_the_public_predictor_answers_records_as_predict_answers_a_file(classifier, tagger, tmp_path):
+    """``ernie_ft.Predictor``, the Python API the server builds on: records in memory, predict's records out."""
+    from ernie_ft import Predictor
+    from ernie_ft.errors import UserError
+
+    for model_dir, inputs in ((classifier, CLASSIFY_INPUTS), (tagger, NER_INPUTS)):
+        predictor = Predictor(str(model_dir), engine="dygraph", device="cpu", batch_size=4)
+        assert_same_records(predictor(inputs), predicted_by_cli(str(model_dir), inputs, tmp_path))
+    with pytest.raises(UserError, match=r"^inputs\[1\]\.text: "):
+        predictor([{"text": "张三"}, {"text": "  "}])

@@ -166,3 +166,58 @@ def predict(options: PredictOptions) -> None:
         if options.output:
             out.close()
             print(f"wrote {len(records)} predictions to {options.output}", file=sys.stderr)
+
+
+class Predictor:
+    """A loaded checkpoint that answers input records in memory, as ``predict`` answers a file of them::
+
+        from ernie_ft import Predictor
+
+        classify = Predictor("runs/sentiment")
+        classify([{"text": "房间很干净"}, {"text": "太吵了"}])  # [{"text": ..., "label": ..., "probs": ...}, ...]
+
+    A call is three steps that a server may run apart: ``prepare`` (read the records through the task's
+    ``read_records`` and featurize them, any thread), ``logits`` (the model) and ``answer``. A bad field raises
+    UserError naming it (``inputs[2].text``).
+    """
+
+    def __init__(
+        self,
+        model_dir: str,
+        engine: str = "auto",
+        device: str = "auto",
+        trust_pickle: bool = False,
+        task: Optional[str] = None,
+        batch_size: int = 64,
+    ):
+        self.model_dir, self.engine, self.batch_size = model_dir, resolve_engine(model_dir, engine), batch_size
+        self.loaded, self.data = load_for_inference(model_dir, device, {}, self.engine, trust_pickle, task)
+        self.task, self.labels = self.loaded.task, self.loaded.labels
+
+    def __call__(self, records: list[dict]) -> list[dict]:
+        examples, features = self.prepare(records)
+        return self.answer(examples, features, self.logits(features, self.batch_size))
+
+    def prepare(self, records: list[dict], flag: str = "inputs") -> tuple[list, list[dict]]:
+        """(examples, features) for ``records``, as ``predict`` makes them from a JSON Lines file of them."""
+        examples = self.task.read_records(records, self.data, flag)
+        encodings = self.loaded.pipeline.encode_many(self.task.texts(examples))
+        features = self.task.featurize(examples, encodings, self.loaded.pipeline, self.labels, self.data)
+        if not features:
+            raise UserError(f"{flag}: no model input could be built from the records")
+        return examples, features
+
+    def logits(self, features: list[dict], batch_size: int):
+        """The model's outputs for ``features``, in forward passes of at most ``batch_size`` windows."""
+        return compute_logits(
+            self.loaded.model,
+            features,
+            self.loaded.pipeline.pad_id,
+            batch_size,
+            head=self.task.head,
+            **task_batching(self.task, self.loaded.pipeline),
+        )
+
+    def answer(self, examples: list, features: list[dict], logits) -> list[dict]:
+        """One ``predict`` record per example."""
+        return self.task.predict(logits, features, examples, self.labels, self.data)
