@@ -700,3 +700,40 @@ def test_the_public_predictor_answers_records_as_predict_answers_a_file(classifi
         assert_same_records(predictor(inputs), predicted_by_cli(str(model_dir), inputs, tmp_path))
     with pytest.raises(UserError, match=r"^inputs\[1\]\.text: "):
         predictor([{"text": "张三"}, {"text": "  "}])
+
+
+@pytest.mark.parametrize(
+    "fixture,inputs", [("classifier", CLASSIFY_INPUTS), ("tagger", NER_INPUTS), ("reader", QA_INPUTS)]
+)
+def test_an_onnx_export_predicts_what_the_checkpoint_predicts(fixture, inputs, request, tmp_path, capsys):
+    """export --format onnx: ONNX Runtime gives dygraph's records (probabilities to 1e-4; the CRF decodes outside
+    the graph), --engine auto prefers it, and the server names it."""
+    from ernie_ft.cli import main
+    from ernie_ft.serving.model import ServedModel
+
+    model_dir = str(request.getfixturevalue(fixture))
+    exported = tmp_path / "onnx"
+    assert main(["export", "--model", model_dir, "--output", str(exported), "--format", "onnx"]) == 0
+    assert (exported / "model.onnx").is_file() and "runs it with ONNX Runtime" in capsys.readouterr().out
+    reference = predicted_by_cli(model_dir, inputs, tmp_path, "--engine", "dygraph")
+    for engine in ("onnxruntime", "auto"):
+        assert _close(predicted_by_cli(str(exported), inputs, tmp_path, "--engine", engine), reference)
+    assert ServedModel(str(exported), "auto", "cpu").engine == "onnxruntime"
+
+
+def test_onnx_runtime_missing_is_one_error_line_with_the_install_command(classifier, monkeypatch):
+    import builtins
+
+    from ernie_ft.errors import UserError
+    from ernie_ft.inference.onnx import OnnxModel
+
+    real_import = builtins.__import__
+
+    def no_onnxruntime(name, *args, **kwargs):
+        if name == "onnxruntime":
+            raise ImportError("No module named 'onnxruntime'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
+    with pytest.raises(UserError, match=r"^--engine onnxruntime needs ONNX Runtime: pip install onnxruntime$"):
+        OnnxModel(classifier)

@@ -41,7 +41,8 @@ def add_engine(parser) -> None:
         default="auto",
         choices=ENGINES,
         help="dygraph: Paddle's eager model; inference: the model exported by python -m ernie_ft export, run by "
-        "Paddle Inference; auto (the default): inference when --model holds an export, else dygraph",
+        "Paddle Inference; onnxruntime: the model.onnx of export --format onnx, run by ONNX Runtime; auto (the "
+        "default): onnxruntime when --model holds model.onnx, else inference when it holds an export, else dygraph",
     )
 
 

@@ -1,9 +1,10 @@
-"""Export a trained model for deployment: ``python -m ernie_ft.export --model DIR --output DIR``.
+"""Export a trained model for deployment: ``python -m ernie_ft export --model DIR --output DIR [--format onnx]``.
 
 The output directory is the checkpoint (tokenizer, labels, task and run config, dygraph
 weights) plus a static graph saved with ``paddle.jit.save`` (``inference.json`` or
 ``inference.pdmodel``, and ``inference.pdiparams``) whose inputs have dynamic batch size and
-length. ``predict --model OUTPUT`` runs it with Paddle Inference (``--engine auto``, the default).
+length, and with ``--format onnx`` the same graph as ``model.onnx`` (``inference.onnx``). ``predict --model
+OUTPUT`` runs it with ONNX Runtime or Paddle Inference (``--engine auto``, the default).
 """
 
 from __future__ import annotations
@@ -12,18 +13,27 @@ import os
 import shutil
 
 from ernie_ft.errors import UserError
+from ernie_ft.inference import FORMATS
 
 PREFIX = "inference"
 
 
 def export(
-    model_dir: str, output: str, overwrite: bool = False, trust_pickle: bool = False, task: str | None = None
+    model_dir: str,
+    output: str,
+    overwrite: bool = False,
+    trust_pickle: bool = False,
+    task: str | None = None,
+    format: str = "paddle",
 ) -> str:
     """Write the static model beside a copy of the checkpoint ``model_dir`` (a checkpoint or a run's directory;
     its weights as safetensors, whatever the source held); returns the output directory.
 
     ``task``: a task spec that replaces the one the checkpoint recorded; the export records it instead.
+    ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``).
     """
+    if format not in FORMATS:
+        raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     import paddle
 
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
@@ -50,6 +60,10 @@ def export(
     if task:  # the export runs with the task the user named
         write_run_file(tmp, task, loaded.run)
     paddle.jit.save(static, os.path.join(tmp, PREFIX))
+    if format == "onnx":
+        from ernie_ft.inference.onnx import convert
+
+        convert(tmp, graph_file(tmp), os.path.join(tmp, f"{PREFIX}.pdiparams"))
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)
     return output

@@ -60,8 +60,10 @@ def _engine(checkpoint_dir: str, engine: str) -> str:
 
     if engine not in ENGINES:
         raise UserError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    from ernie_ft.inference.onnx import onnx_file
+
     if engine == "auto":
-        return "inference" if graph_file(checkpoint_dir) else "dygraph"
+        return "onnxruntime" if onnx_file(checkpoint_dir) else "inference" if graph_file(checkpoint_dir) else "dygraph"
     return engine
 
 
@@ -90,6 +92,10 @@ def load_for_inference(
         from ernie_ft.inference.export import InferenceModel
 
         loaded.model = InferenceModel(loaded.directory, device)
+    elif engine == "onnxruntime":
+        from ernie_ft.inference.onnx import OnnxModel
+
+        loaded.model = OnnxModel(loaded.directory)
     else:
         kernels.enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)

@@ -32,8 +32,15 @@ class ErnieCrfForTokenClassification(ErnieForTokenClassification):
             [config.num_labels, config.num_labels], default_initializer=paddle.nn.initializer.Constant(0.0)
         )
 
-    def forward(self, *args, **kwargs):
-        logits = super().forward(*args, **kwargs)
+    def forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, **kwargs):
+        # named inputs, not *args: paddle.jit.to_static (export) matches its InputSpecs to them
+        logits = super().forward(
+            input_ids,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            attention_mask=attention_mask,
+            **kwargs,
+        )
         if not isinstance(logits, paddle.Tensor):
             return logits
         # The loss reads the transitions after forward; tying them into the forward graph (adding
