@@ -37,7 +37,8 @@ def test_every_command_has_a_module_with_its_parser_and_handler(name):
 def test_shared_flag_texts_exist_once_in_the_code():
     sources = [p.read_text(encoding="utf-8") for p in (ROOT / "ernie_ft").rglob("*.py")]
     assert sum(s.count("which can run code") for s in sources) == 1  # --trust-pickle's help: the config field's
-    assert sum(len(re.findall(r"""["']auto["'],\s*["']inference["'],\s*["']dygraph["']""", s)) for s in sources) == 1
+    engines = r"""["']auto["'],\s*["']onnxruntime["'],\s*["']inference["'],\s*["']dygraph["']"""
+    assert sum(len(re.findall(engines, s)) for s in sources) == 1
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate", "export", "serve"])
@@ -47,7 +48,7 @@ def test_inference_commands_share_the_flag_definitions_and_take_task(command, ca
     text = " ".join(capsys.readouterr().out.split())
     assert "--task SPEC" in text and "which can run code: only for a source you trust" in text
     if command != "export":
-        assert "{auto,inference,dygraph}" in text and "cpu, gpu, gpu:N, or auto" in text
+        assert "{auto,onnxruntime,inference,dygraph}" in text and "cpu, gpu, gpu:N, or auto" in text
 
 
 def test_serve_limit_flags_come_from_the_limits_fields_and_their_docstrings(capsys):
@@ -105,7 +106,8 @@ def test_evaluate_and_export_get_values_not_a_namespace(captured):
     assert cli.main(["evaluate", "--model", "m", "--input", "d.csv", "--allow-new-labels", "--task", "x.py:T"]) == 0
     assert captured["evaluate"] == EvaluateOptions(model="m", input="d.csv", allow_new_labels=True, task="x.py:T")
     assert cli.main(["export", "--model", "m", "--output", "o", "--task", "x.py:T"]) == 0
-    assert captured["export"] == (("m", "o"), {"overwrite": False, "trust_pickle": False, "task": "x.py:T"})
+    export_options = {"overwrite": False, "trust_pickle": False, "task": "x.py:T", "format": "paddle"}
+    assert captured["export"] == (("m", "o"), export_options)
 
 
 def test_serve_gets_limits_built_from_its_flags_and_the_task(monkeypatch):
