@@ -15,6 +15,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 from conftest import DATA, ROOT
 
@@ -702,23 +703,150 @@ def test_the_public_predictor_answers_records_as_predict_answers_a_file(classifi
         predictor([{"text": "张三"}, {"text": "  "}])
 
 
+INT8_ERROR = 0.1
+"""The bound on int8's outputs, relative to the largest fp32 output of the same window. Dynamic quantization rounds
+each weight to a per-tensor step s_w = max|W| / 127 and each activation to s_a = (max - min) / 255 of its batch;
+with rounding errors uniform and independent, a dot product's relative error is about
+(s_w / rms(W) + s_a / rms(a)) / sqrt(12). Gaussian-like weights of a few hundred thousand entries have
+max / rms of about 4.5, activations (max - min) / rms of about 9: 2 x 0.035 / 3.46 = 0.02 per matrix product.
+Six products per layer in two layers (scratch:tiny), adding in quadrature through the residual stream:
+sqrt(12) x 0.02 = 0.07, rounded up to 0.1. Labels must then agree wherever fp32's margin between the two best
+outputs exceeds twice the bound."""
+
+
+def assert_int8_within_bound(fp32, int8):
+    """int8 outputs (``Predictor.logits``: an array, or one array per window) within ``INT8_ERROR`` of fp32's."""
+    for exact, quantized in zip(fp32, int8):
+        exact, quantized = np.asarray(exact), np.asarray(quantized)
+        scale = np.abs(exact).max()
+        assert np.abs(quantized - exact).max() <= INT8_ERROR * scale, (np.abs(quantized - exact).max(), scale)
+        top2 = np.sort(exact, axis=-1)[..., -2:]
+        clear = (top2[..., 1] - top2[..., 0]) > 2 * INT8_ERROR * scale
+        assert (exact.argmax(-1) == quantized.argmax(-1))[clear].all()
+
+
 @pytest.mark.parametrize(
     "fixture,inputs", [("classifier", CLASSIFY_INPUTS), ("tagger", NER_INPUTS), ("reader", QA_INPUTS)]
 )
 def test_an_onnx_export_predicts_what_the_checkpoint_predicts(fixture, inputs, request, tmp_path, capsys):
-    """export --format onnx: ONNX Runtime gives dygraph's records (probabilities to 1e-4; the CRF decodes outside
-    the graph), --engine auto prefers it, and the server names it."""
+    """export --format onnx --quantize int8: ONNX Runtime in fp32 gives dygraph's records (probabilities to 1e-4; the
+    CRF decodes outside the graph); int8's outputs stay within ``INT8_ERROR``; --engine auto prefers int8, and the
+    server names the engine and the precision."""
+    from ernie_ft import Predictor
     from ernie_ft.cli import main
+    from ernie_ft.serving.limits import Limits
     from ernie_ft.serving.model import ServedModel
 
     model_dir = str(request.getfixturevalue(fixture))
     exported = tmp_path / "onnx"
-    assert main(["export", "--model", model_dir, "--output", str(exported), "--format", "onnx"]) == 0
-    assert (exported / "model.onnx").is_file() and "runs it with ONNX Runtime" in capsys.readouterr().out
+    assert (
+        main(["export", "--model", model_dir, "--output", str(exported), "--format", "onnx", "--quantize", "int8"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "ONNX Runtime fusions: " in out and "SkipLayerNormalization x4" in out, out
+    assert "runs it with ONNX Runtime in int8" in out and (exported / "model.int8.onnx").is_file()
     reference = predicted_by_cli(model_dir, inputs, tmp_path, "--engine", "dygraph")
-    for engine in ("onnxruntime", "auto"):
-        assert _close(predicted_by_cli(str(exported), inputs, tmp_path, "--engine", engine), reference)
-    assert ServedModel(str(exported), "auto", "cpu").engine == "onnxruntime"
+    assert _close(predicted_by_cli(str(exported), inputs, tmp_path, "--engine", "onnxruntime"), reference)
+
+    fp32, int8 = (Predictor(str(exported), engine, "cpu") for engine in ("onnxruntime", "onnxruntime-int8"))
+    examples, features = fp32.prepare(inputs)
+    assert_int8_within_bound(fp32.logits(features, 8), int8.logits(features, 8))
+    assert predicted_by_cli(str(exported), inputs, tmp_path) == predicted_by_cli(
+        str(exported), inputs, tmp_path, "--engine", "onnxruntime-int8"
+    )
+    info = ServedModel(str(exported), "auto", "cpu").info(Limits())
+    assert (info["engine"], info["precision"]) == ("onnxruntime", "int8")
+
+
+def test_serve_export_int8_writes_the_int8_model_beside_the_checkpoint_once(classifier, tmp_path, capsys):
+    """serve --export int8: DIR-int8 beside the checkpoint, made once and reused while newer than the checkpoint."""
+    from ernie_ft.serving import exported_model
+    from ernie_ft.serving.model import ServedModel
+
+    checkpoint = tmp_path / "run"
+    shutil.copytree(classifier, checkpoint)
+    first = exported_model(str(checkpoint), False, None, "int8")
+    assert first.endswith("-int8") and os.path.isfile(os.path.join(first, "model.int8.onnx"))
+    assert "for ONNX Runtime int8 (--export)" in capsys.readouterr().out
+    assert exported_model(str(checkpoint), False, None, "int8") == first
+    assert "using the export in" in capsys.readouterr().out
+    assert ServedModel(first, "auto", "cpu").engine == "onnxruntime-int8"
+
+
+def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier, tmp_path, capsys):
+    """--quantize int8-static: ranges from the run's training file by default, or from --calibration; the outputs
+    stay within the bound that dynamic quantization meets (static rounds activations to ranges seen in
+    calibration, the same step size for windows like those)."""
+    from ernie_ft import Predictor
+    from ernie_ft.cli import main
+
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("房间很干净，服务也好\n太差了，不会再来\n早餐一般，位置不错\n", encoding="utf-8")
+    for extra, source in (((), "sentiment_train.tsv"), (("--calibration", str(calibration)), "calibration.txt")):
+        exported = tmp_path / f"static-{source}"
+        command = ["export", "--model", classifier, "--output", str(exported), "--format", "onnx"]
+        assert main([*command, "--quantize", "int8-static", *extra]) == 0
+        assert "static quantization calibrated on " in capsys.readouterr().out
+        manifest = json.loads((exported / "onnx.json").read_text())
+        assert manifest["files"]["model.int8.onnx"]["calibration"].endswith(f" of {source}")
+        fp32, int8 = (Predictor(str(exported), engine, "cpu") for engine in ("onnxruntime", "onnxruntime-int8"))
+        examples, features = fp32.prepare(CLASSIFY_INPUTS)
+        assert_int8_within_bound(fp32.logits(features, 8), int8.logits(features, 8))
+
+
+def test_onnx_export_refusals_are_one_error_line_and_write_nothing(classifier, pretrained, tmp_path, capsys):
+    from ernie_ft.cli import main
+
+    def refused(*args, match):
+        output = tmp_path / "out"
+        assert main(["export", "--model", args[0], "--output", str(output), *args[1:]]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith("error: ") and match in err, err
+        assert not output.exists() and not (tmp_path / "out.tmp").exists()
+
+    refused(str(pretrained), "--format", "onnx", match="a pretraining (fill-mask) checkpoint is not exported")
+    refused(classifier, "--quantize", "int8", match="--quantize makes an int8 ONNX model: add --format onnx")
+    refused(classifier, "--format", "onnx", "--calibration", classifier, match="--calibration is for static")
+    refused(
+        classifier,
+        "--format",
+        "onnx",
+        "--quantize",
+        "int8-static",
+        "--calibration",
+        str(tmp_path / "none.txt"),
+        match=f"--calibration {tmp_path / 'none.txt'}: no such file",
+    )
+    moved = tmp_path / "moved"  # a run whose training file is gone: static quantization needs --calibration
+    shutil.copytree(classifier, moved)
+    run_file = moved / "best" / "ernie_ft.yaml" if (moved / "best").is_dir() else moved / "ernie_ft.yaml"
+    run_file.write_text(run_file.read_text().replace(str(DATA / "sentiment_train.tsv"), "/nowhere/train.tsv"))
+    refused(str(moved), "--format", "onnx", "--quantize", "int8-static", match="pass --calibration FILE")
+
+
+def test_an_onnx_file_that_does_not_belong_to_the_checkpoint_is_refused(classifier, tagger, tmp_path, capsys):
+    """onnx.json records each ONNX file's hash and the weights': a model.onnx copied in from another export, or
+    weights replaced beside it, is one error line instead of another model's answers."""
+    from ernie_ft.cli import main
+
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("房间很干净\n", encoding="utf-8")
+    for name, model in (("cls", classifier), ("ner", tagger)):
+        assert main(["export", "--model", model, "--output", str(tmp_path / name), "--format", "onnx"]) == 0
+    capsys.readouterr()
+
+    def refused(directory, engine, match):
+        assert main(["predict", "--model", str(directory), "--input", str(inputs), "--engine", engine]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith("error: ") and match in err, err
+
+    shutil.copy(tmp_path / "ner" / "model.onnx", tmp_path / "cls" / "model.onnx")
+    refused(tmp_path / "cls", "onnxruntime", "model.onnx does not belong to the checkpoint beside it")
+    shutil.copy(tmp_path / "ner" / "onnx.json", tmp_path / "cls" / "onnx.json")  # the hashes now match the file...
+    refused(tmp_path / "cls", "auto", "does not belong")  # ...but not the weights beside it
+    (tmp_path / "cls" / "onnx.json").unlink()
+    refused(tmp_path / "cls", "onnxruntime", "model.onnx has no record in onnx.json")
+    refused(tmp_path / "ner", "onnxruntime-int8", "no model.int8.onnx for --engine onnxruntime-int8")
 
 
 def test_onnx_runtime_missing_is_one_error_line_with_the_install_command(classifier, monkeypatch):

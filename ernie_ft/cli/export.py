@@ -7,6 +7,7 @@ import argparse
 from ernie_ft.cli import flags
 from ernie_ft.cli.parsers import Parser
 from ernie_ft.inference import FORMATS
+from ernie_ft.inference.onnx import DEFAULT_INT8, QUANTIZATIONS
 
 
 def build_parser(prog: str) -> Parser:
@@ -26,6 +27,18 @@ def build_parser(prog: str) -> Parser:
         help="paddle: a static graph for Paddle Inference; onnx: also model.onnx for ONNX Runtime, which predict, "
         "evaluate and serve then prefer (--engine auto) (default: paddle)",
     )
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZATIONS,
+        help=f"also write model.int8.onnx (needs --format onnx): int8 weights, activations quantized per batch "
+        f"(int8-dynamic) or with ranges calibrated on training texts (int8-static); int8 is {DEFAULT_INT8}",
+    )
+    parser.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="texts to calibrate int8-static on, in any format the task reads (default: a sample of the run's "
+        "training file)",
+    )
     flags.add_trust_pickle(parser)
     flags.add_task(parser)
     return parser
@@ -43,6 +56,9 @@ def run(args: argparse.Namespace) -> None:
         trust_pickle=args.trust_pickle,
         task=args.task,
         format=args.format,
+        quantize=args.quantize,
+        calibration=args.calibration,
     )
     engine = "ONNX Runtime" if args.format == "onnx" else "Paddle Inference"
+    engine += " in int8" if args.quantize else ""
     print(f"exported to {out}: python -m ernie_ft predict --model {out} --input FILE runs it with {engine}")

@@ -41,8 +41,9 @@ def add_engine(parser) -> None:
         default="auto",
         choices=ENGINES,
         help="dygraph: Paddle's eager model; inference: the model exported by python -m ernie_ft export, run by "
-        "Paddle Inference; onnxruntime: the model.onnx of export --format onnx, run by ONNX Runtime; auto (the "
-        "default): onnxruntime when --model holds model.onnx, else inference when it holds an export, else dygraph",
+        "Paddle Inference; onnxruntime: the model.onnx of export --format onnx, run by ONNX Runtime; "
+        "onnxruntime-int8: the model.int8.onnx of export --format onnx --quantize int8; auto (the default): the "
+        "first of these that --model holds, in the order onnxruntime-int8, onnxruntime, inference, else dygraph",
     )
 
 

@@ -26,8 +26,12 @@ def build_parser(prog: str) -> Parser:
     flags.add_engine(parser)
     parser.add_argument(
         "--export",
-        action="store_true",
-        help="export the checkpoint for Paddle Inference first (beside it, as DIR-exported)",
+        nargs="?",
+        const="paddle",
+        choices=("paddle", "onnx", "int8"),
+        metavar="FORMAT",
+        help="export the checkpoint first, beside it: paddle (the default) for Paddle Inference, as DIR-exported; "
+        "onnx for ONNX Runtime, as DIR-onnx; int8 for ONNX Runtime in int8, as DIR-int8",
     )
     flags.add_device(parser)
     parser.add_argument("--workers", type=int, default=1, help="server processes, each with its own model")

@@ -67,7 +67,9 @@ def featurize(
         (features, source), audit_report = streamed, False
     else:
         texts = task.texts(examples)
-        encodings = pipeline.encode_many(texts, cache_dir=data.cache_dir or default_cache_dir(), num_proc=data.num_proc)
+        encodings = pipeline.encode_many(  # no word ids: jieba runs only where a vocabulary extension needs it
+            texts, cache_dir=data.cache_dir or default_cache_dir(), num_proc=data.num_proc, word_ids=False
+        )
         source = "cache" if getattr(pipeline, "last_cache_hit", False) else "tokenised"
         features = task.featurize(examples, encodings, pipeline, labels, data)
     took = time.perf_counter() - start

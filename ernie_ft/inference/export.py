@@ -25,15 +25,29 @@ def export(
     trust_pickle: bool = False,
     task: str | None = None,
     format: str = "paddle",
+    quantize: str | None = None,
+    calibration: str | None = None,
 ) -> str:
     """Write the static model beside a copy of the checkpoint ``model_dir`` (a checkpoint or a run's directory;
     its weights as safetensors, whatever the source held); returns the output directory.
 
     ``task``: a task spec that replaces the one the checkpoint recorded; the export records it instead.
-    ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``).
+    ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``), and with ``quantize`` (one of
+    ``onnx.QUANTIZATIONS``) ``model.int8.onnx``; static quantization calibrates on the texts of ``calibration``
+    (a file the task reads), by default on the run's training file.
     """
     if format not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    from ernie_ft.inference import onnx
+
+    if quantize is not None:
+        if quantize not in onnx.QUANTIZATIONS:
+            raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")
+        if format != "onnx":
+            raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
+    static = (onnx.DEFAULT_INT8 if quantize == "int8" else quantize) == "int8-static"
+    if calibration is not None and not static:
+        raise UserError("--calibration is for static quantization: add --quantize int8-static")
     import paddle
 
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
@@ -50,23 +64,74 @@ def export(
             f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
             "predict with it as it is (dygraph), or fine-tune it and export the task model"
         )
+    batches, sample = calibration_batches(loaded, calibration) if static else (None, None)
     spec = [paddle.static.InputSpec([None, None], "int64", name) for name in ("input_ids", "token_type_ids")]
     static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
     tmp = output.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS))
-    if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
-        loaded.model.save_pretrained(tmp, safe_serialization=True)
-    if task:  # the export runs with the task the user named
-        write_run_file(tmp, task, loaded.run)
-    paddle.jit.save(static, os.path.join(tmp, PREFIX))
-    if format == "onnx":
-        from ernie_ft.inference.onnx import convert
-
-        convert(tmp, graph_file(tmp), os.path.join(tmp, f"{PREFIX}.pdiparams"))
+    try:
+        shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS, onnx.MANIFEST, "*.onnx"))
+        if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
+            loaded.model.save_pretrained(tmp, safe_serialization=True)
+        if task:  # the export runs with the task the user named
+            write_run_file(tmp, task, loaded.run)
+        paddle.jit.save(static, os.path.join(tmp, PREFIX))
+        if format == "onnx":
+            config = loaded.model.config
+            manifest = onnx.convert(
+                tmp,
+                graph_file(tmp),
+                os.path.join(tmp, f"{PREFIX}.pdiparams"),
+                os.path.join(tmp, SAFE_WEIGHTS),
+                config.num_attention_heads,
+                config.hidden_size,
+                quantize,
+                batches,
+                sample,
+            )
+            print(onnx.describe(manifest))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)
     return output
+
+
+CALIBRATION_WINDOWS = 256
+CALIBRATION_BATCH = 16
+
+
+def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
+    """(Batches of model inputs for static quantization, where their texts came from): up to
+    ``CALIBRATION_WINDOWS`` windows drawn at random (seed 0) from ``path``, else from the run's training file."""
+    import random
+
+    from ernie_ft.data.batching import collate
+    from ernie_ft.inference.predict import inference_data
+
+    if path is None:
+        path = loaded.run.get("data", {}).get("train")
+        if not path or not os.path.isfile(path):
+            raise UserError(
+                f"--quantize int8-static calibrates on the run's training texts, and {path or 'its training file'} "
+                "is not there: pass --calibration FILE (a few hundred texts in any format the task reads)"
+            )
+    if not os.path.isfile(path):
+        raise UserError(f"--calibration {path}: no such file")
+    data = inference_data(loaded.run["data"], {}, loaded.task)
+    examples = loaded.task.read(path, data, "--calibration", labelled=False)
+    encodings = loaded.pipeline.encode_many(loaded.task.texts(examples), word_ids=False)
+    features = loaded.task.featurize(examples, encodings, loaded.pipeline, loaded.labels, data)
+    if not features:
+        raise UserError(f"--calibration {path}: no model input could be built from it")
+    chosen = random.Random(0).sample(features, min(CALIBRATION_WINDOWS, len(features)))
+    chosen.sort(key=lambda f: len(f["input_ids"]))
+    batches = []
+    for start in range(0, len(chosen), CALIBRATION_BATCH):
+        batch = collate(chosen[start : start + CALIBRATION_BATCH], loaded.pipeline.pad_id)
+        batches.append({key: batch[key] for key in ("input_ids", "token_type_ids")})
+    return batches, f"{len(chosen)} windows of {os.path.basename(path)}"
 
 
 def graph_file(directory: str) -> str | None:

@@ -12,7 +12,7 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
-from ernie_ft.inference import ENGINES
+from ernie_ft.inference import ENGINES, PRECISION
 from ernie_ft.models import kernels
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import task_options, unused_data_settings
@@ -50,8 +50,9 @@ class PredictOptions:
 
 
 def resolve_engine(model_dir: str, engine: str) -> str:
-    """``engine`` with 'auto' made concrete: 'inference' when ``model_dir`` (a checkpoint or a run's directory)
-    holds an export (``python -m ernie_ft export``), else 'dygraph'."""
+    """``engine`` with 'auto' made concrete for ``model_dir`` (a checkpoint or a run's directory): the first that it
+    holds of int8 ONNX, ONNX (``export --format onnx [--quantize int8]``), Paddle Inference (``export``), else
+    'dygraph'."""
     return _engine(checkpoint.resolve_model_dir(model_dir), engine)
 
 
@@ -63,6 +64,8 @@ def _engine(checkpoint_dir: str, engine: str) -> str:
     from ernie_ft.inference.onnx import onnx_file
 
     if engine == "auto":
+        if onnx_file(checkpoint_dir, "int8"):
+            return "onnxruntime-int8"
         return "onnxruntime" if onnx_file(checkpoint_dir) else "inference" if graph_file(checkpoint_dir) else "dygraph"
     return engine
 
@@ -92,10 +95,10 @@ def load_for_inference(
         from ernie_ft.inference.export import InferenceModel
 
         loaded.model = InferenceModel(loaded.directory, device)
-    elif engine == "onnxruntime":
+    elif engine.startswith("onnxruntime"):
         from ernie_ft.inference.onnx import OnnxModel
 
-        loaded.model = OnnxModel(loaded.directory)
+        loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"))
     else:
         kernels.enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
@@ -207,7 +210,7 @@ class Predictor:
     def prepare(self, records: list[dict], flag: str = "inputs") -> tuple[list, list[dict]]:
         """(examples, features) for ``records``, as ``predict`` makes them from a JSON Lines file of them."""
         examples = self.task.read_records(records, self.data, flag)
-        encodings = self.loaded.pipeline.encode_many(self.task.texts(examples))
+        encodings = self.loaded.pipeline.encode_many(self.task.texts(examples), word_ids=False)
         features = self.task.featurize(examples, encodings, self.loaded.pipeline, self.labels, self.data)
         if not features:
             raise UserError(f"{flag}: no model input could be built from the records")

@@ -74,13 +74,14 @@ def serve(
     engine: str,
     device: str,
     limits: Limits,
-    export: bool = False,
+    export: str | bool | None = None,
     workers: int = 1,
     trust_pickle: bool = False,
     task: Optional[str] = None,
     log_level: str = "info",
 ) -> int:
-    """Load (and with ``export`` first export) the model, then serve it until SIGTERM or Ctrl-C; returns 0.
+    """Load the model (with ``export``, one of ``EXPORTS``, after exporting it), then serve it until SIGTERM or
+    Ctrl-C; returns 0.
 
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher, on one port;
     the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
@@ -93,7 +94,7 @@ def serve(
 
     limits.check()
     if export:
-        model_dir = exported_model(model_dir, trust_pickle, task)
+        model_dir = exported_model(model_dir, trust_pickle, task, "paddle" if export is True else export)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
     served = ServedModel(model_dir, engine, device, trust_pickle, task)
@@ -116,21 +117,35 @@ def serve(
     return 0
 
 
-def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = None) -> str:
-    """The Paddle Inference export of ``model_dir`` (``serve --export``): the checkpoint itself when it is one,
-    else ``DIR-exported`` beside it, written now (recording ``task``, a task spec, if given) unless it is newer
-    than the checkpoint."""
+EXPORTS = {"paddle": "-exported", "onnx": "-onnx", "int8": "-int8"}
+"""``serve --export`` formats and the suffix of the directory each is written to: Paddle Inference, ONNX, int8
+ONNX."""
+
+
+def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = None, kind: str = "paddle") -> str:
+    """The export of ``model_dir`` of ``kind`` (``serve --export KIND``): the checkpoint itself when it is one,
+    else ``DIR-exported`` (``-onnx``, ``-int8``) beside it, written now (recording ``task``, a task spec, if
+    given) unless it is newer than the checkpoint."""
     from ernie_ft.inference.export import export, graph_file
+    from ernie_ft.inference.onnx import onnx_file
     from ernie_ft.training import checkpoint
 
+    def holds(directory: str) -> bool:
+        return bool(
+            graph_file(directory) if kind == "paddle" else onnx_file(directory, "int8" if kind == "int8" else "fp32")
+        )
+
     source = checkpoint.resolve_model_dir(model_dir)
-    exported = source.rstrip("/") + "-exported"
-    if graph_file(source):
+    exported = source.rstrip("/") + EXPORTS[kind]
+    if holds(source):
         return source
-    if graph_file(exported) and os.path.getmtime(exported) >= os.path.getmtime(source):
+    if holds(exported) and os.path.getmtime(exported) >= os.path.getmtime(source):
         print(f"using the export in {exported} (--export)", flush=True)
     else:
-        print(f"exporting {source} to {exported} for Paddle Inference (--export)", flush=True)
+        engine = {"paddle": "Paddle Inference", "onnx": "ONNX Runtime", "int8": "ONNX Runtime int8"}[kind]
+        print(f"exporting {source} to {exported} for {engine} (--export)", flush=True)
         spec = {} if task is None else {"task": task}
+        if kind != "paddle":
+            spec.update(format="onnx", quantize="int8" if kind == "int8" else None)
         export(source, exported, overwrite=True, trust_pickle=trust_pickle, **spec)
     return exported

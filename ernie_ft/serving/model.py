@@ -6,6 +6,7 @@ import os
 from dataclasses import asdict
 from typing import Optional
 
+from ernie_ft.inference import PRECISION
 from ernie_ft.inference.predict import Predictor
 from ernie_ft.serving.limits import Limits
 
@@ -43,7 +44,8 @@ class ServedModel(Predictor):
             "head": self.task.head,
             "labels": self.labels,
             "model": os.path.abspath(self.model_dir),
-            "engine": self.engine,
+            "engine": self.engine.split("-")[0],
+            "precision": PRECISION.get(self.engine, "fp32"),
             "inputs": {"required": list(self.required), "optional": list(self.optional)},
             "limits": asdict(limits),
         }

@@ -1,7 +1,10 @@
 """Text pipeline: Unicode normalisation, jieba words, WordPiece ids with original-text offsets.
 
-Normalisation and segmentation happen here in Python; WordPiece is HF `tokenizers`
-(Rust) fed the jieba words as pre-tokenised input, so every token knows its word.
+Normalisation and segmentation happen here in Python; WordPiece is HF `tokenizers` (Rust) with
+PaddleNLP's BasicTokenizer rules. jieba never changes a base id: it gives each token its word
+(``Encoding.word_ids``, for whole-word masking) and places a vocabulary extension's pieces. Asked
+for no word ids (``encode_many(word_ids=False)``) and without an extension, a text costs its
+normalisation and the Rust tokenizer only: jieba, most of the cost on Chinese text, does not run.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Encoding:
 
     ids: list[int]
     offsets: list[tuple[int, int]]  # [start, end) into the original text, one per token
-    word_ids: list[int]  # index into TextPipeline.words(text) of each token's word
+    word_ids: list[int] | None  # index into TextPipeline.words(text) of each token's word; None: not asked for
 
 
 @lru_cache(maxsize=1 << 16)
@@ -57,6 +60,11 @@ def _normalize_char(c: str) -> str:
     return unicodedata.normalize("NFKC", c)  # also full-width ASCII -> ASCII and U+3000 -> ' '
 
 
+# Printable ASCII and CJK unified ideographs: characters normalisation never changes (a test checks
+# each one), left out before the per-character look-ups, which cost most of normalisation.
+_UNCHANGED = re.compile("[\x20-\x7e\u3400-\u4dbf\u4e00-\u9fff]+")
+
+
 def normalize_text(text: str, keep: frozenset = frozenset()) -> tuple[str, list[int]]:
     """Normalised text and, per normalised character, the index of its original character.
 
@@ -65,10 +73,20 @@ def normalize_text(text: str, keep: frozenset = frozenset()) -> tuple[str, list[
     Characters in ``keep`` (those the vocabulary has as tokens of their own) stay as they
     are: a pretrained ERNIE saw '，' (id 4), not ','.
     """
+    norm, index = _normalize(text, keep)
+    return norm, list(range(len(text))) if index is None else index
+
+
+def _normalize(text: str, keep: frozenset) -> tuple[str, list[int] | None]:
+    """``normalize_text``, with None for the index when the text is unchanged."""
     # Most characters pass through unchanged: look each distinct one up once, then copy runs.
-    changed = {c: r for c in set(text) if (r := _normalize_char(c)) != c and (c not in keep or not r.strip())}
+    changed = {
+        c: r
+        for c in set(_UNCHANGED.sub("", text))
+        if (r := _normalize_char(c)) != c and (c not in keep or not r.strip())
+    }
     if not changed:
-        return text, list(range(len(text)))
+        return text, None
     out: list[str] = []
     index: list[int] = []
     last = 0
@@ -222,41 +240,54 @@ class TextPipeline:
         """Ids, original-text offsets and word ids of one text (no special tokens, no truncation)."""
         return self._encode_texts([text])[0]
 
-    def _encode_texts(self, texts: list[str]) -> list[Encoding]:
-        prepared = [normalize_text(text, self._keep) for text in texts]
+    def _needs_jieba(self, word_ids: bool) -> bool:
+        return word_ids or (self.extension is not None and not self.exact_spans)
+
+    def _encode_texts(self, texts: list[str], word_ids: bool = True) -> list[Encoding]:
+        prepared = [_normalize(text, self._keep) for text in texts]
         norms = [norm for norm, _ in prepared]
         if len(norms) == 1:
             encs = [self._tok.encode(norms[0], add_special_tokens=False)]
         else:
             encs = self._tok.encode_batch(norms, add_special_tokens=False)
+        segment = self._needs_jieba(word_ids)
         out = []
         for (norm, index), enc in zip(prepared, encs):
             # The checkpoint's own WordPiece rules decide the tokens, so jieba changes no ids
             # ('1.5kg' stays '1 . 5kg' as ERNIE was pretrained); jieba only says which word each
             # token starts in. Offsets are normalised-text characters, mapped back to the original.
-            spans = self._spans(norm)
-            word_of = [-1] * len(norm)
-            for w, (s, e) in enumerate(spans):
-                word_of[s:e] = [w] * (e - s)
-            ids, norm_offsets = enc.ids, enc.offsets
-            if self.extension is not None and not self.exact_spans:
-                ids, norm_offsets = self.extension.apply(norm, spans, ids, norm_offsets)
-            offsets = [(index[a], index[b - 1] + 1) for a, b in norm_offsets]
-            out.append(Encoding(list(ids), offsets, [word_of[a] for a, _ in norm_offsets]))
+            ids, norm_offsets, words = enc.ids, enc.offsets, None
+            if segment:
+                spans = self._spans(norm)
+                if self.extension is not None and not self.exact_spans:
+                    ids, norm_offsets = self.extension.apply(norm, spans, ids, norm_offsets)
+                if word_ids:
+                    word_of = [-1] * len(norm)
+                    for w, (s, e) in enumerate(spans):
+                        word_of[s:e] = [w] * (e - s)
+                    words = [word_of[a] for a, _ in norm_offsets]
+            offsets = norm_offsets if index is None else [(index[a], index[b - 1] + 1) for a, b in norm_offsets]
+            out.append(Encoding(ids, offsets, words))
         return out
 
-    def encode_many(self, texts: list[str], *, cache_dir: str | None = None, num_proc: int = 1) -> list[Encoding]:
+    def encode_many(
+        self, texts: list[str], *, cache_dir: str | None = None, num_proc: int = 1, word_ids: bool = True
+    ) -> list[Encoding]:
         """Encodings of many texts, equal to [encode(t) for t in texts].
+
+        word_ids=False: each Encoding's word_ids is None, and jieba does not run unless a vocabulary
+        extension needs its words (ids and offsets are the same either way).
 
         With cache_dir, results are stored in <cache_dir>/<sha1(fingerprint, texts)>.arrow (an Arrow
         stream that datasets.Dataset.from_file opens) beside the SHA-256 of its bytes, and read back
         on the next identical call; a cache file that is truncated or altered (its digest differs)
         is not trusted but rebuilt, with a warning. self.last_cache_hit says which happened.
-        num_proc > 1 tokenises in that many processes.
+        num_proc > 1 tokenises in that many processes where jieba runs; without it, tokenizers' own
+        threads are faster than processes.
         """
         texts = list(texts)
         self.last_cache_hit = False
-        path = Path(cache_dir) / f"{self._cache_key(texts)}.arrow" if cache_dir is not None else None
+        path = Path(cache_dir) / f"{self._cache_key(texts, word_ids)}.arrow" if cache_dir is not None else None
         if path is not None and path.is_file():
             cached = _read_table(path, len(texts))
             if cached is not None:
@@ -266,13 +297,16 @@ class TextPipeline:
                 f"warning: the tokenisation cache {path} is damaged (truncated or altered); rebuilding it",
                 file=sys.stderr,
             )
-        num_proc = max(1, min(num_proc, len(texts)))
-        encodings = self._encode_texts(texts) if num_proc == 1 else self._encode_in_processes(texts, num_proc)
+        num_proc = max(1, min(num_proc, len(texts))) if self._needs_jieba(word_ids) else 1
+        if num_proc == 1:
+            encodings = self._encode_texts(texts, word_ids)
+        else:
+            encodings = self._encode_in_processes(texts, num_proc, word_ids)
         if path is not None:
             _write_table(path, encodings)
         return encodings
 
-    def _encode_in_processes(self, texts: list[str], num_proc: int) -> list[Encoding]:
+    def _encode_in_processes(self, texts: list[str], num_proc: int, word_ids: bool) -> list[Encoding]:
         # A stdlib pool, not datasets.map(num_proc=...): with the dill 0.3.4 that paddlenlp pins,
         # multiprocess cannot pickle Dataset._map_single on Python 3.11 and the workers die.
         import multiprocessing
@@ -280,7 +314,7 @@ class TextPipeline:
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         size = -(-len(texts) // (num_proc * 4))  # a few chunks per worker evens out long texts
-        chunks = [(self._args, texts[i : i + size]) for i in range(0, len(texts), size)]
+        chunks = [(self._args, texts[i : i + size], word_ids) for i in range(0, len(texts), size)]
         # Forked workers find this pipeline in the memo; spawned ones rebuild it from _args.
         # Either way jieba is never pickled.
         _MEMO[self._args] = self
@@ -299,8 +333,8 @@ class TextPipeline:
                 os.environ["TOKENIZERS_PARALLELISM"] = saved_env
         return [enc for part in parts for enc in part]
 
-    def _cache_key(self, texts: list[str]) -> str:
-        digest = hashlib.sha1(self.fingerprint.encode())
+    def _cache_key(self, texts: list[str], word_ids: bool) -> str:
+        digest = hashlib.sha1((self.fingerprint + ("" if word_ids else "|no word ids")).encode())
         for t in texts:  # length prefix keeps ["ab", "c"] and ["a", "bc"] apart
             digest.update(f"{len(t)}:".encode() + t.encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
@@ -377,11 +411,11 @@ _MEMO: dict[tuple, TextPipeline] = {}
 
 def _encode_chunk(job: tuple) -> list[Encoding]:
     """Worker: encode texts with the pipeline for these constructor args, built once per process."""
-    args, texts = job
+    args, texts, word_ids = job
     pipe = _MEMO.get(args)
     if pipe is None:
         pipe = _MEMO[args] = TextPipeline(**dict(args))
-    return pipe._encode_texts(texts)
+    return pipe._encode_texts(texts, word_ids)
 
 
 def _write_table(path: Path, encodings: list[Encoding]) -> None:
