@@ -247,7 +247,8 @@ def run_level(server: Server, path: str, body, texts, clients: int, args) -> dic
 
 
 def serve_command(model: str, engine: str, device: str) -> list[str]:
-    """``ernie_ft serve`` on ``{port}``: exported first for Paddle Inference, as deployments do, or dygraph."""
+    """``ernie_ft serve`` on ``{port}``: exported first (``--export``: for Paddle Inference, ONNX Runtime or ONNX
+    Runtime in int8), as deployments do, or dygraph."""
     return [
         sys.executable,
         "-m",
@@ -259,8 +260,11 @@ def serve_command(model: str, engine: str, device: str) -> list[str]:
         "{port}",
         "--device",
         device,
-        *(["--export"] if engine == "inference" else ["--engine", "dygraph"]),
+        *(["--engine", "dygraph"] if engine == "dygraph" else ["--export", EXPORTS[engine]]),
     ]
+
+
+EXPORTS = {"inference": "paddle", "onnx": "onnx", "int8": "int8"}
 
 
 def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
@@ -311,9 +315,10 @@ def main() -> None:
     )
     p.add_argument(
         "--engine",
-        default="inference",
-        choices=("inference", "dygraph"),
-        help="ernie_ft's engine: inference exports the model first (serve --export), as deployments do",
+        default="int8",
+        choices=("int8", "onnx", "inference", "dygraph"),
+        help="ernie_ft's engine: int8 (the default), onnx and inference export the model first (serve --export int8, "
+        "onnx, paddle), as deployments do",
     )
     p.add_argument(
         "--device",

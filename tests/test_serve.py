@@ -743,7 +743,9 @@ def test_an_onnx_export_predicts_what_the_checkpoint_predicts(fixture, inputs, r
         main(["export", "--model", model_dir, "--output", str(exported), "--format", "onnx", "--quantize", "int8"]) == 0
     )
     out = capsys.readouterr().out
-    assert "ONNX Runtime fusions: " in out and "SkipLayerNormalization x4" in out, out
+    assert "ONNX Runtime fusions: " in out and "SkipLayerNormalization x4" in out and "MultiHeadAttention x2" in out, (
+        out
+    )
     assert "runs it with ONNX Runtime in int8" in out and (exported / "model.int8.onnx").is_file()
     reference = predicted_by_cli(model_dir, inputs, tmp_path, "--engine", "dygraph")
     assert _close(predicted_by_cli(str(exported), inputs, tmp_path, "--engine", "onnxruntime"), reference)
@@ -756,6 +758,18 @@ def test_an_onnx_export_predicts_what_the_checkpoint_predicts(fixture, inputs, r
     )
     info = ServedModel(str(exported), "auto", "cpu").info(Limits())
     assert (info["engine"], info["precision"]) == ("onnxruntime", "int8")
+
+
+def test_auto_picks_int8_onnx_then_onnx_then_paddle_inference_then_dygraph(tmp_path):
+    from ernie_ft.inference.predict import _engine
+
+    picked = []
+    for name in (None, "inference.json", "model.onnx", "model.int8.onnx"):
+        if name:
+            (tmp_path / name).write_text("")
+        picked.append(_engine(str(tmp_path), "auto"))
+    assert picked == ["dygraph", "inference", "onnxruntime", "onnxruntime-int8"]
+    assert _engine(str(tmp_path), "onnxruntime") == "onnxruntime"  # a named engine is taken as named
 
 
 def test_serve_export_int8_writes_the_int8_model_beside_the_checkpoint_once(classifier, tmp_path, capsys):

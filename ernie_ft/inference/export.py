@@ -85,6 +85,7 @@ def export(
                 os.path.join(tmp, SAFE_WEIGHTS),
                 config.num_attention_heads,
                 config.hidden_size,
+                loaded.pipeline.pad_id,
                 quantize,
                 batches,
                 sample,

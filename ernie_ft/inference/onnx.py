@@ -3,8 +3,9 @@
 
 paddle2onnx (a PaddleNLP dependency) converts the static graph that ``export`` saves (Paddle 3's PIR
 ``inference.json``) into ONNX with dynamic batch size and length; ONNX Runtime's transformer optimizer fuses
-what it recognises (embeddings + LayerNorm, residual + LayerNorm, bias + GELU) into ``model.onnx``, which gives
-the dygraph model's logits (classification to 1.2e-7 on the nano shape). ``--quantize`` adds
+what it recognises (embeddings + LayerNorm, residual + LayerNorm, bias + GELU), and ``fuse_attention`` each
+layer's attention, into ``model.onnx``, which gives the dygraph model's logits (classification to 1.2e-7 on the
+nano shape). ``--quantize`` adds
 ``model.int8.onnx``: weights int8, activations quantized per batch (dynamic) or with ranges calibrated on
 training texts (static). Weights use 7 of the 8 bits (``reduce_range``): the uint8 x int8 products of CPUs without
 VNNI saturate in 16-bit sums otherwise, which took a QA model's outputs 35 % off fp32's where 7 bits keep them
@@ -65,6 +66,7 @@ def convert(
     weights: str,
     heads: int,
     hidden: int,
+    pad_id: int,
     quantize: str | None = None,
     calibration: Iterable[dict] | None = None,
     calibration_source: str | None = None,
@@ -73,8 +75,8 @@ def convert(
     ``graph`` and its ``params``, and ``onnx.json``; returns what ``onnx.json`` records.
 
     ``weights``: the checkpoint's weights file, whose hash the manifest records. ``heads``, ``hidden``: the
-    encoder's shape, for the optimizer's attention patterns. ``calibration``: batches of model inputs (numpy) for
-    static quantization, read from ``calibration_source``.
+    encoder's shape, for the optimizer's patterns; ``pad_id``: the padding token, which attention masks.
+    ``calibration``: batches of model inputs (numpy) for static quantization, read from ``calibration_source``.
     """
     try:
         import paddle2onnx
@@ -90,9 +92,11 @@ def convert(
     paddle2onnx.export(graph, params, save_file=raw, opset_version=OPSET, enable_onnx_checker=True)
     # Python fusions only (opt_level 0): the session applies ONNX Runtime's own graph optimisations when it loads
     optimized = optimizer.optimize_model(raw, model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
+    fused = {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}
+    fused["MultiHeadAttention"] = fuse_attention(optimized.model, heads, pad_id)
+    optimized.prune_graph()
     optimized.save_model_to_file(path)
     os.remove(raw)
-    fused = {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}
     manifest = {"weights_sha256": sha256(weights), "fusions": fused, "files": {ONNX_FILE: {"precision": "fp32"}}}
     if quantize:
         method = (DEFAULT_INT8 if quantize == "int8" else quantize).split("-")[1]
@@ -112,6 +116,94 @@ def convert(
     with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
     return manifest
+
+
+def fuse_attention(model, heads: int, pad_id: int) -> int:
+    """Replace each layer's attention, as paddle2onnx writes ERNIE's, by one ``MultiHeadAttention`` (ONNX Runtime's
+    contrib operator, with the padding mask computed once from ``input_ids``); returns how many were replaced.
+
+    ONNX Runtime's optimizer does not match paddle2onnx's pattern (the query is scaled, then a zero is added, and
+    the mask comes from ``input_ids == pad``). The pattern, from the softmax up::
+
+        q: Add(bias) -> Reshape -> Transpose -> Mul(scale) -> Add(0) -+
+        k: Add(bias) -> Reshape -> Transpose -> Transpose ------------+-> MatMul -> Add(mask) -> Softmax
+        v: Add(bias) -> Reshape -> Transpose -> MatMul(probs, v) -> Transpose -> Reshape: the attention's output
+
+    A layer that differs anywhere is left as it is. Outputs are unchanged (equal to the last bit on the nano
+    shape).
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    readers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    initializers = {i.name: i for i in graph.initializer}
+
+    def constant(name):
+        if name in initializers:
+            return numpy_helper.to_array(initializers[name])
+        node = producer.get(name)
+        return numpy_helper.to_array(node.attribute[0].t) if node is not None and node.op_type == "Constant" else None
+
+    def chain(name, *ops):
+        """The nodes producing ``name`` through ``ops`` (each node's first input leads on), or None."""
+        nodes = []
+        for op in ops:
+            node = producer.get(name)
+            if node is None or node.op_type != op:
+                return None
+            nodes.append(node)
+            name = node.input[0]
+        return nodes
+
+    def only_reader(name, op):
+        nodes = readers.get(name, [])
+        return nodes[0] if len(nodes) == 1 and nodes[0].op_type == op else None
+
+    mask = "ernie_ft.key_padding_mask"
+    replaced = []
+    for softmax in [node for node in graph.node if node.op_type == "Softmax"]:
+        masked = chain(softmax.input[0], "Add", "MatMul")
+        if masked is None:
+            continue
+        scores = masked[1]
+        q = chain(scores.input[0], "Add", "Mul", "Transpose", "Reshape", "Add")
+        k = chain(scores.input[1], "Transpose", "Transpose", "Reshape", "Add")
+        weighted = only_reader(softmax.output[0], "MatMul")
+        v = weighted and chain(weighted.input[1], "Transpose", "Reshape", "Add")
+        merged = weighted and only_reader(weighted.output[0], "Transpose")
+        output = merged and only_reader(merged.output[0], "Reshape")
+        if not (q and k and v and output):
+            continue
+        zero, scale = constant(q[0].input[1]), constant(q[1].input[1])
+        if zero is None or scale is None or np.any(zero != 0) or scale.size != 1:
+            continue
+        attention = helper.make_node(
+            "MultiHeadAttention",
+            [q[4].output[0], k[3].output[0], v[2].output[0], "", mask],
+            [output.output[0]],
+            name=f"ernie_ft.MultiHeadAttention.{len(replaced)}",
+            domain="com.microsoft",
+            num_heads=heads,
+            scale=float(scale.reshape(-1)[0]),
+        )
+        graph.node.insert(list(graph.node).index(output), attention)
+        replaced.append([*q[:4], *k[:3], *v[:2], *masked, softmax, weighted, merged, output])
+    if not replaced:
+        return 0
+    for node in [node for nodes in replaced for node in nodes]:
+        graph.node.remove(node)
+    graph.initializer.append(numpy_helper.from_array(np.array(pad_id, dtype=np.int64), "ernie_ft.pad_id"))
+    graph.node.insert(0, helper.make_node("Cast", ["ernie_ft.not_pad"], [mask], to=TensorProto.INT32))
+    graph.node.insert(0, helper.make_node("Not", ["ernie_ft.is_pad"], ["ernie_ft.not_pad"]))
+    graph.node.insert(0, helper.make_node("Equal", ["input_ids", "ernie_ft.pad_id"], ["ernie_ft.is_pad"]))
+    if not any(opset.domain == "com.microsoft" for opset in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return len(replaced)
 
 
 def _quantize_static(source: str, target: str, calibration: Iterable[dict]) -> None:
