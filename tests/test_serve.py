@@ -166,8 +166,16 @@ def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
     assert_same_records(served.json()["predictions"], written)
     assert_same_records(one_by_one, written)
     assert info["task"] == task and info["engine"] == "dygraph" and info["ready"]
+    assert info["model"] == os.path.basename(model_dir) and not os.path.isabs(info["model"])  # a name, never a path
     assert info["limits"]["forward_batch_size"] == 16  # 0 given: the CPU's pass size
     assert set(info["inputs"]["required"]) <= set(inputs[0])
+
+
+def test_clients_are_told_the_models_name_never_a_path():
+    from ernie_ft.serving.model import model_name
+
+    assert model_name("/srv/models/sentiment/") == "sentiment"
+    assert model_name("runs/cs/best") == "cs/best" and model_name("/runs/cs/last") == "cs/last"
 
 
 def test_exported_engine_answers_like_dygraph(classifier, tmp_path):

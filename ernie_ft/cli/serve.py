@@ -23,6 +23,10 @@ def build_parser(prog: str) -> Parser:
         "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)"
     )
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument(
+        "--name",
+        help="what /v1/info and the page call the model (default: the --model directory's last part; never a path)",
+    )
     flags.add_engine(parser)
     parser.add_argument(
         "--export",
@@ -58,4 +62,5 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         trust_pickle=args.trust_pickle,
         task=args.task,
+        name=args.name,
     )

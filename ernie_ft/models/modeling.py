@@ -79,11 +79,15 @@ def _check_directory(path: str) -> None:
 
 
 def _offline_hint(name: str, reason: str) -> UserError:
+    """The error for a model name PaddleNLP could not load: its reason, whole, and how to bring the model over as
+    safetensors (PaddleNLP 2.8's ``save_pretrained`` writes a pickle unless told otherwise, which ernie_ft refuses)."""
+    cause = " ".join(reason.split())
     return UserError(
-        f"--model {name}: could not load it ({reason.splitlines()[0][:160]}). If this machine is offline, "
-        f'download the model where there is network access: python -c "from paddlenlp.transformers import '
-        f"AutoModel, AutoTokenizer; [c.from_pretrained('{name}').save_pretrained('{name}') for c in "
-        f'(AutoModel, AutoTokenizer)]", copy the folder here and pass --model ./{name}'
+        f"--model {name}: could not load it ({cause}). If this machine is offline, download the model where there "
+        f'is network access: python -c "from paddlenlp.transformers import AutoModel, AutoTokenizer; '
+        f"AutoModel.from_pretrained('{name}').save_pretrained('{name}', safe_serialization=True); "
+        f"AutoTokenizer.from_pretrained('{name}').save_pretrained('{name}')\", copy the folder here and pass "
+        f"--model ./{name}"
     )
 
 

@@ -38,12 +38,14 @@ class WorkerSettings:
 
     model_dir: str
     engine: str
-    """Already resolved ('dygraph' or 'inference'), so that every worker runs the engine the first load chose."""
+    """Already resolved (one of ``inference.ENGINES`` but 'auto'): every worker runs the engine the first load chose."""
     device: str
     limits: Limits
     trust_pickle: bool = False
     task: Optional[str] = None
     """A task spec (``file.py:Class``) for a checkpoint whose task is not found where it was trained."""
+    name: Optional[str] = None
+    """What ``/v1/info`` calls the model."""
 
     ENV: ClassVar[str] = "ERNIE_FT_SERVE"
 
@@ -63,7 +65,9 @@ def app_from_env():
     from ernie_ft.serving.model import ServedModel
 
     settings = WorkerSettings.from_json(os.environ[WorkerSettings.ENV])
-    served = ServedModel(settings.model_dir, settings.engine, settings.device, settings.trust_pickle, settings.task)
+    served = ServedModel(
+        settings.model_dir, settings.engine, settings.device, settings.trust_pickle, settings.task, settings.name
+    )
     return create_app(served, settings.limits)
 
 
@@ -79,25 +83,28 @@ def serve(
     trust_pickle: bool = False,
     task: Optional[str] = None,
     log_level: str = "info",
+    name: Optional[str] = None,
 ) -> int:
     """Load the model (with ``export``, one of ``EXPORTS``, after exporting it), then serve it until SIGTERM or
     Ctrl-C; returns 0.
 
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher, on one port;
     the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
-    (``file.py:Class``) passed on to the loader.
+    (``file.py:Class``) passed on to the loader. ``name``: what clients are told the model is called (default: the
+    directory's last part, ``model.model_name``).
     """
     import uvicorn
 
     from ernie_ft.serving.app import create_app
-    from ernie_ft.serving.model import ServedModel
+    from ernie_ft.serving.model import ServedModel, model_name
 
     limits.check()
+    name = name or model_name(model_dir)
     if export:
         model_dir = exported_model(model_dir, trust_pickle, task, "paddle" if export is True else export)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
-    served = ServedModel(model_dir, engine, device, trust_pickle, task)
+    served = ServedModel(model_dir, engine, device, trust_pickle, task, name)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
     # found: a no-op one, so that a drained server exits 0 (SIG_DFL would end it with -15).
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -110,7 +117,7 @@ def serve(
     if workers == 1:
         uvicorn.run(create_app(served, limits), **options)
         return 0
-    settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task)
+    settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task, name)
     os.environ[WorkerSettings.ENV] = settings.to_json()
     del served
     uvicorn.run("ernie_ft.serving:app_from_env", factory=True, workers=workers, **options)

@@ -13,11 +13,18 @@ from ernie_ft.serving.limits import Limits
 WARM_UP_TEXT = "你好，世界。"
 
 
+def model_name(model_dir: str) -> str:
+    """What clients are told the model is called: its directory's last part (with the run's name before a
+    ``best`` or ``last`` checkpoint), never a path of the server's filesystem."""
+    parts = os.path.normpath(os.path.abspath(model_dir)).split(os.sep)
+    return "/".join(parts[-2:]) if parts[-1] in ("best", "last") and len(parts) > 2 else parts[-1]
+
+
 class ServedModel(Predictor):
     """A ``Predictor`` (``prepare``, ``logits``, ``answer``) with what the server adds: the task's input fields,
     the warm-up input and what ``GET /v1/info`` tells. ``prepare`` runs on any thread, ``logits`` on the model's
     one thread; the inputs reach the task as records in memory (``read_records``), a bad field named where it is
-    (``inputs[2].text``)."""
+    (``inputs[2].text``). ``name``: what ``/v1/info`` calls the model (default: ``model_name``)."""
 
     def __init__(
         self,
@@ -26,10 +33,12 @@ class ServedModel(Predictor):
         device: str = "auto",
         trust_pickle: bool = False,
         task: Optional[str] = None,
+        name: Optional[str] = None,
     ):
         import paddle
 
         super().__init__(model_dir, engine, device, trust_pickle, task)
+        self.name = name or model_name(model_dir)
         self.on_gpu = paddle.device.get_device().startswith("gpu")
         self.required, self.optional = self.task.input_fields
 
@@ -43,7 +52,7 @@ class ServedModel(Predictor):
             "task": self.task.name,
             "head": self.task.head,
             "labels": self.labels,
-            "model": os.path.abspath(self.model_dir),
+            "model": self.name,
             "engine": self.engine.split("-")[0],
             "precision": PRECISION.get(self.engine, "fp32"),
             "inputs": {"required": list(self.required), "optional": list(self.optional)},
