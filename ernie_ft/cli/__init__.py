@@ -21,6 +21,7 @@ import signal
 import sys
 from typing import Callable, Optional
 
+from ernie_ft.cli import distill as distill_command
 from ernie_ft.cli import evaluate as evaluate_command
 from ernie_ft.cli import export as export_command
 from ernie_ft.cli import predict as predict_command
@@ -124,6 +125,10 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
         name: (lambda argv, prog, name=name: run_task(name, argv, prog), description)
         for name, description in train_command.DESCRIPTIONS.items()
     },
+    "distill": (
+        lambda argv, prog: run_guarded(lambda: distill_command.run(argv, prog)),
+        "Distil a trained classifier into a smaller student (the teacher's soft labels at a temperature).",
+    ),
     "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
     "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
     "export": (export, "Export a checkpoint for Paddle Inference."),

@@ -1,0 +1,73 @@
+"""The teacher of a distillation: a trained classification checkpoint, what the student takes from it (labels and
+data settings), and its soft labels for the student's texts."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import yaml
+
+from ernie_ft.errors import UserError
+from ernie_ft.training import checkpoint
+
+INHERITED = ("text_column", "text_pair_column", "label_column", "label_names", "max_len", "stride", "window_pooling")
+"""The teacher's data settings a student gets unless its flags or recipe set them."""
+
+
+def teacher_dir(path: str) -> str:
+    """The checkpoint directory of ``--teacher`` (a classification run's output directory or its best/); a
+    missing directory, a directory that holds no checkpoint or a checkpoint of another task is a UserError."""
+    if not os.path.isdir(path):
+        raise UserError(f"--teacher {path}: directory not found; pass a classification run's output directory")
+    try:
+        found = checkpoint.resolve_model_dir(path)
+    except UserError as e:  # its messages name --model, the flag of predict and evaluate
+        raise UserError(str(e).replace("--model", "--teacher", 1)) from None
+    task = recorded_run(found)["task"]
+    if task != "classify":
+        raise UserError(
+            f"--teacher {path}: a {task} checkpoint; distill takes a classification teacher (a run of "
+            "python -m ernie_ft classify)"
+        )
+    return found
+
+
+def recorded_run(directory: str) -> dict:
+    """The checkpoint's ``ernie_ft.yaml``: {'task': spec, 'run': the run config}."""
+    with open(os.path.join(directory, checkpoint.RUN_FILE), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def teacher_labels(directory: str) -> list[str]:
+    with open(os.path.join(directory, "labels.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def inherited_data(directory: str, given: dict) -> dict:
+    """The teacher's data settings (``INHERITED``) that ``given`` (the student's flags and recipe) leaves unset.
+    The teacher's --stride belongs to its --max-len: a student with its own --max-len does not take it."""
+    trained = recorded_run(directory)["run"]["data"]
+    keep = [k for k in INHERITED if k not in given and not (k == "stride" and "max_len" in given)]
+    return {k: trained[k] for k in keep if trained.get(k) is not None}
+
+
+def soft_labels(directory: str, examples: list, cache_dir: str | None, batch_size: int = 64) -> np.ndarray:
+    """The teacher's logits per example ([examples, labels], float32): its windows over each text (its own
+    vocabulary, --max-len and --stride), pooled per text as its predictions pool them (--window-pooling).
+
+    The model runs on the current Paddle device, with the math threads already set, in dygraph."""
+    from ernie_ft.data.windows import pool_windows
+    from ernie_ft.inference.predict import inference_data
+    from ernie_ft.models import kernels
+    from ernie_ft.models.modeling import compute_logits
+
+    loaded = checkpoint.load_model(directory)
+    kernels.enable_fast_kernels(loaded.model)
+    data = inference_data(loaded.run["data"], {}, loaded.task)
+    encodings = loaded.pipeline.encode_many(loaded.task.texts(examples), cache_dir=cache_dir)
+    features = loaded.task.featurize(examples, encodings, loaded.pipeline, loaded.labels, data)
+    logits = compute_logits(loaded.model, features, loaded.pipeline.pad_id, batch_size)
+    docs = np.array([f["doc"] for f in features])
+    return pool_windows(np.asarray(logits, dtype=np.float32), docs, len(examples), data.window_pooling)
