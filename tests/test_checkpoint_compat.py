@@ -10,13 +10,13 @@ without it they are refused).
 
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import paddle
 import pytest
 from conftest import DATA, ROOT
+
+from ernie_ft.cli import task_command
 
 OLD = ROOT / "tests" / "fixtures" / "v0.1"
 TRAIN = [
@@ -42,28 +42,10 @@ TRAIN = [
 ]  # 0.1 wrote weights as pickles
 
 
-def predict(module, model, data, out):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            module,
-            "predict",
-            "--model",
-            str(model),
-            "--input",
-            str(data),
-            "--output",
-            str(out),
-            "--device",
-            "cpu",
-            "--trust-pickle",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def predict(task, model, data, out):
+    """``python -m ernie_ft.TASK predict`` (in this process): the records it wrote."""
+    args = ["predict", "--model", str(model), "--input", str(data), "--output", str(out), "--device", "cpu"]
+    assert task_command(task)([*args, "--trust-pickle"]) == 0
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
 
@@ -72,7 +54,7 @@ def expected(name):
 
 
 def test_an_old_classifier_predicts_what_it_predicted(tmp_path):
-    got = predict("ernie_ft.classify", OLD / "classify", DATA / "sentiment_test.csv", tmp_path / "p.jsonl")
+    got = predict("classify", OLD / "classify", DATA / "sentiment_test.csv", tmp_path / "p.jsonl")
     old = expected("classify_predictions.jsonl")
     assert [r["text"] for r in got] == [r["text"] for r in old]
     for a, b in zip(got, old):
@@ -80,24 +62,18 @@ def test_an_old_classifier_predicts_what_it_predicted(tmp_path):
 
 
 def test_an_old_crf_tagger_predicts_the_same_entities(tmp_path):
-    got = predict("ernie_ft.ner", OLD / "ner", DATA / "ner_dev.jsonl", tmp_path / "p.jsonl")
+    got = predict("ner", OLD / "ner", DATA / "ner_dev.jsonl", tmp_path / "p.jsonl")
     old = expected("ner_predictions.jsonl")
     assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in got] == [
         [(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in old
     ]
 
 
-def test_an_old_resumable_state_resumes_to_the_uninterrupted_weights(tmp_path):
+def test_an_old_resumable_state_resumes_to_the_uninterrupted_weights(tmp_path, capsys):
     out = tmp_path / "run"
     shutil.copytree(OLD / "classify", out)
-    proc = subprocess.run(
-        [sys.executable, "-m", "ernie_ft.classify", *TRAIN, "--output", str(out), "--resume"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resumed at step 20 (epoch 1, batch 20)" in proc.stderr
+    assert task_command("classify")([*TRAIN, "--output", str(out), "--resume"]) == 0
+    assert "resumed at step 20 (epoch 1, batch 20)" in capsys.readouterr().err
     final = paddle.load(str(out / "last" / "model.pdparams"))
     reference = paddle.load(str(OLD / "classify_uninterrupted.pdparams"))
     assert final.keys() == reference.keys()

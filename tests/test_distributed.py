@@ -14,7 +14,10 @@ import pytest
 from conftest import DATA, ROOT, saved_weights
 from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, step_gradients
 
+from ernie_ft.cli import task_command
 from ernie_ft.config import ParallelConfig
+
+main = task_command("classify")
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
 COMMON = [
@@ -43,7 +46,13 @@ COMMON = [
 ]
 
 
+def train(out, *extra):
+    """A single-process run, in this process (a fresh interpreter would only add Paddle's start-up)."""
+    assert main([*COMMON, "--output", str(out), *extra]) == 0
+
+
 def run(out, *extra, check=True):
+    """A run through ``python -m ernie_ft.classify`` in its own process (which launches ``--nproc`` workers)."""
     args = [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--output", str(out), *extra]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if check:
@@ -72,7 +81,7 @@ def assert_same_weights(a, b, atol):
 def reference(tmp_path_factory):
     """One process, global batch 8 at lr 2e-3: 6 steps, evaluated every 3, the loss logged every step."""
     out = tmp_path_factory.mktemp("reference") / "run"
-    run(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6", "--log-steps", "1")
+    train(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "6", "--log-steps", "1")
     return out
 
 
@@ -88,7 +97,7 @@ def data_parallel(tmp_path_factory):
 def halfway(tmp_path_factory):
     """The reference run stopped after 3 steps, to resume with other numbers of processes."""
     out = tmp_path_factory.mktemp("halfway") / "run"
-    run(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "3")
+    train(out, "--batch-size", "8", "--lr", "2e-3", "--stop-after-steps", "3")
     return out
 
 
@@ -100,7 +109,7 @@ def test_data_parallel_step_equals_one_process_on_the_same_global_batch(tmp_path
 def test_two_processes_equal_one_process_with_the_same_global_batch(reference, data_parallel, tmp_path):
     drift = adam_drift(6, 2e-3)
     assert_same_weights(weights(reference), weights(data_parallel), atol=drift)
-    run(tmp_path / "unscaled", "--batch-size", "8", "--lr", "1e-3", "--stop-after-steps", "6")
+    train(tmp_path / "unscaled", "--batch-size", "8", "--lr", "1e-3", "--stop-after-steps", "6")
     unscaled = weights(tmp_path / "unscaled")  # the comparison can fail: lr 1e-3 unscaled differs
     assert sum(not np.allclose(unscaled[n], v, rtol=0, atol=drift) for n, v in weights(reference).items()) > 30
     logs = data_parallel / "logs"
@@ -122,8 +131,10 @@ def test_logged_loss_is_the_mean_over_replicas(reference, data_parallel):
 
 
 def test_tensor_parallel_step_equals_the_unsharded_model(tmp_path):
+    from helpers import tp_step
+
     script = str(ROOT / "tests" / "helpers" / "tp_step.py")
-    subprocess.run([sys.executable, script, str(tmp_path / "one.npz")], check=True, capture_output=True, timeout=120)
+    np.savez(tmp_path / "one.npz", **tp_step.step(1)[0])  # the unsharded model, in this process
     proc = subprocess.run(
         [
             sys.executable,
@@ -159,27 +170,9 @@ def test_tensor_parallel_training_saves_a_checkpoint_that_predicts_single_proces
     assert_same_weights(weights(reference), weights(out), atol=adam_drift(6, 2e-3))
     assert_same_weights(weights(reference, "best"), weights(out, "best"), atol=adam_drift(6, 2e-3))
     predictions = []
-    for model in (reference, out):  # both best checkpoints, loaded in one plain process
+    for model in (reference, out):  # both best checkpoints, loaded in one plain process: this one
         pred = tmp_path / f"{model.parent.name}.jsonl"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ernie_ft.classify",
-                "predict",
-                "--model",
-                str(model),
-                "--input",
-                DEV,
-                "--output",
-                str(pred),
-                "--device",
-                "cpu",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        assert main(["predict", "--model", str(model), "--input", DEV, "--output", str(pred), "--device", "cpu"]) == 0
         predictions.append([json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()])
     assert [r["label"] for r in predictions[0]] == [r["label"] for r in predictions[1]]
     for a, b in zip(*predictions):
@@ -293,7 +286,8 @@ def test_learning_rate_scaling_rules(rule, replicas, accum, with_accum, factor):
     assert config.lr_factor(replicas, accum) == pytest.approx(factor)
 
 
-def test_tensor_parallel_without_enough_processes_is_a_clear_error(tmp_path):
-    proc = run(tmp_path / "run", "--tensor-parallel", "2", check=False)
-    assert proc.returncode == 2 and "--tensor-parallel 2 must divide the number of processes (1)" in proc.stderr
-    assert "Traceback" not in proc.stderr
+def test_tensor_parallel_without_enough_processes_is_a_clear_error(tmp_path, capsys):
+    status = main([*COMMON, "--output", str(tmp_path / "run"), "--tensor-parallel", "2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "--tensor-parallel 2 must divide the number of processes (1)" in err
+    assert "Traceback" not in err

@@ -14,6 +14,7 @@ import pytest
 from conftest import DATA, saved_weights
 
 from ernie_ft.classify.task import Classification
+from ernie_ft.cli import task_command
 from ernie_ft.cli.train import parse_train_args
 from ernie_ft.task import create_task
 from ernie_ft.training import checkpoint, lock
@@ -43,7 +44,13 @@ def new_run(out, *extra):
     return setup(create_task(Classification, cfg.task, "classify"), cfg)
 
 
+def command(out, *extra) -> int:
+    """``python -m ernie_ft.classify`` in this process: its exit status (its stderr is the test's)."""
+    return task_command("classify")([*COMMON, "--output", str(out), *extra])
+
+
 def cli(out, *extra):
+    """``python -m ernie_ft.classify`` in a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "ernie_ft.classify", *COMMON, "--output", str(out), *extra],
         capture_output=True,
@@ -93,10 +100,11 @@ def test_a_nan_loss_stops_the_run_with_its_step_and_keeps_the_last_good_checkpoi
     assert not (out / "metrics.json").exists()
 
 
-def test_a_diverging_run_ends_in_one_error_line_through_the_command_line(tmp_path):
-    proc = cli(tmp_path / "run", "--epochs", "1", "--lr", "1e30", "--warmup", "0", "--max-grad-norm", "0")
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+def test_a_diverging_run_ends_in_one_error_line_through_the_command_line(tmp_path, capsys):
+    status = command(tmp_path / "run", "--epochs", "1", "--lr", "1e30", "--warmup", "0", "--max-grad-norm", "0")
+    stderr = capsys.readouterr().err
+    lines = stderr.strip().splitlines()
+    assert status == 2 and "Traceback" not in stderr, stderr[-2000:]
     assert lines[-1].startswith("error: step ") and "the training loss is" in lines[-1]
     assert "Nothing was saved yet" in lines[-1]
 
@@ -151,13 +159,12 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one_and_says_what_failed(t
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("faults") / "full"
-    proc = cli(out, "--epochs", "3")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert command(out, "--epochs", "3") == 0
     return last_weights(out)
 
 
 @pytest.mark.parametrize("crash", ["writing", "between-renames", "before-cleanup"])
-def test_a_process_killed_while_it_saves_last_leaves_a_state_that_resumes(uninterrupted, tmp_path, crash):
+def test_a_process_killed_while_it_saves_last_leaves_a_state_that_resumes(uninterrupted, tmp_path, crash, capsys):
     out = tmp_path / "run"
     helper = Path(__file__).with_name("helpers") / "crash_run.py"
     proc = subprocess.run(
@@ -173,9 +180,8 @@ def test_a_process_killed_while_it_saves_last_leaves_a_state_that_resumes(uninte
         "between-renames": {"last.old", "last.tmp"},
         "before-cleanup": {"last", "last.old"},
     }[crash] <= left, left
-    proc = cli(out, "--epochs", "3", "--resume")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert f"resumed at step {16 if crash == 'before-cleanup' else 8}" in proc.stderr
+    assert command(out, "--epochs", "3", "--resume") == 0  # in this process: a process boundary is not the point
+    assert f"resumed at step {16 if crash == 'before-cleanup' else 8}" in capsys.readouterr().err
     assert not (out / "last.old").exists() and not (out / "last.tmp").exists()
     resumed = last_weights(out)
     for name, value in uninterrupted.items():  # one process at a time, the same operations: equal to rounding
@@ -199,8 +205,7 @@ def test_a_second_run_on_the_same_output_is_refused_and_touches_nothing(tmp_path
             assert (out / "best" / "marker").read_text() == "the first run's file"
     finally:
         release_locks()
-    proc = cli(out, "--epochs", "1", "--overwrite")  # once the first run is gone
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert command(out, "--epochs", "1", "--overwrite") == 0  # once the first run is gone
     assert not (out / "best" / "marker").exists() and (out / "best" / "model.safetensors").exists()
 
 

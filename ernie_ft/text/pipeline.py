@@ -41,6 +41,24 @@ _EXTENSION_DIR = "vocab_extension"
 jieba.setLogLevel(logging.WARNING)
 
 
+class _Segmenter(jieba.Tokenizer):
+    """jieba's Tokenizer, with its default dictionary read from disk (about 1 s) once per process rather than once
+    per pipeline: later instances start from a copy of it (a user dictionary adds words to its own copy only)."""
+
+    _default_dictionary: tuple[dict, int] | None = None  # (word frequencies, their total), as jieba loaded them
+
+    def initialize(self, dictionary=None):
+        if self.initialized or dictionary is not None or self.dictionary != jieba.DEFAULT_DICT:
+            return super().initialize(dictionary)
+        with self.lock:
+            if _Segmenter._default_dictionary is None:
+                super().initialize()
+                _Segmenter._default_dictionary = (dict(self.FREQ), self.total)
+            elif not self.initialized:
+                frequencies, total = _Segmenter._default_dictionary
+                self.FREQ, self.total, self.initialized = dict(frequencies), total, True
+
+
 @dataclass
 class Encoding:
     """Tokens of one text, without [CLS]/[SEP]."""
@@ -189,7 +207,7 @@ class TextPipeline:
             f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|{jieba.__version__}|{tokenizers.__version__}|".encode()
         )
         digest.update(Path(vocab_file).read_bytes())
-        self._jieba = jieba.Tokenizer()  # private: the global one is shared with user code
+        self._jieba = _Segmenter()  # private: the global one is shared with user code
         if user_dict is not None:
             digest.update(b"|user_dict|" + _load_user_dict(self._jieba, user_dict))
         self.extension = None
