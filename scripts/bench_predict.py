@@ -108,8 +108,9 @@ def main() -> None:
     from ernie_ft.classify.task import Classification
     from ernie_ft.config import DataConfig, ModelConfig, RunConfig
     from ernie_ft.data.readers import Example
-    from ernie_ft.inference.export import InferenceModel, export
+    from ernie_ft.inference.export import export
     from ernie_ft.inference.predict import load_for_inference
+    from ernie_ft.inference.static_graph import InferenceModel
     from ernie_ft.models import modeling
     from ernie_ft.models.modeling import compute_logits
     from ernie_ft.training import checkpoint, runtime

@@ -86,7 +86,7 @@ def test_max_len_above_the_models_position_limit(tmp_path, capsys, tiny_checkpoi
 @pytest.mark.parametrize(
     "model,expected",
     [
-        ("ernie-3.0-medium-zh", ["--model ernie-3.0-medium-zh", "offline", "save_pretrained"]),
+        ("ernie-3.0-medium-zh", ["--model ernie-3.0-medium-zh", "offline", "safe_serialization=True"]),
         ("./no/such/dir", ["directory not found"]),
         ("scratch:huge", ["unknown scratch preset", "scratch:tiny"]),
     ],

@@ -37,7 +37,9 @@ def test_every_command_has_a_module_with_its_parser_and_handler(name):
 def test_shared_flag_texts_exist_once_in_the_code():
     sources = [p.read_text(encoding="utf-8") for p in (ROOT / "ernie_ft").rglob("*.py")]
     assert sum(s.count("which can run code") for s in sources) == 1  # --trust-pickle's help: the config field's
-    engines = r"""["']auto["'],\s*["']onnxruntime["'],\s*["']inference["'],\s*["']dygraph["']"""
+    engines = (
+        r"""["']auto["'],\s*["']onnxruntime-int8["'],\s*["']onnxruntime["'],\s*["']inference["'],\s*["']dygraph["']"""
+    )
     assert sum(len(re.findall(engines, s)) for s in sources) == 1
 
 
@@ -48,7 +50,7 @@ def test_inference_commands_share_the_flag_definitions_and_take_task(command, ca
     text = " ".join(capsys.readouterr().out.split())
     assert "--task SPEC" in text and "which can run code: only for a source you trust" in text
     if command != "export":
-        assert "{auto,onnxruntime,inference,dygraph}" in text and "cpu, gpu, gpu:N, or auto" in text
+        assert "{auto,onnxruntime-int8,onnxruntime,inference,dygraph}" in text and "cpu, gpu, gpu:N, or auto" in text
 
 
 def test_serve_limit_flags_come_from_the_limits_fields_and_their_docstrings(capsys):
@@ -106,7 +108,14 @@ def test_evaluate_and_export_get_values_not_a_namespace(captured):
     assert cli.main(["evaluate", "--model", "m", "--input", "d.csv", "--allow-new-labels", "--task", "x.py:T"]) == 0
     assert captured["evaluate"] == EvaluateOptions(model="m", input="d.csv", allow_new_labels=True, task="x.py:T")
     assert cli.main(["export", "--model", "m", "--output", "o", "--task", "x.py:T"]) == 0
-    export_options = {"overwrite": False, "trust_pickle": False, "task": "x.py:T", "format": "paddle"}
+    export_options = {
+        "overwrite": False,
+        "trust_pickle": False,
+        "task": "x.py:T",
+        "format": "paddle",
+        "quantize": None,
+        "calibration": None,
+    }
     assert captured["export"] == (("m", "o"), export_options)
 
 
@@ -119,7 +128,7 @@ def test_serve_gets_limits_built_from_its_flags_and_the_task(monkeypatch):
     assert cli.main(["serve", "--model", "m", "--task", "x.py:T", "--max-queue", "3", "--port", "9000"]) == 0
     ((args, kwargs),) = calls
     assert args == ("m", "127.0.0.1", 9000, "auto", "auto", Limits(max_queue=3))
-    assert kwargs == {"export": False, "workers": 1, "trust_pickle": False, "task": "x.py:T"}
+    assert kwargs == {"export": None, "workers": 1, "trust_pickle": False, "task": "x.py:T", "name": None}
 
 
 # ---------------------------------------------------------------- other toolkits' spellings

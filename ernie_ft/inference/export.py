@@ -4,7 +4,7 @@ The output directory is the checkpoint (tokenizer, labels, task and run config, 
 weights) plus a static graph saved with ``paddle.jit.save`` (``inference.json`` or
 ``inference.pdmodel``, and ``inference.pdiparams``) whose inputs have dynamic batch size and
 length, and with ``--format onnx`` the same graph as ``model.onnx`` (``inference.onnx``). ``predict --model
-OUTPUT`` runs it with ONNX Runtime or Paddle Inference (``--engine auto``, the default).
+OUTPUT`` runs it with ONNX Runtime or Paddle Inference (``static_graph``; ``--engine auto``, the default).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import shutil
 
 from ernie_ft.errors import UserError
 from ernie_ft.inference import FORMATS
+from ernie_ft.inference.static_graph import PREFIX, InferenceModel, graph_file
 
-PREFIX = "inference"
+__all__ = ["PREFIX", "InferenceModel", "calibration_batches", "export", "graph_file"]
 
 
 def export(
@@ -108,7 +109,8 @@ def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
     ``CALIBRATION_WINDOWS`` windows drawn at random (seed 0) from ``path``, else from the run's training file."""
     import random
 
-    from ernie_ft.data.batching import collate
+    from paddlenlp.data import Pad
+
     from ernie_ft.inference.predict import inference_data
 
     if path is None:
@@ -130,69 +132,11 @@ def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
     chosen.sort(key=lambda f: len(f["input_ids"]))
     batches = []
     for start in range(0, len(chosen), CALIBRATION_BATCH):
-        batch = collate(chosen[start : start + CALIBRATION_BATCH], loaded.pipeline.pad_id)
-        batches.append({key: batch[key] for key in ("input_ids", "token_type_ids")})
+        part = chosen[start : start + CALIBRATION_BATCH]
+        batches.append(
+            {
+                "input_ids": Pad(pad_val=loaded.pipeline.pad_id, dtype="int64")([f["input_ids"] for f in part]),
+                "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in part]),
+            }
+        )
     return batches, f"{len(chosen)} windows of {os.path.basename(path)}"
-
-
-def graph_file(directory: str) -> str | None:
-    """The exported graph in ``directory`` (PIR JSON or the older ProgramDesc), or None."""
-    for name in (f"{PREFIX}.json", f"{PREFIX}.pdmodel"):
-        if os.path.isfile(os.path.join(directory, name)):
-            return os.path.join(directory, name)
-    return None
-
-
-class InferenceModel:
-    """A Paddle Inference predictor that the dygraph prediction code can call like the model.
-
-    oneDNN on CPU; on GPU the predictor runs on the selected card, with TensorRT when
-    ``tensorrt`` is set (Paddle must be built with it).
-    """
-
-    training = False
-
-    def __init__(self, directory: str, device: str = "cpu", threads: int = 0, tensorrt: bool = False):
-        from paddle import inference
-
-        graph = graph_file(directory)
-        if graph is None:
-            raise UserError(
-                f"--model {directory}: no exported model ({PREFIX}.json or {PREFIX}.pdmodel); "
-                f"create one with python -m ernie_ft.export --model CHECKPOINT --output DIR"
-            )
-        config = inference.Config(graph, os.path.join(directory, f"{PREFIX}.pdiparams"))
-        config.disable_glog_info()
-        if device.startswith("gpu"):
-            card = int(device.split(":")[1]) if ":" in device else 0
-            config.enable_use_gpu(256, card)
-            if tensorrt:
-                config.enable_tensorrt_engine(precision_mode=inference.PrecisionType.Float32)
-        else:
-            config.disable_gpu()
-            config.enable_mkldnn()
-            from ernie_ft.training.runtime import available_cores
-
-            config.set_cpu_math_library_num_threads(threads or available_cores())
-        self.predictor = inference.create_predictor(config)
-
-    def eval(self):
-        return self
-
-    def train(self, mode: bool = True):
-        return self
-
-    def __call__(self, input_ids, token_type_ids, position_ids=None):
-        import paddle
-
-        for name, value in (("input_ids", input_ids), ("token_type_ids", token_type_ids)):
-            handle = self.predictor.get_input_handle(name)
-            array = value.numpy()
-            handle.reshape(array.shape)
-            handle.copy_from_cpu(array)
-        self.predictor.run()
-        outputs = [
-            paddle.to_tensor(self.predictor.get_output_handle(name).copy_to_cpu())
-            for name in self.predictor.get_output_names()
-        ]
-        return outputs[0] if len(outputs) == 1 else outputs

@@ -136,11 +136,40 @@ def fuse_attention(model, heads: int, pad_id: int) -> int:
     from onnx import TensorProto, helper, numpy_helper
 
     graph = model.graph
+    mask = "ernie_ft.key_padding_mask"
+    layers = [match for node in graph.node if node.op_type == "Softmax" for match in [_attention_layer(graph, node)]]
+    layers = [match for match in layers if match is not None]
+    for n, (inputs, output, scale, nodes) in enumerate(layers):
+        attention = helper.make_node(
+            "MultiHeadAttention",
+            [*inputs, "", mask],
+            [output.output[0]],
+            name=f"ernie_ft.MultiHeadAttention.{n}",
+            domain="com.microsoft",
+            num_heads=heads,
+            scale=scale,
+        )
+        graph.node.insert(list(graph.node).index(output), attention)
+        for node in nodes:
+            graph.node.remove(node)
+    if not layers:
+        return 0
+    graph.initializer.append(numpy_helper.from_array(np.array(pad_id, dtype=np.int64), "ernie_ft.pad_id"))
+    graph.node.insert(0, helper.make_node("Cast", ["ernie_ft.not_pad"], [mask], to=TensorProto.INT32))
+    graph.node.insert(0, helper.make_node("Not", ["ernie_ft.is_pad"], ["ernie_ft.not_pad"]))
+    graph.node.insert(0, helper.make_node("Equal", ["input_ids", "ernie_ft.pad_id"], ["ernie_ft.is_pad"]))
+    if not any(opset.domain == "com.microsoft" for opset in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return len(layers)
+
+
+def _attention_layer(graph, softmax):
+    """``fuse_attention``'s pattern around ``softmax``: (the query, key and value projections' outputs, the node
+    whose output is the attention's, the query's scale, every node the fused operator replaces), or None."""
+    import numpy as np
+    from onnx import numpy_helper
+
     producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
     initializers = {i.name: i for i in graph.initializer}
 
     def constant(name):
@@ -161,49 +190,30 @@ def fuse_attention(model, heads: int, pad_id: int) -> int:
         return nodes
 
     def only_reader(name, op):
-        nodes = readers.get(name, [])
+        nodes = [node for node in graph.node if name in node.input]
         return nodes[0] if len(nodes) == 1 and nodes[0].op_type == op else None
 
-    mask = "ernie_ft.key_padding_mask"
-    replaced = []
-    for softmax in [node for node in graph.node if node.op_type == "Softmax"]:
-        masked = chain(softmax.input[0], "Add", "MatMul")
-        if masked is None:
-            continue
-        scores = masked[1]
-        q = chain(scores.input[0], "Add", "Mul", "Transpose", "Reshape", "Add")
-        k = chain(scores.input[1], "Transpose", "Transpose", "Reshape", "Add")
-        weighted = only_reader(softmax.output[0], "MatMul")
-        v = weighted and chain(weighted.input[1], "Transpose", "Reshape", "Add")
-        merged = weighted and only_reader(weighted.output[0], "Transpose")
-        output = merged and only_reader(merged.output[0], "Reshape")
-        if not (q and k and v and output):
-            continue
-        zero, scale = constant(q[0].input[1]), constant(q[1].input[1])
-        if zero is None or scale is None or np.any(zero != 0) or scale.size != 1:
-            continue
-        attention = helper.make_node(
-            "MultiHeadAttention",
-            [q[4].output[0], k[3].output[0], v[2].output[0], "", mask],
-            [output.output[0]],
-            name=f"ernie_ft.MultiHeadAttention.{len(replaced)}",
-            domain="com.microsoft",
-            num_heads=heads,
-            scale=float(scale.reshape(-1)[0]),
-        )
-        graph.node.insert(list(graph.node).index(output), attention)
-        replaced.append([*q[:4], *k[:3], *v[:2], *masked, softmax, weighted, merged, output])
-    if not replaced:
-        return 0
-    for node in [node for nodes in replaced for node in nodes]:
-        graph.node.remove(node)
-    graph.initializer.append(numpy_helper.from_array(np.array(pad_id, dtype=np.int64), "ernie_ft.pad_id"))
-    graph.node.insert(0, helper.make_node("Cast", ["ernie_ft.not_pad"], [mask], to=TensorProto.INT32))
-    graph.node.insert(0, helper.make_node("Not", ["ernie_ft.is_pad"], ["ernie_ft.not_pad"]))
-    graph.node.insert(0, helper.make_node("Equal", ["input_ids", "ernie_ft.pad_id"], ["ernie_ft.is_pad"]))
-    if not any(opset.domain == "com.microsoft" for opset in model.opset_import):
-        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return len(replaced)
+    masked = chain(softmax.input[0], "Add", "MatMul")
+    if masked is None:
+        return None
+    q = chain(masked[1].input[0], "Add", "Mul", "Transpose", "Reshape", "Add")
+    k = chain(masked[1].input[1], "Transpose", "Transpose", "Reshape", "Add")
+    weighted = only_reader(softmax.output[0], "MatMul")
+    v = weighted and chain(weighted.input[1], "Transpose", "Reshape", "Add")
+    merged = weighted and only_reader(weighted.output[0], "Transpose")
+    output = merged and only_reader(merged.output[0], "Reshape")
+    if not (q and k and v and output):
+        return None
+    zero, scale = constant(q[0].input[1]), constant(q[1].input[1])
+    if zero is None or scale is None or np.any(zero != 0) or scale.size != 1:
+        return None
+    inputs = [q[4].output[0], k[3].output[0], v[2].output[0]]
+    return (
+        inputs,
+        output,
+        float(scale.reshape(-1)[0]),
+        [*q[:4], *k[:3], *v[:2], *masked, softmax, weighted, merged, output],
+    )
 
 
 def _quantize_static(source: str, target: str, calibration: Iterable[dict]) -> None:

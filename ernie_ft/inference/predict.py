@@ -57,7 +57,7 @@ def resolve_engine(model_dir: str, engine: str) -> str:
 
 
 def _engine(checkpoint_dir: str, engine: str) -> str:
-    from ernie_ft.inference.export import graph_file
+    from ernie_ft.inference.static_graph import graph_file
 
     if engine not in ENGINES:
         raise UserError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
@@ -92,7 +92,7 @@ def load_for_inference(
     engine = _engine(model_dir, engine)
     loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph", trust_pickle=trust_pickle, task=task)
     if engine == "inference":
-        from ernie_ft.inference.export import InferenceModel
+        from ernie_ft.inference.static_graph import InferenceModel
 
         loaded.model = InferenceModel(loaded.directory, device)
     elif engine.startswith("onnxruntime"):

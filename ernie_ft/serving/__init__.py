@@ -133,8 +133,9 @@ def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = Non
     """The export of ``model_dir`` of ``kind`` (``serve --export KIND``): the checkpoint itself when it is one,
     else ``DIR-exported`` (``-onnx``, ``-int8``) beside it, written now (recording ``task``, a task spec, if
     given) unless it is newer than the checkpoint."""
-    from ernie_ft.inference.export import export, graph_file
+    from ernie_ft.inference.export import export
     from ernie_ft.inference.onnx import onnx_file
+    from ernie_ft.inference.static_graph import graph_file
     from ernie_ft.training import checkpoint
 
     def holds(directory: str) -> bool:
