@@ -307,7 +307,7 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=400, help="requests per level")
     p.add_argument("--time-limit", type=float, default=120, help="seconds per level at most")
     p.add_argument("--model", help="a classifier checkpoint (default: train a nano-shape one)")
-    p.add_argument("--only", help="run only the stacks whose name contains this")
+    p.add_argument("--only", nargs="+", help="run only the stacks whose name contains one of these")
     p.add_argument(
         "--cut",
         type=int,
@@ -352,7 +352,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|")
         results = {}
         for name, (command, path, body, env) in stacks(model, tmp, args.engine, args.device).items():
-            if args.only and args.only not in name:
+            if args.only and not any(part in name for part in args.only):
                 continue
             server = Server(command, os.path.join(tmp, "server.log"), env)
             try:
