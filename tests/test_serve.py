@@ -816,7 +816,9 @@ def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier
         assert_int8_within_bound(fp32.logits(features, 8), int8.logits(features, 8))
 
 
-def test_onnx_export_refusals_are_one_error_line_and_write_nothing(classifier, pretrained, tmp_path, capsys):
+def test_onnx_export_refusals_are_one_error_line_and_write_nothing(
+    classifier, pretrained, tmp_path, capsys, monkeypatch
+):
     from ernie_ft.cli import main
 
     def refused(*args, match):
@@ -844,6 +846,18 @@ def test_onnx_export_refusals_are_one_error_line_and_write_nothing(classifier, p
     run_file = moved / "best" / "ernie_ft.yaml" if (moved / "best").is_dir() else moved / "ernie_ft.yaml"
     run_file.write_text(run_file.read_text().replace(str(DATA / "sentiment_train.tsv"), "/nowhere/train.tsv"))
     refused(str(moved), "--format", "onnx", "--quantize", "int8-static", match="pass --calibration FILE")
+
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_sympy(name, *args, **kwargs):
+        if name == "sympy":
+            raise ImportError("No module named 'sympy'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_sympy)  # ONNX Runtime's optimizer needs it
+    refused(classifier, "--format", "onnx", match="--format onnx needs sympy for ONNX Runtime's optimizer: pip install")
 
 
 def test_an_onnx_file_that_does_not_belong_to_the_checkpoint_is_refused(classifier, tagger, tmp_path, capsys):

@@ -84,6 +84,10 @@ def convert(
     except ImportError:
         raise UserError("--format onnx needs paddle2onnx: pip install paddle2onnx") from None
     _import_onnxruntime("--format onnx")
+    try:
+        import sympy  # noqa: F401  (ONNX Runtime's optimizer needs it for shape inference, and imports it late)
+    except ImportError:
+        raise UserError(f"--format onnx needs sympy for ONNX Runtime's optimizer: {INSTALL} sympy") from None
     from onnxruntime.transformers import optimizer
 
     # paddle2onnx's graph optimiser (polygraphy) would otherwise pip-install packages while it runs
