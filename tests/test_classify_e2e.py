@@ -216,6 +216,17 @@ def test_custom_task_trains_through_the_same_trainer(tmp_path, monkeypatch):
     for record in records:  # the checkpoint brought the task's threshold back
         assert record["labels"] == [label for label, p in record["probs"].items() if p >= 0.9]
 
+    exported = tmp_path / "onnx"  # the custom task's model through ONNX Runtime predicts what dygraph predicts
+    assert ernie_ft_main(["export", "--model", str(out), "--output", str(exported), "--format", "onnx"]) == 0
+    onnx_pred = tmp_path / "onnx.jsonl"
+    command = ["predict", "--model", str(exported), "--input", "data/intent_dev.jsonl", "--output", str(onnx_pred)]
+    assert ernie_ft_main([*command, "--engine", "onnxruntime"]) == 0
+    onnx_records = [json.loads(line) for line in onnx_pred.read_text(encoding="utf-8").splitlines()]
+    assert len(onnx_records) == len(records)
+    for a, b in zip(onnx_records, records):
+        assert a["probs"].keys() == b["probs"].keys()
+        assert all(abs(a["probs"][k] - b["probs"][k]) <= 1e-4 for k in a["probs"]), (a, b)
+
 
 def test_exported_model_predicts_like_dygraph_with_paddle_inference(trained, tmp_path):
     from ernie_ft.cli import export as export_main
