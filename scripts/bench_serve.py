@@ -382,13 +382,19 @@ def main() -> None:
 
 
 def model_only(model: str, texts: list[str], tmp: str) -> None:
-    """ms per window of ServedModel.logits at several batch sizes, dygraph and exported, after a warm-up pass."""
+    """ms per window of ServedModel.logits at several batch sizes, dygraph, Paddle Inference and int8 ONNX Runtime,
+    after a warm-up pass."""
     from ernie_ft.inference.export import export
     from ernie_ft.serving.model import ServedModel
 
     engines = {
         "dygraph": ServedModel(model, "dygraph", "cpu"),
         "inference": ServedModel(export(model, os.path.join(tmp, "exported"), overwrite=True), "inference", "cpu"),
+        "onnxruntime-int8": ServedModel(
+            export(model, os.path.join(tmp, "int8"), overwrite=True, format="onnx", quantize="int8"),
+            "onnxruntime-int8",
+            "cpu",
+        ),
     }
     features = [f for text in texts for f in engines["dygraph"].prepare([{"text": text}])[1]]
     print(f"{len(texts)} reviews -> {len(features)} windows; ms per window (second pass over them)\n")

@@ -792,7 +792,12 @@ def test_serve_export_int8_writes_the_int8_model_beside_the_checkpoint_once(clas
     assert "for ONNX Runtime int8 (--export)" in capsys.readouterr().out
     assert exported_model(str(checkpoint), False, None, "int8") == first
     assert "using the export in" in capsys.readouterr().out
-    assert ServedModel(first, "auto", "cpu").engine == "onnxruntime-int8"
+    served = ServedModel(first, "auto", "cpu")
+    assert served.engine == "onnxruntime-int8"
+    from ernie_ft.serving.app import Service
+    from ernie_ft.serving.limits import Limits
+
+    assert Service(served, Limits()).limits.forward_batch_size == 4  # ONNX Runtime's cheapest pass on a CPU
 
 
 def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier, tmp_path, capsys):

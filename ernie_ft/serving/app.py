@@ -76,8 +76,8 @@ class Service:
     """What the routes share: the model, its batcher, the parsing threads, the counters, readiness."""
 
     def __init__(self, served: ServedModel, limits: Limits):
-        if not limits.forward_batch_size:  # CPU: a pass of 32 windows costs more per window than two of 16
-            on_cpu = min(CPU_FORWARD_BATCH, limits.max_batch_size)
+        if not limits.forward_batch_size:  # CPU: the pass size that costs least per window, per engine
+            on_cpu = min(CPU_FORWARD_BATCH.get(served.engine, 16), limits.max_batch_size)
             limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu else on_cpu)
         self.served, self.limits, self.stats = served, limits, Stats()
         self.schema = request_model(served.required, served.optional, limits)

@@ -4,8 +4,10 @@ from dataclasses import asdict, dataclass
 
 from ernie_ft.errors import UserError
 
-CPU_FORWARD_BATCH = 16
-"""Windows per forward pass on a CPU (the fastest per window of 1-32 for nano, ``bench_serve.py --model-only``)."""
+CPU_FORWARD_BATCH = {"dygraph": 16, "inference": 16, "onnxruntime": 4, "onnxruntime-int8": 4}
+"""Windows per forward pass on a CPU, per engine: the fastest per window of 1-32 for nano (``bench_serve.py
+--model-only``: Paddle 9.8 ms per window in passes of 16, 16.3 alone; int8 ONNX Runtime 5.8-6.0 ms in passes of
+1-4, 7.2 in passes of 16)."""
 
 
 @dataclass(frozen=True)
@@ -14,7 +16,7 @@ class Limits:
     """Most windows in one dynamic batch (the windows of the requests that run together)."""
     forward_batch_size: int = 0
     """Most windows in one forward pass: a dynamic batch runs as passes of this size, sorted by length
-    (0: ``CPU_FORWARD_BATCH`` on a CPU, ``max_batch_size`` on a GPU)."""
+    (0: the engine's ``CPU_FORWARD_BATCH`` on a CPU, ``max_batch_size`` on a GPU)."""
     max_wait_ms: float = 5.0
     """How long the first queued request waits for others to share its batch (only while other requests are
     being read: a request alone runs at once)."""
