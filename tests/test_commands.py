@@ -63,7 +63,9 @@ def test_serve_limit_flags_come_from_the_limits_fields_and_their_docstrings(caps
     for f in dataclasses.fields(Limits):
         first_words = " ".join(field_docs(Limits)[f.name].split()[:4])
         assert f"--{f.name.replace('_', '-')}" in text and first_words in text
-    assert "(0: 16 on a CPU, --max-batch-size on a GPU)" in text  # ``names`` in a docstring read as a user would
+    assert (
+        "(0: on a CPU 16 with Paddle, 4 with ONNX Runtime; --max-batch-size on a GPU)" in text
+    )  # ``names`` in a docstring read as a user would
     args = cli.serve_command.build_parser("serve").parse_args(["--model", "m", "--max-wait-ms", "2.5"])
     assert args.max_wait_ms == 2.5 and args.max_queue == Limits().max_queue
 

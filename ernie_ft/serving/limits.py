@@ -16,7 +16,7 @@ class Limits:
     """Most windows in one dynamic batch (the windows of the requests that run together)."""
     forward_batch_size: int = 0
     """Most windows in one forward pass: a dynamic batch runs as passes of this size, sorted by length
-    (0: the engine's ``CPU_FORWARD_BATCH`` on a CPU, ``max_batch_size`` on a GPU)."""
+    (0: on a CPU 16 with Paddle, 4 with ONNX Runtime; ``max_batch_size`` on a GPU)."""
     max_wait_ms: float = 5.0
     """How long the first queued request waits for others to share its batch (only while other requests are
     being read: a request alone runs at once)."""
