@@ -46,7 +46,7 @@ def export(
             raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")
         if format != "onnx":
             raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
-    static = (onnx.DEFAULT_INT8 if quantize == "int8" else quantize) == "int8-static"
+    static = onnx.int8_method(quantize) == "static"
     if calibration is not None and not static:
         raise UserError("--calibration is for static quantization: add --quantize int8-static")
     import paddle

@@ -77,7 +77,7 @@ class Service:
 
     def __init__(self, served: ServedModel, limits: Limits):
         if not limits.forward_batch_size:  # CPU: the pass size that costs least per window, per engine
-            on_cpu = min(CPU_FORWARD_BATCH.get(served.engine, 16), limits.max_batch_size)
+            on_cpu = min(CPU_FORWARD_BATCH[served.engine], limits.max_batch_size)
             limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu else on_cpu)
         self.served, self.limits, self.stats = served, limits, Stats()
         self.schema = request_model(served.required, served.optional, limits)
