@@ -219,6 +219,92 @@ def test_every_bad_request_gets_a_4xx_naming_the_field(classifier):
         assert client.post("/v1/predict", json={"inputs": [{"text": "好"}]}).status_code == 200  # still serving
 
 
+TEXT_SHAPES = (
+    'expected {"inputs": [{"text": "..."}]}, {"inputs": {"text": "..."}}, {"inputs": ["...", ...]} or {"inputs": "..."}'
+)
+QA_SHAPES = (
+    'expected {"inputs": [{"question": "...", "context": "..."}]} or {"inputs": {"question": "...", "context": "..."}}'
+)
+
+
+@pytest.mark.parametrize("fixture,inputs", [("classifier", CLASSIFY_INPUTS), ("tagger", NER_INPUTS)])
+def test_hugging_face_shapes_get_the_record_forms_answers(fixture, inputs, request):
+    # {"inputs": "..."} (HF Inference API), {"inputs": ["...", ...]} (text-embeddings-inference) and one record
+    # {"inputs": {...}}: the records of the same texts, answered as the record form answers them.
+    texts = [i["text"] for i in inputs]
+    with client_for(str(request.getfixturevalue(fixture))) as client:
+
+        def predictions(inputs):
+            response = client.post("/v1/predict", json={"inputs": inputs})
+            assert response.status_code == 200, response.text
+            return response.json()["predictions"]
+
+        as_records = predictions([{"text": t} for t in texts])
+        assert predictions(texts) == as_records  # the same request, so the same batch: equal to the digit
+        first = predictions([{"text": texts[0]}])
+        assert len(first) == 1 and first[0]["text"] == texts[0]
+        assert predictions(texts[0]) == first == predictions({"text": texts[0]})  # a list of one prediction
+        assert_same_records(first, as_records[:1])
+
+
+def test_each_malformed_body_gets_a_422_naming_the_field_and_the_accepted_shapes(classifier):
+    with client_for(classifier, max_inputs=3, max_chars=50) as client:
+
+        def error(body):
+            response = client.post("/v1/predict", json=body)
+            assert response.status_code == 422, response.text
+            return response.json()["error"]["field"], response.json()["error"]["message"]
+
+        for body, field in (
+            ({"text": "好"}, "inputs"),
+            ({}, "inputs"),
+            ({"inputs": 5}, "inputs"),
+            ({"inputs": None}, "inputs"),
+            ({"inputs": []}, "inputs"),
+            ({"inputs": [5]}, "inputs[0]"),
+            ({"inputs": ["好", ["好"]]}, "inputs[1]"),
+            ({"inputs": [{"text": 1}]}, "inputs[0].text"),
+            ({"inputs": {"txt": "好"}}, "inputs.text"),
+            ({"inputs": "好", "parameters": {"top_k": 2}}, "parameters"),
+            ([{"text": "好"}], "body"),
+        ):
+            where, message = error(body)
+            assert (where, message.endswith("; " + TEXT_SHAPES)) == (field, True), (body, message)
+        assert error({"text": "好"})[1].startswith('missing (the body has "text"); expected')
+        assert error({"inputs": [{"text": "好", "label": "正面"}]}) == (
+            "inputs[0].label",
+            f"unknown field (an input's fields: text, text_pair); {TEXT_SHAPES}",
+        )
+        # a text's own mistake keeps its own message, named where it is in the shape sent
+        assert error({"inputs": ["好", "好" * 51]}) == ("inputs[1]", "String should have at most 50 characters")
+        assert error({"inputs": "好" * 51}) == ("inputs", "String should have at most 50 characters")
+        assert error({"inputs": ["好", "  "]}) == ("inputs[1]", "Value error, must not be empty")
+        assert error({"inputs": {"text": "好", "text_pair": " "}}) == (
+            "inputs.text_pair",
+            "Value error, must not be empty",
+        )
+        assert error({"inputs": ["好"] * 4}) == ("inputs", "4 inputs; at most 3 in one request (serve --max-inputs)")
+        assert client.post("/v1/predict", json={"inputs": ["好"] * 3}).status_code == 200  # at the limit: served
+
+
+def test_qa_takes_one_record_and_refuses_texts_showing_its_shape(reader):
+    with client_for(reader) as client:
+        records = client.post("/v1/predict", json={"inputs": QA_INPUTS})
+        one = client.post("/v1/predict", json={"inputs": QA_INPUTS[0]})  # Hugging Face's question-answering shape
+
+        def error(body):
+            response = client.post("/v1/predict", json=body)
+            assert response.status_code == 422, response.text
+            return response.json()["error"]["field"], response.json()["error"]["message"]
+
+        assert error({"inputs": QA_INPUTS[0]["context"]}) == ("inputs", f"got a string; {QA_SHAPES}")
+        assert error({"inputs": ["灯塔是哪一年建成的？"]}) == ("inputs[0]", f"got a string; {QA_SHAPES}")
+        assert error({"inputs": {"question": "哪一年？"}}) == ("inputs.context", f"required; {QA_SHAPES}")
+        assert error({"question": "哪一年？", "context": "建于1903年。"})[1].endswith(QA_SHAPES)
+    assert records.status_code == one.status_code == 200, (records.text, one.text)
+    assert one.json()["predictions"] == records.json()["predictions"]
+
+
 def test_a_qa_input_without_context_names_the_field(reader):
     with client_for(reader) as client:
         response = client.post("/v1/predict", json={"inputs": [{"question": "哪一年？"}]})
@@ -561,10 +647,20 @@ def test_the_page_is_one_offline_file_that_calls_the_api(classifier):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "/v1/predict" in page.text and "/v1/info" in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN: it works offline
-    body = docs["paths"]["/v1/predict"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    content = docs["paths"]["/v1/predict"]["post"]["requestBody"]["content"]["application/json"]
+    body = content["schema"]
     assert "$ref" not in json.dumps(body)  # the request schema is spelled out on the OpenAPI page
-    assert body["properties"]["inputs"]["items"]["required"] == ["text"]
-    assert set(body["properties"]["inputs"]["items"]["properties"]) == {"text", "text_pair"}
+    records, record, texts, text = body["properties"]["inputs"]["anyOf"]  # every accepted shape, records first
+    assert records["items"]["required"] == ["text"] == record["required"]
+    assert set(records["items"]["properties"]) == {"text", "text_pair"} == set(record["properties"])
+    assert texts["items"]["type"] == "string" == text["type"] and texts["maxItems"] == records["maxItems"] == 64
+    assert '{"inputs": ["...", ...]}' in body["properties"]["inputs"]["description"]
+    assert [example["value"]["inputs"] for example in content["examples"].values()] == [
+        [{"text": "你好，世界。"}],
+        {"text": "你好，世界。"},
+        ["你好，世界。", "你好，世界。"],
+        "你好，世界。",
+    ]  # one example of each shape, ready to send from the OpenAPI page
 
 
 # ------------------------------------------------------------------ the page in a real headless Chromium

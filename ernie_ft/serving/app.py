@@ -16,14 +16,7 @@ from ernie_ft.errors import UserError
 from ernie_ft.serving.batcher import Batcher, QueueFull, Stats
 from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
 from ernie_ft.serving.model import ServedModel
-from ernie_ft.serving.schemas import (
-    error_body,
-    error_response,
-    field_path,
-    named_field,
-    openapi_schema,
-    request_model,
-)
+from ernie_ft.serving.schemas import BadRequest, RequestBody, error_body, error_response, named_field
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
@@ -80,7 +73,7 @@ class Service:
             on_cpu = min(CPU_FORWARD_BATCH[served.engine], limits.max_batch_size)
             limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu else on_cpu)
         self.served, self.limits, self.stats = served, limits, Stats()
-        self.schema = request_model(served.required, served.optional, limits)
+        self.schema = RequestBody(served.required, served.optional, limits)
         self.ready = False
         self.batcher: Optional[Batcher] = None
         self.prepare_pool = ThreadPoolExecutor(2, thread_name_prefix="ernie_ft-prepare")
@@ -106,18 +99,12 @@ class Service:
         self.ready = True
 
     async def predict(self, raw: bytes):
-        from pydantic import ValidationError
-
-        try:  # parsed here, not by FastAPI: JSON whatever the Content-Type, and our own error shape
-            body = self.schema.model_validate_json(raw)
-        except ValidationError as e:
-            first = e.errors()[0]
-            if first["type"] == "json_invalid":
-                return error_response(400, "body", f"malformed JSON: {first.get('ctx', {}).get('error', first['msg'])}")
-            return error_response(422, field_path(first["loc"]), first["msg"])
+        try:  # parsed here, not by FastAPI: JSON whatever the Content-Type, every shape, and our own error body
+            inputs = self.schema.parse(raw)
+        except BadRequest as e:
+            return error_response(e.status, e.field, e.message)
         if not self.ready:
             return error_response(503, "model", "the model is still loading", {"Retry-After": "1"})
-        inputs = [item.model_dump(exclude_none=True) for item in body.inputs]
         self.batcher.incoming += 1
         try:
             examples, features = await asyncio.get_running_loop().run_in_executor(
@@ -157,7 +144,8 @@ def create_app(served: ServedModel, limits: Optional[Limits] = None):
     description = f"{served.task.name} model {os.path.abspath(served.model_dir)}"
     app = FastAPI(title="ernie_ft", lifespan=lifespan, description=description)
     app.state.service = service
-    request_body = {"required": True, "content": {"application/json": {"schema": openapi_schema(service.schema)}}}
+    shapes = {"schema": service.schema.openapi(), "examples": service.schema.openapi_examples(served.example_input())}
+    request_body = {"required": True, "content": {"application/json": shapes}}
 
     @app.post("/v1/predict", openapi_extra={"requestBody": request_body})
     async def predict(request: Request):
