@@ -88,7 +88,8 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     model: str = "scratch:tiny"
-    """PaddleNLP model name (e.g. ernie-3.0-medium-zh), a checkpoint directory, or scratch:tiny / scratch:nano."""
+    """PaddleNLP model name (e.g. ernie-3.0-medium-zh), a checkpoint directory (ernie_ft, PaddleNLP, or a Hugging
+    Face transformers BERT/ERNIE checkpoint), or scratch:tiny / scratch:nano."""
     vocab: Optional[str] = None
     """Vocabulary file for a scratch model (one token per line). Default: built from the training data."""
     dropout: Optional[float] = None
@@ -160,11 +161,20 @@ class TrainConfig:
 @dataclass
 class ParallelConfig:
     nproc: int = 1
-    """Processes on this machine for CPU data parallelism (gloo); each gets an equal share of the cores."""
+    """Processes on this machine (per node with ``nnodes``) for CPU data parallelism (gloo); each gets an equal share
+    of the cores."""
     gpus: Optional[str] = None
-    """GPUs to train on, e.g. 0,1,2,3: one process per GPU (NCCL)."""
+    """GPUs to train on, e.g. 0,1,2,3: one process per GPU (NCCL); with ``nnodes``, the GPUs of this node."""
     ips: Optional[str] = None
     """Node IPs for multi-node training, e.g. 10.0.0.1,10.0.0.2; run the same command on every node."""
+    nnodes: Optional[int] = None
+    """Nodes of a multi-node job: run the same command on each, with ``master``; ``nproc`` or ``gpus`` per node."""
+    master: Optional[str] = None
+    """HOST:PORT where the nodes meet, the same on every node: one node's address and a port free there (its
+    launcher serves the rendezvous), e.g. 10.0.0.1:8090."""
+    node_rank: Optional[int] = None
+    """This node's rank, 0 to N-1 for ``nnodes`` N (give it on every node or on none); node 0 writes the output.
+    Default: the node at ``master`` is 0, the others in no fixed order."""
     tensor_parallel: int = 1
     """Split every attention and feed-forward matrix across this many processes; the rest replicate data."""
     lr_scaling: str = "linear"
@@ -183,11 +193,60 @@ class ParallelConfig:
             raise UserError(f"--gpus {self.gpus}: give GPU numbers separated by commas, e.g. --gpus 0,1,2,3")
         if self.gpus is not None and self.nproc > 1:
             raise UserError("--nproc is for CPU processes; with --gpus every listed GPU gets one process")
+        self._check_nodes()
+
+    def _check_nodes(self) -> None:
+        """The multi-node flags: ``nnodes`` and ``master`` together, a well-formed HOST:PORT, a rank among the nodes."""
+        if self.ips and (self.master is not None or self.nnodes is not None):
+            raise UserError(
+                f"--ips {self.ips} starts its nodes without a master: use either --ips alone or --nnodes N "
+                "--master HOST:PORT, not both"
+            )
+        if self.nnodes is not None and self.nnodes < 1:
+            raise UserError(f"--nnodes must be at least 1, not {self.nnodes}")
+        if self.nnodes is not None and self.nnodes > 1 and self.master is None:
+            raise UserError(
+                f"--nnodes {self.nnodes} needs --master HOST:PORT, where the nodes meet: one node's address and a "
+                "port free on it, the same on every node (e.g. --master 10.0.0.1:8090)"
+            )
+        if self.master is not None and self.nnodes is None:
+            raise UserError(
+                f"--master {self.master} needs --nnodes N, the number of nodes that meet there (the same on every "
+                "node; --nnodes 1 trains on this node alone)"
+            )
+        if self.master is not None:
+            master_address(self.master)
+        if self.node_rank is not None and (self.nnodes or 1) < 2:
+            raise UserError("--node-rank is for jobs of several nodes: give it with --nnodes N (N > 1) and --master")
+        if self.node_rank is not None and not 0 <= self.node_rank < self.nnodes:
+            raise UserError(
+                f"--node-rank {self.node_rank}: a node's rank is 0 to {self.nnodes - 1} with --nnodes {self.nnodes}"
+            )
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes the job spans: ``nnodes``, the addresses of ``ips``, or 1."""
+        if self.ips:
+            return len(self.ips.split(","))
+        return self.nnodes or 1
 
     def lr_factor(self, replicas: int, grad_accum: int) -> float:
         """What the single-device --lr is multiplied by for this many replicas (and accumulation steps)."""
         k = replicas * (grad_accum if self.scale_lr_with_accum else 1)
         return {"linear": float(k), "sqrt": math.sqrt(k), "none": 1.0}[self.lr_scaling]
+
+
+def master_address(master: str) -> tuple[str, int]:
+    """(host, port) of ``--master HOST:PORT``, or UserError. Paddle's launcher splits it at its one colon, so IPv6
+    addresses and URLs are refused."""
+    host, sep, port = master.partition(":")
+    valid = sep and host and ":" not in port and "/" not in host and port.isdigit() and 0 < int(port) < 65536
+    if not valid:
+        raise UserError(
+            f"--master {master}: give HOST:PORT, one node's IPv4 address or host name and a port free on it, "
+            "e.g. --master 10.0.0.1:8090"
+        )
+    return host, int(port)
 
 
 @dataclass

@@ -12,6 +12,12 @@ processes and fail with a traceback.
 Ctrl-C or a SIGTERM sent to the command reaches the launcher once (it runs in its own session, so a
 terminal's Ctrl-C is not delivered twice); the launcher sends its workers SIGTERM, they agree on a
 step, save a resumable state and exit, and the command exits 130 or 143.
+
+Several nodes (``--nnodes N --master HOST:PORT``, the same command on each) meet at the master, which
+the launcher of the node at that address serves. They may share one filesystem (or be one machine),
+so no node's launcher locks the output directory: each probes it and logs to a directory of its own
+(OUTPUT/logs/node-K, or OUTPUT/logs/HOSTNAME), and the job's global rank 0, the one process that
+writes the output, holds its lock (``worker.py``).
 """
 
 from __future__ import annotations
@@ -19,22 +25,50 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from typing import Optional
 
+from ernie_ft.config import master_address
 from ernie_ft.errors import UserError
+from ernie_ft.training.lock import LOCK
+from ernie_ft.training.worker import ARGV_VARIABLE, OUTPUT_VARIABLE
 
-LAUNCH_FLAGS = {"--nproc": 1, "--gpus": 1, "--ips": 1}  # flag -> number of values it takes
+# flag -> number of values it takes
+LAUNCH_FLAGS = {"--nproc": 1, "--gpus": 1, "--ips": 1, "--nnodes": 1, "--master": 1, "--node-rank": 1}
 CPU_ADVICE = "or train on the CPU without --gpus (--nproc N for N processes)"
+# What Paddle's launcher takes from the environment over its flags (PADDLE_TRAINER_ID as --rank, the endpoints
+# as --master and --nnodes). Schedulers and Kubernetes operators set some of them; the command's flags decide.
+LAUNCHER_VARIABLES = (
+    "PADDLE_MASTER",
+    "PADDLE_NNODES",
+    "PADDLE_RANK",
+    "PADDLE_TRAINER_ID",
+    "PADDLE_NPROC_PER_NODE",
+    "PADDLE_DEVICES",
+    "PADDLE_IPS",
+    "PADDLE_LOG_DIR",
+    "PADDLE_TRAINER_ENDPOINTS",
+    "DISTRIBUTED_TRAINER_ENDPOINTS",
+)
 
 
 def needs_launch(parallel) -> bool:
-    """True when the flags ask for several processes and this is not one of them yet."""
-    if "PADDLE_TRAINER_ID" in os.environ:
+    """True when the flags ask for several processes (or nodes) and this is not one of them yet.
+
+    A process ``launch`` started has ``ARGV_VARIABLE``; one another launcher started has PADDLE_TRAINER_ID,
+    which the paddle-operator also sets in every pod of a PaddleJob, so there the multi-node flags still launch.
+    """
+    if ARGV_VARIABLE in os.environ or ("PADDLE_TRAINER_ID" in os.environ and parallel.nodes == 1):
         return False
-    return parallel.nproc > 1 or bool(parallel.ips) or (parallel.gpus is not None and "," in parallel.gpus)
+    return (
+        parallel.nproc > 1
+        or parallel.nodes > 1
+        or bool(parallel.ips)
+        or (parallel.gpus is not None and "," in parallel.gpus)
+    )
 
 
 def child_argv(argv: list[str]) -> list[str]:
@@ -124,11 +158,13 @@ def launch(argv: list[str], parallel, output: str) -> int:
 
     ``parallel`` is the ParallelConfig; with ``gpus`` set the request is checked first
     (``check_gpus``), so a bad one is one UserError and nothing starts. Each rank's log goes to
-    OUTPUT/logs/workerlog.N. Returns the launcher's exit status.
+    this node's log directory (``node_logs``) as workerlog.N, N counted on this node. Returns the
+    launcher's exit status.
     """
-    from ernie_ft.training.lock import lock_output, release_output
+    from ernie_ft.training.lock import release_output
 
-    command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", os.path.join(output, "logs")]
+    logs = node_logs(output, parallel)
+    command = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", logs]
     if parallel.gpus is not None:
         ids = check_gpus(parallel.gpus)
         command += ["--devices", launcher_devices(ids)]
@@ -136,27 +172,126 @@ def launch(argv: list[str], parallel, output: str) -> int:
     else:
         command += ["--nproc_per_node", str(parallel.nproc)]
         processes = parallel.nproc
-    lock_output(output)  # held by this process while the workers run
-    if parallel.ips:
-        command += ["--ips", parallel.ips]
+    command += node_flags(parallel)
+    held = hold_output(output, logs, parallel)  # held by this process while the workers run
     command += [sys.executable, "-m", "ernie_ft.training.worker"]
-    env = {**os.environ, "ERNIE_FT_WORKER_ARGV": json.dumps(["ernie_ft", *child_argv(argv)])}
-    print(f"launching {processes} processes; logs in {os.path.join(output, 'logs')}", file=sys.stderr)
+    print(f"launching {describe_processes(processes, parallel)}; logs in {logs}", file=sys.stderr)
     started = time.time()
     try:
-        status, signum = run_launcher(command, env)
+        status, signum = run_launcher(command, launcher_env(argv, output, parallel))
     finally:
-        release_output(output)
+        release_output(held)
     if signum is not None:
-        print(stopped(output, started), file=sys.stderr)
+        print(stopped(output, started, logs, parallel.nodes), file=sys.stderr)
         return 128 + signum
     if status:
+        elsewhere = "; the other nodes' logs are on those nodes" if parallel.nodes > 1 else ""
         print(
             f"error: the distributed job failed (launcher exit status {status}); the failing rank's log is "
-            f"shown above, every rank's log is in {os.path.join(output, 'logs')}",
+            f"shown above, every rank's log of this node is in {logs}{elsewhere}",
             file=sys.stderr,
         )
     return status
+
+
+def describe_processes(processes: int, parallel) -> str:
+    """'2 processes' or, on several nodes, '2 processes on this node (node 1 of 2 nodes, master 10.0.0.1:8090)'."""
+    what = f"{processes} process{'es' if processes > 1 else ''}"
+    if parallel.nodes == 1:
+        return what
+    rank = "" if parallel.node_rank is None else f"node {parallel.node_rank} of "
+    meet = f"master {parallel.master}" if parallel.master else f"nodes {parallel.ips}"
+    return f"{what} on this node ({rank}{parallel.nodes} nodes, {meet})"
+
+
+def node_flags(parallel) -> list[str]:
+    """The launcher's flags that join this node to the others: --ips, or --master, --nnodes and --rank."""
+    if parallel.ips:
+        return ["--ips", parallel.ips]
+    if parallel.nodes == 1:  # --nnodes 1: this node alone, the master is not contacted
+        return []
+    flags = ["--master", master_endpoint(parallel.master), "--nnodes", str(parallel.nnodes)]
+    if parallel.node_rank is not None:
+        flags += ["--rank", str(parallel.node_rank)]
+    return flags
+
+
+def master_endpoint(master: str) -> str:
+    """``--master HOST:PORT`` for Paddle's launcher, the host as an IPv4 address where it resolves.
+
+    The launcher serves the rendezvous on the node whose own address (or 127.0.0.1) ``--master`` names,
+    compared as text: given a host name, no node would serve it and every node would wait. A name that
+    does not resolve here yet (a Kubernetes service whose pod is not ready) is passed on as it is: the
+    launchers that only connect to the master retry until it answers.
+    """
+    host, port = master_address(master)
+    try:
+        host = socket.gethostbyname(host)
+    except OSError:
+        pass
+    return f"{host}:{port}"
+
+
+def node_logs(output: str, parallel) -> str:
+    """This node's log directory: OUTPUT/logs, or on several nodes OUTPUT/logs/node-K (``--node-rank K``) or
+    OUTPUT/logs/HOSTNAME, since nodes that share a filesystem would otherwise write the same workerlog.0."""
+    logs = os.path.join(output, "logs")
+    if parallel.nodes == 1:
+        return logs
+    return os.path.join(logs, f"node-{parallel.node_rank}" if parallel.node_rank is not None else socket.gethostname())
+
+
+def hold_output(output: str, logs: str, parallel) -> str:
+    """Lock what this launcher owns while its workers run, or UserError if another run holds it; returns the
+    locked directory. One node: the output directory. Several: this node's log directory, after checking that
+    no other run holds the output directory (its lock goes to the job's global rank 0, see ``worker.py``)."""
+    from ernie_ft.training.lock import lock_output
+
+    if parallel.nodes == 1:
+        lock_output(output)
+        return output
+    check_output_free(output)
+    try:
+        lock_output(logs)
+    except UserError:
+        raise UserError(
+            f"--output {output}: {logs} is in use by another process on this host; when several nodes of a job "
+            f"run on one host, give each its own --node-rank (0 to {parallel.nodes - 1})"
+        ) from None
+    return logs
+
+
+def check_output_free(output: str) -> None:
+    """UserError when another run holds OUTPUT/.lock (a one-node run's launcher, a multi-node job's rank 0).
+
+    The probe takes a shared lock and drops it at once, so the nodes of one job, which probe at the same
+    time on a shared filesystem, never exclude each other; their workers start only after every node has
+    joined, so rank 0's exclusive lock comes after every probe.
+    """
+    import fcntl
+
+    path = os.path.join(output, LOCK)
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            holder = f.read().strip()
+            raise UserError(
+                f"--output {output} is in use by another ernie_ft run{f' (pid {holder})' if holder else ''}; "
+                "wait for it to finish or choose another directory"
+            ) from None
+
+
+def launcher_env(argv: list[str], output: str, parallel) -> dict:
+    """The launcher's environment: this one without ``LAUNCHER_VARIABLES``, with the command for the workers
+    (``ARGV_VARIABLE``) and, on several nodes, the output directory whose lock rank 0 takes."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env[ARGV_VARIABLE] = json.dumps(["ernie_ft", *child_argv(argv)])
+    if parallel.nodes > 1:
+        env[OUTPUT_VARIABLE] = os.path.abspath(output)
+    return env
 
 
 def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
@@ -183,10 +318,11 @@ def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
     return status, (received[0] if received else None)
 
 
-def stopped(output: str, started: float) -> str:
+def stopped(output: str, started: float, logs: Optional[str] = None, nodes: int = 1) -> str:
     """What a signal left in ``output``: the resumable state the workers saved, or that there is none."""
     # "last" is checkpoint.LAST, not imported: checkpoint imports this module (through runtime)
     state = os.path.join(output, "last", "trainer_state.json")
+    logs = logs or os.path.join(output, "logs")
     if os.path.isfile(state) and os.path.getmtime(state) >= started:
         with open(state, encoding="utf-8") as f:
             step = json.load(f)["step"]
@@ -194,4 +330,9 @@ def stopped(output: str, started: float) -> str:
             f"stopped at step {step}; a resumable checkpoint is in {os.path.dirname(state)}: run the same "
             f"command with --resume to continue"
         )
-    return f"stopped before a resumable checkpoint was saved; every rank's log is in {os.path.join(output, 'logs')}"
+    if nodes > 1:
+        return (
+            f"stopped; a resumable checkpoint, if rank 0 saved one, is in the --output of rank 0's node; this "
+            f"node's logs are in {logs}"
+        )
+    return f"stopped before a resumable checkpoint was saved; every rank's log is in {logs}"

@@ -103,7 +103,8 @@ def setup(task, cfg: RunConfig) -> Run:
     checkpoint.check_output(tc.output, cfg.resume, cfg.overwrite)
     parallel = Parallel(cfg.parallel.tensor_parallel)
     device = runtime.select_device(runtime.device_for(tc.device, cfg.parallel.gpus, parallel.size))
-    threads = runtime.set_threads(tc.threads, parallel.size)
+    # the cores of this node are shared by its own processes (the launcher's PADDLE_LOCAL_SIZE), not every node's
+    threads = runtime.set_threads(tc.threads, int(os.environ.get("PADDLE_LOCAL_SIZE", parallel.size)))
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
     pipeline = modeling.load_pipeline(

@@ -3,6 +3,9 @@
 The launcher's own argument parser would take flags such as ``--train`` for abbreviations of
 its ``--trainers``, so the command travels in the environment instead of on the command line.
 The process ends through ``leave``.
+
+On several nodes no launcher locks the output directory (the nodes may share one filesystem): the
+job's global rank 0, the one process that writes it, holds the lock for the run (``hold_output``).
 """
 
 import json
@@ -12,7 +15,10 @@ import signal
 import sys
 import traceback
 
+from ernie_ft.errors import UserError
+
 ARGV_VARIABLE = "ERNIE_FT_WORKER_ARGV"
+OUTPUT_VARIABLE = "ERNIE_FT_WORKER_OUTPUT"  # set on several nodes: the output directory rank 0 locks
 
 
 def leave(status: int) -> None:
@@ -39,6 +45,16 @@ def _leave_on_signal(signum, frame):
     leave(128 + signum)
 
 
+def hold_output() -> None:
+    """In global rank 0 of a multi-node job, lock the output directory ``OUTPUT_VARIABLE`` names until this
+    process ends (UserError if another run holds it); elsewhere nothing."""
+    output = os.environ.get(OUTPUT_VARIABLE)
+    if output and os.environ.get("PADDLE_TRAINER_ID") == "0":
+        from ernie_ft.training.lock import lock_output
+
+        lock_output(output)
+
+
 def _status(exit: SystemExit) -> int:
     if exit.code is None or isinstance(exit.code, int):
         return exit.code or 0
@@ -51,8 +67,12 @@ if __name__ == "__main__":
     sys.argv = [module, *args]
     signal.signal(signal.SIGTERM, _leave_on_signal)  # the command puts its own in place while it runs
     try:
+        hold_output()
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
+    except UserError as e:  # the output directory is another run's: one line, as the command prints it
+        print(f"error: {e}", file=sys.stderr)
+        code = 2
     except SystemExit as e:
         code = _status(e)
     except KeyboardInterrupt as e:  # 130 after Ctrl-C, 143 after a SIGTERM (errors.Interrupted)
