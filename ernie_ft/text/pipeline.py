@@ -1,7 +1,13 @@
 """Text pipeline: Unicode normalisation, jieba words, WordPiece ids with original-text offsets.
 
-Normalisation and segmentation happen here in Python; WordPiece is HF `tokenizers` (Rust) with
-PaddleNLP's BasicTokenizer rules. jieba never changes a base id: it gives each token its word
+Normalisation and segmentation happen here in Python; WordPiece is HF `tokenizers` (Rust). Three rule sets
+(``RULES``) follow a checkpoint's origin: ``"ernie_ft"`` (per-character NFKC, then PaddleNLP's BasicTokenizer
+splits, the default), ``"bert"`` (exactly transformers' BertTokenizer) and ``"paddlenlp"`` (exactly PaddleNLP's
+ErnieTokenizer). For the last two, the characters that BERT's BasicTokenizer changes (case, accents, control
+and space characters, and with transformers NFC) are mapped here, one character or combining sequence at a
+time, with Python's own ``unicodedata`` as those tokenizers use it; Rust then lower-cases ASCII and splits
+on a character class built from the same tables, so no Unicode table of the Rust library decides a token.
+jieba never changes a base id: it gives each token its word
 (``Encoding.word_ids``, for whole-word masking) and places a vocabulary extension's pieces. Asked
 for no word ids (``encode_many(word_ids=False)``) and without an extension, a text costs its
 normalisation and the Rust tokenizer only: jieba, most of the cost on Chinese text, does not run.
@@ -105,6 +111,11 @@ def _normalize(text: str, keep: frozenset) -> tuple[str, list[int] | None]:
     }
     if not changed:
         return text, None
+    return _replace_chars(text, changed)
+
+
+def _replace_chars(text: str, changed: dict[str, str]) -> tuple[str, list[int]]:
+    """``text`` with each character in ``changed`` replaced, and the original index of each output character."""
     out: list[str] = []
     index: list[int] = []
     last = 0
@@ -120,16 +131,145 @@ def _normalize(text: str, keep: frozenset) -> tuple[str, list[int] | None]:
     return "".join(out), index
 
 
+# The rules of BERT's BasicTokenizer, as transformers 4.x and PaddleNLP 2.8 write them (their _is_control,
+# _is_whitespace, _is_punctuation, _is_chinese_char and PaddleNLP's _is_symbol), with Python's unicodedata.
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+_PADDLENLP_SYMBOLS = (0x00AD, 0x00B2, 0x00BA, 0x3007, 0x00B5, 0x00D8, 0x014B, 0x01B1)
+_ASCII_PUNCTUATION = [*range(33, 48), *range(58, 65), *range(91, 97), *range(123, 127)]
+# No P or S character lies beyond (Unicode 14; a test checks the whole range).
+_PUNCTUATION_SCAN_END = 0x20000
+
+
+def _dropped(c: str) -> bool:
+    """BasicTokenizer._clean_text drops it: NUL, U+FFFD and every C* character except tab, newline and CR."""
+    return c in "\x00\ufffd" or (c not in "\t\n\r" and unicodedata.category(c)[0] == "C")
+
+
+@lru_cache(maxsize=1 << 16)
+def _basic_unit(unit: str, lower: bool, strip: bool, compose: bool) -> str:
+    """What BERT's BasicTokenizer makes of one character (or one combining sequence), before its splits.
+
+    In transformers' order: lower-cased per character (``PreTrainedTokenizer.tokenize``), cleaned (controls
+    dropped, spaces to ' '), NFC (transformers only: ``compose``), lower-cased again and accents stripped
+    (NFD, Mn dropped) per word. Characters ``str.split`` splits on become ' '.
+    """
+    if lower:
+        unit = "".join(c.lower() for c in unit)
+    unit = "".join("" if _dropped(c) else " " if c in " \t\n\r" or unicodedata.category(c) == "Zs" else c for c in unit)
+    if compose:
+        unit = unicodedata.normalize("NFC", unit)
+    if lower:
+        unit = unit.lower()
+    if strip:
+        unit = "".join(c for c in unicodedata.normalize("NFD", unit) if unicodedata.category(c) != "Mn")
+    return "".join(" " if c.isspace() else c for c in unit)
+
+
+@lru_cache(maxsize=1)
+def _nfc_seconds() -> frozenset:
+    """Characters NFC may join to the character before them: second halves of canonical pairs, Hangul V and T."""
+    seconds = {chr(c) for c in [*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)]}
+    for cp in range(0x30000):  # canonical decompositions end at U+2FA1D
+        parts = unicodedata.decomposition(chr(cp)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            seconds.add(chr(int(parts[1], 16)))
+    return frozenset(seconds)
+
+
+@lru_cache(maxsize=1 << 16)
+def _joins_previous(c: str) -> bool:
+    """Whether NFC may join ``c`` to the character before it, or ``c`` vanishes and lets its neighbours join."""
+    if _dropped(c):
+        return True
+    first = unicodedata.normalize("NFD", c)[0]
+    return unicodedata.combining(first) > 0 or first in _nfc_seconds()
+
+
+def _normalize_basic(text: str, lower: bool, strip: bool, compose: bool):
+    """BasicTokenizer's normalisation of ``text`` (``_basic_unit``): (text, starts, ends) with, per output
+    character, the original characters it came from, [start, end); (text, None, None) when nothing changes.
+
+    Printable ASCII and the common CJK blocks are left as they are (Rust lower-cases ASCII, so the special
+    tokens ``[CLS]`` etc. written in a text stay whole, as transformers matches them before lower-casing).
+    With ``compose`` (NFC without stripping accents), a character and the combining ones after it are one unit.
+    """
+    exotic = set(_UNCHANGED.sub("", text))
+    if not exotic:
+        return text, None, None
+    if compose and any(_joins_previous(c) for c in exotic):
+        return _normalize_sequences(text, exotic, lower, strip)
+    changed = {c: r for c in exotic if (r := _basic_unit(c, lower, strip, compose)) != c}
+    if not changed:
+        return text, None, None
+    norm, index = _replace_chars(text, changed)
+    return norm, index, None
+
+
+def _normalize_sequences(text: str, exotic: set, lower: bool, strip: bool):
+    """``_normalize_basic`` by combining sequences: NFC joins characters only inside one. A sequence NFC
+    leaves as it is keeps one offset per character; one it joins points at all of its characters."""
+    joining = "".join(sorted(re.escape(c) for c in exotic if _joins_previous(c)))
+
+    def alone(i: int) -> tuple[int, int, str]:  # printable ASCII and CJK stay as they are (see _normalize_basic)
+        c = text[i]
+        return i, i + 1, _basic_unit(c, lower, strip, True) if c in exotic else c
+
+    pieces: list[tuple[int, int, str]] = []
+    last = 0
+    for m in re.finditer(f"(?s).[{joining}]+", text):
+        pieces += [alone(i) for i in range(last, m.start())]
+        whole = _basic_unit(m.group(), lower, strip, True)
+        each = [_basic_unit(c, lower, strip, True) for c in m.group()]
+        if "".join(each) == whole:
+            pieces += [(m.start() + k, m.start() + k + 1, r) for k, r in enumerate(each)]
+        else:
+            pieces.append((m.start(), m.end(), whole))
+        last = m.end()
+    pieces += [alone(i) for i in range(last, len(text))]
+    norm = "".join(r for _, _, r in pieces)
+    return norm, [s for s, _, r in pieces for _ in r], [e for _, e, r in pieces for _ in r]
+
+
+@lru_cache(maxsize=4)
+def _split_class(symbols: bool, chinese: bool) -> str:
+    """An Oniguruma class of the characters BasicTokenizer makes words of their own: punctuation (ASCII
+    non-alphanumerics and Unicode P*), with ``symbols`` PaddleNLP's symbols (S* and a few more), with
+    ``chinese`` the CJK ideographs. Built from Python's unicodedata, the tables transformers and PaddleNLP use."""
+    points = set(_ASCII_PUNCTUATION)
+    for cp in range(_PUNCTUATION_SCAN_END):
+        category = unicodedata.category(chr(cp))[0]
+        if category == "P" or (symbols and category == "S"):
+            points.add(cp)
+    if symbols:
+        points.update(_PADDLENLP_SYMBOLS)
+    if chinese:
+        points.update(cp for lo, hi in _CJK_RANGES for cp in range(lo, hi + 1))
+    return _class_of(points)
+
+
 def _read_vocab(vocab_file: str) -> tuple[dict, list[str]]:
-    """(token -> id, the file's lines) of a vocab.txt; a UserError when it cannot be read or lacks a special token."""
-    try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
-        with open(vocab_file, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(
-            f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); give a vocab.txt with one token per line"
-        ) from None
-    # A repeated token keeps its last id, as PaddleNLP does ('$' is on two lines of ERNIE 3.0).
+    """(token -> id, the file's lines) of a vocab.txt, or of a tokenizers ``tokenizer.json`` (``*.json``) with a
+    WordPiece model; a UserError when it cannot be read or lacks a special token."""
+    if vocab_file.endswith(".json"):
+        lines = _tokenizer_json_vocab(Path(vocab_file))
+    else:
+        try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
+            with open(vocab_file, encoding="utf-8") as f:
+                lines = [line.rstrip("\n") for line in f]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(
+                f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); give a vocab.txt with one token per line"
+            ) from None
+    # A repeated token keeps its last id, as PaddleNLP and transformers do ('$' is on two lines of ERNIE 3.0).
     vocab = {tok: i for i, tok in enumerate(lines)}
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
@@ -138,6 +278,69 @@ def _read_vocab(vocab_file: str) -> tuple[dict, list[str]]:
             "use the checkpoint's vocab.txt or one written by build_vocab"
         )
     return vocab, lines
+
+
+def _tokenizer_json(path: Path) -> dict:
+    """A tokenizers ``tokenizer.json`` whose model is WordPiece with BERT's settings; a UserError otherwise."""
+    data = _read_json(path)
+    model = data.get("model") or {}
+    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        raise UserError(
+            f"{path}: its model is {model.get('type') or 'missing'}, not WordPiece; ernie_ft reads BERT-style "
+            "tokenizers only (a WordPiece vocabulary, as bert-base-chinese or ERNIE)"
+        )
+    if model.get("continuing_subword_prefix", "##") != "##" or model.get("max_input_chars_per_word", 100) != 100:
+        raise UserError(
+            f"{path}: its WordPiece model has continuing_subword_prefix "
+            f"{model.get('continuing_subword_prefix')!r} and max_input_chars_per_word "
+            f"{model.get('max_input_chars_per_word')}; ernie_ft reads BERT's '##' and 100 only"
+        )
+    return data
+
+
+def _tokenizer_json_vocab(path: Path) -> list[str]:
+    """The vocabulary of a WordPiece ``tokenizer.json`` as the lines of a vocab.txt (token of id i on line i).
+
+    An id no token has (transformers converts a vocab.txt with a repeated line so: the earlier line's id is
+    gone) gets the placeholder ``[unused-repeat-N]``, so every later id stays."""
+    vocab = _tokenizer_json(path)["model"]["vocab"]
+    lines = {i: tok for tok, i in vocab.items() if isinstance(i, int) and i >= 0}
+    if len(lines) != len(vocab):
+        raise UserError(
+            f"{path}: its WordPiece vocabulary gives two tokens one id, or an id that is not a whole number; "
+            "save the tokenizer again with transformers, or give its vocab.txt"
+        )
+    return [lines.get(i, f"[unused-repeat-{i}]") for i in range(max(lines, default=-1) + 1)]
+
+
+def _repeated_lines(lines: list[str]) -> dict[str, list[int]]:
+    """Tokens on more than one line, with their 0-based line numbers."""
+    seen: dict[str, list[int]] = {}
+    for i, tok in enumerate(lines):
+        seen.setdefault(tok, []).append(i)
+    return {tok: where for tok, where in seen.items() if len(where) > 1}
+
+
+_WARNED_REPEATS: set[str] = set()
+
+
+def _warn_repeated_lines(vocab_file: str, lines: list[str]) -> None:
+    """One stderr line (once per file and process) when a vocabulary repeats a token, for rules "bert"."""
+    repeated = _repeated_lines(lines)
+    key = os.path.abspath(vocab_file)
+    if not repeated or key in _WARNED_REPEATS:
+        return
+    _WARNED_REPEATS.add(key)
+    where = "; ".join(
+        f"{tok!r} on lines {', '.join(str(i + 1) for i in lines_of)} (id {lines_of[-1]})"
+        for tok, lines_of in repeated.items()
+    )
+    print(
+        f"warning: vocab file {vocab_file}: repeated tokens: {where}; ids follow transformers (the last line), "
+        "but re-saving this tokenizer with transformers' save_pretrained drops the earlier line and shifts every "
+        "later id; write it with TextPipeline.save_hf, which keeps every id",
+        file=sys.stderr,
+    )
 
 
 def _load_user_dict(segmenter, user_dict: str) -> bytes:
@@ -154,8 +357,14 @@ def _load_user_dict(segmenter, user_dict: str) -> bytes:
     return Path(user_dict).read_bytes()
 
 
+RULES = ("ernie_ft", "bert", "paddlenlp")
+"""Tokenization rules: ernie_ft's own (NFKC per character, PaddleNLP's splits), transformers' BertTokenizer,
+PaddleNLP's ErnieTokenizer."""
+RULES_VERSION = 1  # bump when the "bert" or "paddlenlp" rules change, so their caches stop matching
+
+
 class TextPipeline:
-    """Text -> Encoding for one vocabulary, casing, jieba user dictionary and segmentation mode."""
+    """Text -> Encoding for one vocabulary, casing, jieba user dictionary, segmentation mode and rule set."""
 
     def __init__(
         self,
@@ -166,11 +375,23 @@ class TextPipeline:
         segment: bool = True,
         vocab_extension: str | None = None,
         exact_spans: bool = False,
+        rules: str = "ernie_ft",
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
     ):
-        """``vocab_extension``: a directory written by ``python -m ernie_ft.vocab learn``; its pieces
+        """``vocab_file``: a vocab.txt, or a tokenizers ``tokenizer.json`` with a WordPiece model.
+        ``vocab_extension``: a directory written by ``python -m ernie_ft.vocab learn``; its pieces
         get ids after the vocabulary's. ``exact_spans``: keep the extension's ids (the model's size)
         but encode characters as the base vocabulary does, so span boundaries inside a piece stay
-        reachable (token and span heads)."""
+        reachable (token and span heads). ``rules``: one of ``RULES``; ``strip_accents`` (None: as
+        ``lowercase``) and ``tokenize_chinese_chars`` are BertTokenizer's, for rules "bert" only."""
+        if rules not in RULES:
+            raise UserError(f"rules={rules!r}: no such tokenization rules; use one of {', '.join(RULES)}")
+        if rules != "bert" and (strip_accents is not None or not tokenize_chinese_chars):
+            raise UserError(
+                f"strip_accents/tokenize_chinese_chars: BertTokenizer's settings, for rules 'bert' only (got rules "
+                f"{rules!r}); drop them"
+            )
         self._kwargs = dict(
             vocab_file=str(vocab_file),
             lowercase=bool(lowercase),
@@ -178,39 +399,82 @@ class TextPipeline:
             segment=bool(segment),
             vocab_extension=None if vocab_extension is None else str(vocab_extension),
             exact_spans=bool(exact_spans),
+            rules=rules,
+            strip_accents=None if strip_accents is None else bool(strip_accents),
+            tokenize_chinese_chars=bool(tokenize_chinese_chars),
         )
         self._args = tuple(self._kwargs.items())
         self.vocab_file = str(vocab_file)
         self.lowercase, self.segment, self.exact_spans = bool(lowercase), bool(segment), bool(exact_spans)
+        self.rules, self.strip_accents = rules, self._kwargs["strip_accents"]
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self.last_cache_hit = False
-        self.vocab, lines = _read_vocab(vocab_file)
+        self.vocab, self._lines = _read_vocab(self.vocab_file)
         vocab = self.vocab
-        self.vocab_size = len(lines)  # ids run to len-1 even when tokens repeat
-        # Full-width letters and digits always become ASCII ('３０' would be one unknown word);
-        # other characters the vocabulary has (full-width punctuation such as '，') stay.
-        self._keep = frozenset(t for t in vocab if len(t) == 1 and not (t.isalnum() and "\uff01" <= t <= "\uff5e"))
+        self.vocab_size = len(self._lines)  # ids run to len-1 even when tokens repeat
+        if rules == "bert":
+            _warn_repeated_lines(self.vocab_file, self._lines)
         self.pad_id, self.cls_id, self.sep_id, self.mask_id, self.unk_id = (vocab[t] for t in SPECIAL_TOKENS)
-        self._tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
-        self._tok.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.lowercase
-        )
-        # As PaddleNLP's BasicTokenizer: symbols, kana, Greek/Cyrillic and IPA stand alone ('4～6' is
-        # '4 ～ 6'), then BERT's whitespace and punctuation split.
-        self._tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Split(tokenizers.Regex(_SPECIAL_CHARS), behavior="isolated"),
-                pre_tokenizers.BertPreTokenizer(),
-            ]
-        )
+        self._keep = frozenset()
+        if rules == "ernie_ft":
+            # Full-width letters and digits always become ASCII ('３０' would be one unknown word);
+            # other characters the vocabulary has (full-width punctuation such as '，') stay.
+            self._keep = frozenset(t for t in vocab if len(t) == 1 and not (t.isalnum() and "\uff01" <= t <= "\uff5e"))
+        # BasicTokenizer strips accents when lower-casing unless told otherwise; NFC is transformers' only.
+        self._strip = self.lowercase if self.strip_accents is None else self.strip_accents
+        self._compose = rules == "bert"
+        self._tok = self._rust_tokenizer(vocab)
+        self.fingerprint = self._load_words_and_extension(self._base_digest(), user_dict)
 
+    def _rust_tokenizer(self, vocab: dict) -> Tokenizer:
+        """WordPiece (Rust) with this rule set's normaliser and pre-tokenizer, for text ``_prepare`` has mapped."""
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+        if self.rules == "ernie_ft":
+            tok.normalizer = normalizers.BertNormalizer(
+                clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.lowercase
+            )
+            # As PaddleNLP's BasicTokenizer: symbols, kana, Greek/Cyrillic and IPA stand alone ('4～6' is
+            # '4 ～ 6'), then BERT's whitespace and punctuation split.
+            tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [
+                    pre_tokenizers.Split(tokenizers.Regex(_SPECIAL_CHARS), behavior="isolated"),
+                    pre_tokenizers.BertPreTokenizer(),
+                ]
+            )
+            return tok
+        # Python has mapped every other character (_normalize_basic): only ASCII is left to lower-case.
+        if self.lowercase:
+            tok.normalizer = normalizers.Lowercase()
+        split = _split_class(self.rules == "paddlenlp", self.tokenize_chinese_chars)
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(tokenizers.Regex(split), behavior="isolated"), pre_tokenizers.WhitespaceSplit()]
+        )
+        # Both tokenizers take a special token written in a text as that token, before any normalisation.
+        tok.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+        return tok
+
+    def _base_digest(self):
+        """The fingerprint's hash of the settings, vocabulary and rules (the words and extension follow)."""
         digest = hashlib.sha1(
             f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|{jieba.__version__}|{tokenizers.__version__}|".encode()
         )
-        digest.update(Path(vocab_file).read_bytes())
+        if self.rules == "ernie_ft":
+            digest.update(Path(self.vocab_file).read_bytes())
+        else:  # the lines, whichever file holds them; the rules follow Python's Unicode tables
+            digest.update(
+                f"rules|{self.rules}|{RULES_VERSION}|{self._strip}|{self.tokenize_chinese_chars}|"
+                f"{unicodedata.unidata_version}|".encode()
+            )
+            digest.update("\n".join(self._lines).encode("utf-8"))
+        return digest
+
+    def _load_words_and_extension(self, digest, user_dict: str | None) -> str:
+        """Set up jieba (with the user dictionary) and the vocabulary extension; the fingerprint with them."""
         self._jieba = _Segmenter()  # private: the global one is shared with user code
         if user_dict is not None:
             digest.update(b"|user_dict|" + _load_user_dict(self._jieba, user_dict))
         self.extension = None
+        vocab_extension = self._kwargs["vocab_extension"]
         if vocab_extension is not None:
             from ernie_ft.text.extension import VocabExtension
 
@@ -218,20 +482,41 @@ class TextPipeline:
                 raise UserError(
                     f"--vocab-extension {vocab_extension}: pieces live inside jieba words; it needs segment=True"
                 )
-            self.extension = VocabExtension(vocab_extension, vocab, vocab_file, self.vocab_size)
+            self.extension = VocabExtension(vocab_extension, self.vocab, self.vocab_file, self.vocab_size)
             self.vocab_size += len(self.extension.pieces)
             digest.update(f"|extension|{self.extension.digest}|{self.exact_spans}".encode())
-        self.fingerprint = digest.hexdigest()
+        return digest.hexdigest()
 
     def replace(self, **changes) -> TextPipeline:
         """A pipeline with the same settings except ``changes`` (constructor keywords)."""
         return TextPipeline(**{**self._kwargs, **changes})
 
     def normalize(self, text: str) -> tuple[str, list[int]]:
-        """Full-width ASCII and U+3000 to half-width and NFKC per character, except for characters the
-        vocabulary has as tokens; Cc/Cf dropped (\\t \\n \\r become spaces).
-        Returns (normalised text, original index of each of its characters)."""
-        return normalize_text(text, self._keep)
+        """The text as the Rust tokenizer receives it, and the original index of each of its characters.
+
+        Rules "ernie_ft": full-width ASCII and U+3000 to half-width and NFKC per character, except for
+        characters the vocabulary has as tokens; Cc/Cf dropped (\\t \\n \\r become spaces). Rules "bert" and
+        "paddlenlp": BasicTokenizer's cleaning, lower-casing (but of ASCII, left to Rust), accent stripping and
+        (bert) NFC."""
+        norm, starts, _ = self._prepare(text)
+        return norm, list(range(len(text))) if starts is None else starts
+
+    def _prepare(self, text: str) -> tuple[str, list[int] | None, list[int] | None]:
+        """(normalised text, start, end in the original text of each of its characters); None: unchanged, or
+        each end is start + 1."""
+        if self.rules == "ernie_ft":
+            norm, index = _normalize(text, self._keep)
+            return norm, index, None
+        return _normalize_basic(text, self.lowercase, self._strip, self._compose and not self._strip)
+
+    @staticmethod
+    def _to_original(spans, starts: list[int] | None, ends: list[int] | None) -> list[tuple[int, int]]:
+        """Spans of the normalised text as [start, end) of the original text."""
+        if starts is None:
+            return spans
+        if ends is None:
+            return [(starts[a], starts[b - 1] + 1) for a, b in spans]
+        return [(starts[a], ends[b - 1]) for a, b in spans]
 
     def _spans(self, norm: str) -> list[tuple[int, int]]:
         """Word spans in normalised-text offsets, whitespace-only words dropped."""
@@ -246,13 +531,13 @@ class TextPipeline:
 
     def normalized_words(self, text: str) -> list[str]:
         """The jieba words of the normalised text (whitespace-only words dropped)."""
-        norm = normalize_text(text, self._keep)[0]
+        norm = self._prepare(text)[0]
         return [norm[s:e] for s, e in self._spans(norm)]
 
     def words(self, text: str) -> list[tuple[int, int]]:
         """jieba word spans [start, end) in original-text offsets, whitespace-only words dropped."""
-        norm, index = normalize_text(text, self._keep)
-        return [(index[s], index[e - 1] + 1) for s, e in self._spans(norm)]
+        norm, starts, ends = self._prepare(text)
+        return self._to_original(self._spans(norm), starts, ends)
 
     def encode(self, text: str) -> Encoding:
         """Ids, original-text offsets and word ids of one text (no special tokens, no truncation)."""
@@ -262,15 +547,15 @@ class TextPipeline:
         return word_ids or (self.extension is not None and not self.exact_spans)
 
     def _encode_texts(self, texts: list[str], word_ids: bool = True) -> list[Encoding]:
-        prepared = [_normalize(text, self._keep) for text in texts]
-        norms = [norm for norm, _ in prepared]
+        prepared = [self._prepare(text) for text in texts]
+        norms = [norm for norm, _, _ in prepared]
         if len(norms) == 1:
             encs = [self._tok.encode(norms[0], add_special_tokens=False)]
         else:
             encs = self._tok.encode_batch(norms, add_special_tokens=False)
         segment = self._needs_jieba(word_ids)
         out = []
-        for (norm, index), enc in zip(prepared, encs):
+        for (norm, starts, ends), enc in zip(prepared, encs):
             # The checkpoint's own WordPiece rules decide the tokens, so jieba changes no ids
             # ('1.5kg' stays '1 . 5kg' as ERNIE was pretrained); jieba only says which word each
             # token starts in. Offsets are normalised-text characters, mapped back to the original.
@@ -284,8 +569,7 @@ class TextPipeline:
                     for w, (s, e) in enumerate(spans):
                         word_of[s:e] = [w] * (e - s)
                     words = [word_of[a] for a, _ in norm_offsets]
-            offsets = norm_offsets if index is None else [(index[a], index[b - 1] + 1) for a, b in norm_offsets]
-            out.append(Encoding(ids, offsets, words))
+            out.append(Encoding(ids, self._to_original(norm_offsets, starts, ends), words))
         return out
 
     def encode_many(
@@ -359,14 +643,18 @@ class TextPipeline:
 
     def save(self, directory: str) -> None:
         """Write vocab.txt and tokenizer_config.json (PaddleNLP ErnieTokenizer format) plus
-        ernie_ft_text.json, the user dictionary and the vocabulary extension (vocab_extension/), so
-        from_dir(directory) rebuilds this pipeline."""
+        ernie_ft_text.json (settings and rules), the user dictionary and the vocabulary extension
+        (vocab_extension/), so from_dir(directory) rebuilds this pipeline."""
         from paddlenlp.transformers import ErnieTokenizer
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         user_dict = self._kwargs["user_dict"]
-        ErnieTokenizer(self.vocab_file, do_lower_case=self.lowercase).save_pretrained(str(out))
+        vocab_file = self.vocab_file
+        if vocab_file.endswith(".json"):  # a tokenizer.json's vocabulary: written out line by line, ids kept
+            vocab_file = str(out / "vocab.txt")
+            Path(vocab_file).write_text("".join(t + "\n" for t in self._lines), encoding="utf-8")
+        ErnieTokenizer(vocab_file, do_lower_case=self.lowercase).save_pretrained(str(out))
         meta = {
             "version": PIPELINE_VERSION,
             "lowercase": self.lowercase,
@@ -374,6 +662,9 @@ class TextPipeline:
             "user_dict": None,
             "vocab_extension": None,
             "exact_spans": self.exact_spans,
+            "rules": self.rules,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
         }
         if self.extension is not None:
             self.extension.save(str(out / _EXTENSION_DIR))
@@ -386,27 +677,227 @@ class TextPipeline:
         (out / _META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_dir(cls, directory: str) -> TextPipeline:
-        """Pipeline for a checkpoint directory: vocab.txt, do_lower_case from tokenizer_config.json,
-        and lowercase/segment/user dictionary/extension/exact_spans from ernie_ft_text.json when present."""
+    def from_dir(cls, directory: str, *, rules: str | None = None) -> TextPipeline:
+        """Pipeline for a checkpoint or tokenizer directory.
+
+        Saved by ernie_ft (ernie_ft_text.json): its settings and rules ("ernie_ft" when none is recorded).
+        A transformers tokenizer (``is_hf_tokenizer_dir``): rules "bert" with do_lower_case, strip_accents and
+        tokenize_chinese_chars from tokenizer_config.json, else from tokenizer.json's BertNormalizer, else
+        BertTokenizer's defaults. Otherwise (PaddleNLP): rules "ernie_ft", do_lower_case from
+        tokenizer_config.json. The vocabulary is vocab.txt, or tokenizer.json's WordPiece vocabulary.
+        ``rules``: these rules instead of the recorded ones (e.g. "paddlenlp" for a model named by PaddleNLP).
+        """
         d = Path(directory)
-        if not (d / "vocab.txt").is_file():
+        vocab = d / "vocab.txt" if (d / "vocab.txt").is_file() else d / "tokenizer.json"
+        if not vocab.is_file():
             raise UserError(
-                f"{d}: no vocab.txt in this directory; give a checkpoint directory "
-                "saved by ernie_ft or by PaddleNLP's save_pretrained"
+                f"{d}: no vocab.txt or tokenizer.json in this directory; give a checkpoint directory "
+                "saved by ernie_ft, by PaddleNLP's or by transformers' save_pretrained"
             )
-        kwargs: dict = {}
         config = _read_json(d / "tokenizer_config.json")
-        if "do_lower_case" in config:
-            kwargs["lowercase"] = bool(config["do_lower_case"])
         meta = _read_json(d / _META_FILE)
-        for key in ("lowercase", "segment", "exact_spans"):
+        kwargs: dict = {}
+        if is_hf_tokenizer_dir(str(d)):
+            kwargs = _hf_settings(d, config)
+        elif "do_lower_case" in config:
+            kwargs["lowercase"] = bool(config["do_lower_case"])
+        for key in ("lowercase", "segment", "exact_spans", "tokenize_chinese_chars"):
             if key in meta:
                 kwargs[key] = bool(meta[key])
+        for key in ("rules", "strip_accents"):
+            if meta.get(key) is not None:
+                kwargs[key] = meta[key]
         for key in ("user_dict", "vocab_extension"):
             if meta.get(key):
                 kwargs[key] = str(d / meta[key])
-        return cls(str(d / "vocab.txt"), **kwargs)
+        if rules is not None:
+            kwargs["rules"] = rules
+        if kwargs.get("rules", "ernie_ft") != "bert":
+            kwargs.pop("strip_accents", None)
+            kwargs.pop("tokenize_chinese_chars", None)
+        return cls(str(vocab), **kwargs)
+
+    def save_hf(self, directory: str, model_max_length: int | None = None) -> list[str]:
+        """Write a transformers tokenizer directory: vocab.txt (every id kept: ``hf_vocab_lines``),
+        tokenizer_config.json and special_tokens_map.json; for rules other than "bert", which BertTokenizer's
+        settings cannot express, also tokenizer.json (loaded by AutoTokenizer and BertTokenizerFast) with these
+        rules' character map and splits. Returns the differences from this pipeline that remain, one sentence
+        each, for a model card (for rules "bert", only BertTokenizerFast's own, on rare characters)."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        lines = hf_vocab_lines(self._lines)
+        (out / "vocab.txt").write_text("".join(t + "\n" for t in lines), encoding="utf-8")
+        special = dict(zip(("pad_token", "cls_token", "sep_token", "mask_token", "unk_token"), SPECIAL_TOKENS))
+        config: dict = {
+            "tokenizer_class": "BertTokenizer" if self.rules == "bert" else "BertTokenizerFast",
+            "do_lower_case": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "do_basic_tokenize": True,
+            **special,
+        }
+        if model_max_length is not None:
+            config["model_max_length"] = int(model_max_length)
+        differences = list(_HF_DIFFERENCES[self.rules])
+        if self.rules != "bert":
+            config["ernie_ft_rules"] = self.rules  # read back by from_dir
+            self._hf_fast_tokenizer({t: i for i, t in enumerate(lines)}).save(str(out / "tokenizer.json"))
+        if self.extension is not None:
+            differences.append(
+                f"The vocabulary extension's {len(self.extension.pieces)} pieces (ids from {len(self._lines)}) are "
+                "placed on jieba words, which a transformers tokenizer cannot do: it never produces them."
+            )
+        for name, value in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+            (out / name).write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        return differences
+
+    def _hf_fast_tokenizer(self, vocab: dict) -> Tokenizer:
+        """This pipeline's Rust tokenizer with its Python character map in front (a precompiled charsmap, the
+        normaliser tokenizers has for arbitrary character maps), BERT's [CLS]/[SEP] template and decoder."""
+        from tokenizers import decoders, processors
+
+        tok = self._rust_tokenizer(vocab)
+        steps = [normalizers.Precompiled(_precompiled_charsmap(self._char_map()))]
+        if self.rules == "paddlenlp":  # dropped characters by Python's tables (most of them unassigned ones)
+            steps.insert(0, normalizers.Replace(tokenizers.Regex(_class_of(_dropped_points())), ""))
+        tok.normalizer = normalizers.Sequence(steps + ([tok.normalizer] if tok.normalizer is not None else []))
+        tok.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+        )
+        tok.decoder = decoders.WordPiece(prefix="##")
+        return tok
+
+    def _char_map(self) -> dict[str, str]:
+        """Every character ``_prepare`` changes on its own, with what it becomes (rules ernie_ft, paddlenlp)."""
+        mapping = {}
+        for cp in range(0x110000):
+            c = chr(cp)
+            if 0xD800 <= cp < 0xE000 or c == "\x00" or _UNCHANGED.match(c):
+                continue
+            if self.rules == "ernie_ft":
+                r = _normalize_char.__wrapped__(c)
+                if r != c and (c not in self._keep or not r.strip()):
+                    mapping[c] = r
+            elif not _dropped(c) and (r := _basic_unit.__wrapped__(c, self.lowercase, self._strip, False)) != c:
+                mapping[c] = r
+        return mapping
+
+
+_HF_DIFFERENCES = {
+    "bert": (
+        "AutoTokenizer gives BertTokenizerFast, which transformers converts from vocab.txt; it differs from "
+        "BertTokenizer, whose rules ernie_ft follows, on rare characters only: code points Unicode 14 leaves "
+        "unassigned, punctuation newer than the tokenizers library's tables, decomposed accents when cased (no "
+        "NFC) and U+2B820-U+2B91F (not split as Chinese characters). BertTokenizer gives ernie_ft's ids exactly.",
+    ),
+    "ernie_ft": (
+        "Only the fast tokenizer (tokenizer.json: AutoTokenizer, BertTokenizerFast) applies ernie_ft's rules; "
+        "BertTokenizer (slow) reads vocab.txt alone, so it keeps full-width forms and does not split symbols.",
+        "A character that ernie_ft's NFKC map changes, followed by combining marks (e.g. 'Ａ' + U+0301), is mapped "
+        "with its marks as one unit in tokenizer.json and loses them; ernie_ft keeps them (lower-cased models "
+        "strip them either way).",
+        "[CLS], [SEP], [PAD], [MASK] and [UNK] written in a text are one special token each in transformers; "
+        "ernie_ft splits them like other text.",
+    ),
+    "paddlenlp": (
+        "Only the fast tokenizer (tokenizer.json: AutoTokenizer, BertTokenizerFast) applies PaddleNLP's rules; "
+        "BertTokenizer (slow) reads vocab.txt alone, so it does not split symbols such as '～' from words.",
+        "A character that PaddleNLP lower-cases or strips of accents, followed by combining marks, is mapped with "
+        "its marks as one unit in tokenizer.json and loses them; PaddleNLP keeps them only when cased.",
+    ),
+}
+
+
+def hf_vocab_lines(lines: list[str]) -> list[str]:
+    """The vocabulary's lines for transformers: every line of a repeated token but its last (the one whose id
+    both transformers and ernie_ft use) becomes ``[unused-repeat-N]`` (N: its id), so that transformers'
+    load and save_pretrained round trip keeps every id."""
+    last = {tok: i for i, tok in enumerate(lines)}
+    return [tok if last[tok] == i else f"[unused-repeat-{i}]" for i, tok in enumerate(lines)]
+
+
+def is_hf_tokenizer_dir(directory: str) -> bool:
+    """Whether ``directory`` holds a transformers BERT-style tokenizer (rules "bert"), not one saved by ernie_ft
+    or PaddleNLP: tokenizer_config.json names BertTokenizer(Fast), or without a tokenizer class config.json's
+    model_type is bert or ernie, or there is only a tokenizer.json; never with PaddleNLP's paddlenlp_version."""
+    d = Path(directory)
+    if (d / _META_FILE).is_file():
+        return False
+    model = _read_json(d / "config.json")
+    if "paddlenlp_version" in model:
+        return False
+    config = _read_json(d / "tokenizer_config.json")
+    if config.get("tokenizer_class"):
+        return config["tokenizer_class"] in ("BertTokenizer", "BertTokenizerFast")
+    if model:
+        return model.get("model_type") in ("bert", "ernie")
+    return not config and not (d / "vocab.txt").is_file() and (d / "tokenizer.json").is_file()
+
+
+def _hf_settings(d: Path, config: dict) -> dict:
+    """TextPipeline keywords of a transformers tokenizer directory (see ``from_dir``)."""
+    if config.get("do_basic_tokenize") is False:
+        raise UserError(
+            f"{d / 'tokenizer_config.json'}: do_basic_tokenize is false (WordPiece on raw whitespace words); "
+            "ernie_ft follows BertTokenizer's basic tokenization only"
+        )
+    keys = ("do_lower_case", "strip_accents", "tokenize_chinese_chars")
+    normalizer: dict = {}
+    if (d / "tokenizer.json").is_file() and not all(k in config for k in keys):
+        normalizer = _tokenizer_json(d / "tokenizer.json").get("normalizer") or {}
+        normalizer = normalizer if normalizer.get("type") == "BertNormalizer" else {}
+    rules = config.get("ernie_ft_rules", "bert")  # tokenizers written by save_hf say whose rules they follow
+    kwargs = {"rules": rules, "lowercase": bool(config.get("do_lower_case", normalizer.get("lowercase", True)))}
+    if rules == "bert":
+        kwargs["strip_accents"] = config.get("strip_accents", normalizer.get("strip_accents"))
+        kwargs["tokenize_chinese_chars"] = config.get(
+            "tokenize_chinese_chars", normalizer.get("handle_chinese_chars", True)
+        )
+    return kwargs
+
+
+@lru_cache(maxsize=1)
+def _dropped_points() -> tuple[int, ...]:
+    return tuple(cp for cp in range(0x110000) if _dropped(chr(cp)))
+
+
+def _class_of(points) -> str:
+    """An Oniguruma character class of these code points, as ranges."""
+    merged: list[list[int]] = []
+    for cp in sorted(points):
+        if merged and cp == merged[-1][1] + 1:
+            merged[-1][1] = cp
+        else:
+            merged.append([cp, cp])
+    return "[" + "".join(f"\\x{{{lo:X}}}" + (f"-\\x{{{hi:X}}}" if hi > lo else "") for lo, hi in merged) + "]"
+
+
+def _precompiled_charsmap(mapping: dict[str, str]) -> bytes:
+    """A sentencepiece precompiled charsmap (tokenizers' ``Precompiled`` normaliser) of a character map."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    stderr = 2  # C's stderr, whatever sys.stderr is
+    sys.stderr.flush()
+    saved = os.dup(stderr)
+    try:  # sentencepiece's C++ logging writes straight to file descriptor 2
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), stderr)
+            spec = spm.SentencePieceNormalizer(
+                norm_map=sorted(mapping.items()),
+                add_dummy_prefix=False,
+                escape_whitespaces=False,
+                remove_extra_whitespaces=False,
+            ).serialized_normalizer_spec()
+    finally:
+        os.dup2(saved, stderr)
+        os.close(saved)
+    parsed = sentencepiece_model_pb2.NormalizerSpec()
+    parsed.ParseFromString(spec)
+    return parsed.precompiled_charsmap
 
 
 def saved_extension(directory: str) -> str | None:
