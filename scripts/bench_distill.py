@@ -3,6 +3,7 @@
     python scripts/bench_distill.py [--out DIR] [--teacher RUN] [--teacher-epochs 1] [--student-epochs 1] \
         [--labelled N [--unlabelled-rest]] [--temperature 2] [--alpha 0.5] [--skip labels|distilled]
     python scripts/bench_distill.py --teacher RUN --sweep 1:0.5 2:0.5 4:0.5 2:0.9 [--labelled N] ...
+    python scripts/bench_distill.py --teacher RUN --transfer logits hidden [--transfer-weight 1] [--labelled N] ...
 
 Every model starts from random weights with the ERNIE 3.0 vocabulary (max-len 128, stride 32, batch 32) and is
 trained by the command line as a user runs it, on ../shared/data/chnsenticorp: the teacher by ``classify``
@@ -12,7 +13,9 @@ training reviews only, and with --unlabelled-rest the distilled one the other re
 The best checkpoint is picked on dev at the end of each epoch; its dev and test accuracy are the trainer's. Documents/s:
 ``Predictor`` (dygraph, as ``predict`` runs a checkpoint) over the 1,200 dev reviews, tokenisation and windows
 included, after a warm-up pass over 64 of them. Prints a Markdown table; with --sweep, one distilled student per
-temperature:alpha pair, and their accuracy.
+temperature:alpha pair, and their accuracy; with --transfer, one distilled student per --transfer mode of distill
+(logits, hidden, hidden+attention), with the teacher's vocabulary (the ERNIE 3.0 one, as every model here), and
+their accuracy and wall time.
 """
 
 from __future__ import annotations
@@ -83,6 +86,20 @@ def distilled(args, teacher: str, train: str, extra: list[str], name: str, tempe
     return out, run(name, argv, args.out)
 
 
+def transfers(args, teacher: str, train: str, extra: list[str]) -> None:
+    """A distilled student per --transfer mode: its dev and test accuracy and wall time."""
+    print("| --transfer | dev accuracy | test accuracy | training wall time |")
+    print("|---|---|---|---|")
+    for mode in args.transfer:
+        flags = [*extra, "--transfer", mode, "--transfer-weight", args.transfer_weight]
+        name = f"transfer-{mode.replace('+', '-')}"
+        out, seconds = distilled(args, teacher, train, flags, name, args.temperature, args.alpha)
+        print(
+            f"| {mode} | {accuracy(out, 'dev'):.4f} | {accuracy(out, 'test'):.4f} | {seconds / 60:.1f} min |",
+            flush=True,
+        )
+
+
 def accuracy(out: str, split: str) -> float:
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         return json.load(f).get(split, {}).get("accuracy", float("nan"))
@@ -137,16 +154,23 @@ def main() -> None:
     parser.add_argument("--alpha", default="0.5")
     parser.add_argument("--skip", nargs="*", default=[], choices=["labels", "distilled"], help="runs to leave out")
     parser.add_argument("--sweep", nargs="+", metavar="T:ALPHA", help="only distilled students, one per pair")
+    parser.add_argument(
+        "--transfer",
+        nargs="+",
+        choices=["logits", "hidden", "hidden+attention"],
+        help="only distilled students, one per mode of distill --transfer",
+    )
+    parser.add_argument("--transfer-weight", default="1", help="distill --transfer-weight with --transfer")
     args = parser.parse_args()
-    if args.sweep and not args.teacher:
-        parser.error("--sweep needs --teacher RUN")
+    if (args.sweep or args.transfer) and not args.teacher:
+        parser.error("--sweep and --transfer need --teacher RUN")
     os.makedirs(args.out, exist_ok=True)
     train, extra = os.path.join(DATA, "train.tsv"), []
     if args.labelled:
         train, unlabelled = split_train(args.out, args.labelled)
         extra = ["--unlabelled", unlabelled] if args.unlabelled_rest else []
     teacher = args.teacher or os.path.join(args.out, "teacher")
-    (sweep if args.sweep else compare)(args, teacher, train, extra)
+    (transfers if args.transfer else sweep if args.sweep else compare)(args, teacher, train, extra)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""``python -m ernie_ft distill``: a student learns a classification teacher's labels from its soft labels alone,
-saves an ordinary classification checkpoint, resumes like any run, and refuses a wrong teacher in one line."""
+"""``python -m ernie_ft distill``: a student learns a classification teacher's labels from its soft labels alone
+(and with ``--transfer``, its hidden states and attention scores), saves an ordinary classification checkpoint,
+resumes like any run, and refuses a wrong teacher in one line."""
 
 import json
 
@@ -11,6 +12,7 @@ from ernie_ft.cli import main, task_command
 
 ROWS = (DATA / "sentiment_train.tsv").read_text(encoding="utf-8").splitlines()[1:49]  # 48 reviews
 FLIPPED = {3, 10, 17, 24, 31, 38, 45}  # reviews whose label the teacher learns the wrong way round
+OTHER_VOCAB = str(ROOT / "tests" / "fixtures" / "v0.1" / "base" / "vocab.txt")
 QUICK = ["--max-len", "32", "--threads", "1", "--log-steps", "50", "--seed", "5", "--dropout", "0"]
 
 
@@ -67,10 +69,15 @@ def distill_args(teacher, files, out, *extra):
     ]
 
 
-def predicted(model, texts_file, tmp_path):
-    out = tmp_path / f"{model.name}.jsonl"
+def predictions(model, texts_file, tmp_path):
+    """The records of ``python -m ernie_ft predict`` (label, probs) for every text of ``texts_file``."""
+    out = tmp_path / f"{model.parent.name}-{model.name}.jsonl"
     assert main(["predict", "--model", str(model), "--input", str(texts_file), "--output", str(out)]) == 0
-    return [json.loads(line)["label"] for line in out.read_text(encoding="utf-8").splitlines()]
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def predicted(model, texts_file, tmp_path):
+    return [record["label"] for record in predictions(model, texts_file, tmp_path)]
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +143,18 @@ def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tm
         ({"--teacher": str(DATA)}, "not an ernie_ft checkpoint"),
         ({"--unlabelled": "no/such.txt"}, "--unlabelled: no/such.txt not found"),
         ({"--alpha": "1.5"}, "--alpha is a weight between 0 and 1"),
+        ({"--transfer": "hiden"}, "--transfer must be one of logits, hidden, hidden+attention, not 'hiden'. Did you"),
+        ({"--transfer-weight": "-1"}, "--transfer-weight must be 0 or more, not -1.0"),
+        (
+            {"--student": "scratch:nano", "--transfer": "hidden+attention"},
+            "--transfer hidden+attention: the student has 12 attention heads and the teacher 2; attention scores",
+        ),
+        ({"--student": "scratch:nano", "--transfer": "hidden"}, "the student has 4 layers and the teacher 2"),
+        ({"--transfer": "hidden", "--tensor-parallel": "2"}, "--transfer hidden does not run with --tensor-paral"),
+        (
+            {"--transfer": "hidden", "--vocab": OTHER_VOCAB},
+            "--transfer hidden: the student's text pipeline (vocabulary",
+        ),
     ],
 )
 def test_a_wrong_teacher_or_file_is_one_error_line_and_nothing_is_written(
@@ -143,14 +162,232 @@ def test_a_wrong_teacher_or_file_is_one_error_line_and_nothing_is_written(
 ):
     args = distill_args(teacher, files, tmp_path / "out")
     for flag, value in change.items():
-        args[args.index(flag) + 1] = value
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
-    assert not (tmp_path / "out").exists()
+    if "--vocab" not in change:  # the student's vocabulary is known once the data is read, after the lock is taken
+        assert not (tmp_path / "out").exists()
 
 
 def test_the_student_is_named_by_student_not_model(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["distill", "--teacher", "x", "--model", "scratch:tiny"])
     assert stop.value.code == 2 and "--model does not apply" in capsys.readouterr().err
+
+
+# --- intermediate-layer transfer (--transfer hidden, hidden+attention) --------------------------------------------
+
+NARROW = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256)
+"""A student half as wide as the teacher (scratch:tiny, 2 x 128, 2 heads), as deep and with as many heads."""
+
+
+@pytest.fixture(scope="module")
+def narrow(teacher, tmp_path_factory):
+    """A random student model directory (``NARROW``) with the teacher's vocabulary: its hidden states need a
+    projection, its attention scores compare head by head with the teacher's."""
+    import paddle
+    import paddlenlp.transformers as pt
+
+    from ernie_ft.text.pipeline import TextPipeline
+
+    folder = tmp_path_factory.mktemp("narrow") / "model"
+    pipeline = TextPipeline.from_dir(str(teacher / "best"))
+    config = pt.ErnieConfig(
+        vocab_size=pipeline.vocab_size, pad_token_id=pipeline.pad_id, type_vocab_size=4, use_task_id=False, **NARROW
+    )
+    paddle.seed(3)
+    pt.ErnieForSequenceClassification(config).save_pretrained(str(folder), safe_serialization=True)
+    pipeline.save(str(folder))
+    return folder
+
+
+def transfer_args(teacher, files, out, student, *extra):
+    args = distill_args(teacher, files, out, "--transfer", "hidden+attention", *extra)
+    args[args.index("--student") + 1] = str(student)
+    return args
+
+
+@pytest.fixture(scope="module")
+def transferred(teacher, narrow, files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("transferred") / "run"
+    assert main(transfer_args(teacher, files, out, narrow)) == 0
+    return out
+
+
+def test_with_transfer_the_student_reproduces_the_teachers_labels_and_saves_no_projection(
+    teacher, student, transferred, files, tmp_path
+):
+    import paddle
+
+    taught = predictions(teacher, files / "all.txt", tmp_path)
+    sure = [i for i, record in enumerate(taught) if max(record["probs"].values()) > 0.9]
+    assert len(sure) >= 47  # one review lies near the teacher's boundary (0.58), where a small error flips it
+    gold = [row.split("\t")[0] for row in ROWS]
+    assert sum(taught[i]["label"] != gold[i] for i in sure) >= 4  # the teacher's own labels, not the files'
+    learnt = predicted(transferred, files / "all.txt", tmp_path)
+    assert [learnt[i] for i in sure] == [taught[i]["label"] for i in sure]
+    best = transferred / "best"
+    weights = saved_weights(best)
+    assert weights.keys() == saved_weights(student / "best").keys()  # a plain classifier's weights, nothing more
+    assert weights["ernie.embeddings.word_embeddings.weight"].shape[1] == 64
+    assert json.loads((best / "config.json").read_text())["architectures"] == ["ErnieForSequenceClassification"]
+    assert (best / "ernie_ft.yaml").read_text(encoding="utf-8").startswith("task: classify")
+    trained = paddle.load(str(transferred / "last" / "model.pdparams"))  # the resumable state keeps it
+    assert trained["distill_projection.weight"].shape == [64, 128]
+    record = json.loads((transferred / "distill.json").read_text(encoding="utf-8"))
+    assert record["transfer"] == "hidden+attention" and record["transfer_weight"] == 1.0
+
+
+def test_a_resumed_transfer_run_ends_as_an_uninterrupted_one(teacher, narrow, files, tmp_path):
+    import paddle
+
+    short = ["--epochs", "2", "--log-steps", "1"]
+    assert main(transfer_args(teacher, files, tmp_path / "full", narrow, *short)) == 0
+    assert main(transfer_args(teacher, files, tmp_path / "cut", narrow, *short, "--stop-after-steps", "3")) == 0
+    assert main(transfer_args(teacher, files, tmp_path / "cut", narrow, *short, "--resume")) == 0
+
+    def losses(run):
+        lines = (run / "train_log.jsonl").read_text(encoding="utf-8").splitlines()
+        return {record["step"]: record["loss"] for record in map(json.loads, lines)}
+
+    full, resumed = losses(tmp_path / "full"), losses(tmp_path / "cut")
+    assert sorted(full) == sorted(resumed) == list(range(1, 9))  # 59 windows: 4 batches an epoch
+    np.testing.assert_allclose([resumed[s] for s in full], list(full.values()), rtol=0, atol=1e-5)
+    full_state, resumed_state = (
+        paddle.load(str(tmp_path / run / "last" / "model.pdparams")) for run in ("full", "cut")
+    )
+    assert "distill_projection.weight" in full_state
+    for name, value in full_state.items():
+        np.testing.assert_allclose(resumed_state[name].numpy(), value.numpy(), rtol=0, atol=1e-6, err_msg=name)
+
+
+def tiny_ernie(hidden: int, layers: int, heads: int, seed: int):
+    import paddle
+    import paddlenlp.transformers as pt
+
+    paddle.seed(seed)
+    config = pt.ErnieConfig(
+        vocab_size=30,
+        pad_token_id=0,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * hidden,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        type_vocab_size=4,
+        use_task_id=False,
+        initializer_range=0.1,  # five times PaddleNLP's: attention scores far from 0
+    )
+    return pt.ErnieForSequenceClassification(config)
+
+
+def test_the_layer_map_is_uniform_with_the_embeddings_first_and_the_last_layers_matched():
+    from ernie_ft.distill.transfer import layer_map
+
+    assert layer_map(2, 4) == [0, 2, 4]  # a 4-layer teacher, a 2-layer student
+    assert layer_map(2, 2) == [0, 1, 2]
+    assert layer_map(3, 12) == [0, 4, 8, 12]
+
+
+def test_equal_widths_need_no_projection():
+    from ernie_ft.distill import Distillation
+
+    student, teacher = tiny_ernie(32, 2, 4, seed=1), tiny_ernie(32, 4, 4, seed=2)
+    Distillation(teacher="x", transfer="hidden+attention").bind(student, teacher=teacher.eval())
+    assert not [name for name, _ in student.named_parameters() if "distill" in name]
+
+
+def test_the_transfer_loss_is_the_soft_loss_plus_the_weighted_hidden_and_attention_errors():
+    """Against numpy on the same batch: hidden states from PaddleNLP's ``output_hidden_states``, attention scores
+    from the layers' weights (each row centred over the real keys), padding left out."""
+    import paddle
+
+    from ernie_ft.distill import Distillation
+    from ernie_ft.models.modeling import forward
+
+    student, teacher = tiny_ernie(32, 2, 4, seed=1), tiny_ernie(48, 4, 4, seed=2).eval()
+    t, alpha, weight = 2.0, 0.3, 0.7
+    task = Distillation(teacher="x", transfer="hidden+attention", temperature=t, alpha=alpha, transfer_weight=weight)
+    task.bind(student, teacher=teacher)
+    ids = paddle.to_tensor([[1, 5, 6, 7, 2, 0], [1, 9, 2, 0, 0, 0]])
+    batch = {"input_ids": ids, "token_type_ids": paddle.zeros_like(ids), "labels": paddle.to_tensor([1, -1])}
+    loss = float(task.loss(forward(student, batch), batch))
+
+    def run(model):
+        out = model(ids, token_type_ids=batch["token_type_ids"], output_hidden_states=True, return_dict=True)
+        return out.logits.numpy(), [h.numpy() for h in out.hidden_states]
+
+    (s_logits, s_hidden), (t_logits, t_hidden) = run(student), run(teacher)
+    real = (ids.numpy() != 0).astype("float64")
+    projection = student.distill_projection
+    w, b = projection.weight.numpy(), projection.bias.numpy()
+    hidden = sum(  # per window: the mean over its real tokens; then the mean over the windows
+        ((((s_hidden[m] @ w + b - t_hidden[g]) ** 2).mean(axis=-1) * real).sum(axis=1) / real.sum(axis=1)).mean()
+        for m, g in enumerate([0, 2, 4])
+    )
+
+    def scores(model, layer, x):
+        attention = model.ernie.encoder.layers[layer].self_attn
+        n, d = attention.num_heads, attention.head_dim
+
+        def heads(linear):
+            y = x @ linear.weight.numpy() + linear.bias.numpy()
+            return y.reshape(*x.shape[:2], n, d).transpose(0, 2, 1, 3)
+
+        raw = heads(attention.q_proj) @ heads(attention.k_proj).transpose(0, 1, 3, 2) / np.sqrt(d)
+        keys = real[:, None, None, :]
+        return raw - (raw * keys).sum(axis=-1, keepdims=True) / keys.sum(axis=-1, keepdims=True)  # rows centred
+
+    pairs = real[:, None, :, None] * real[:, None, None, :]
+    attention = sum(
+        (
+            (((scores(student, m - 1, s_hidden[m - 1]) - scores(teacher, g - 1, t_hidden[g - 1])) ** 2) * pairs).sum(
+                axis=(1, 2, 3)
+            )
+            / (pairs.sum(axis=(1, 2, 3)) * 4)
+        ).mean()
+        for m, g in [(1, 2), (2, 4)]
+    )
+
+    def log_softmax(x):
+        x = x - x.max(axis=-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    p, q = log_softmax(t_logits / t), log_softmax(s_logits / t)
+    kl = (np.exp(p) * (p - q)).sum(axis=1) * t * t
+    soft = (alpha * kl[0] - (1 - alpha) * log_softmax(s_logits)[0, 1] + kl[1]) / 2
+    assert hidden > 0.1 and attention > 0.1  # both parts count
+    assert loss == pytest.approx(soft + weight * (hidden + attention), rel=1e-5)
+
+
+def test_two_data_parallel_processes_learn_as_one_process_with_the_same_global_batch(teacher, narrow, files, tmp_path):
+    """--nproc 2 with 8 windows each against one process with 16: the same loss at every step, the same weights
+    (the projection's too) within what float32 rounding allows (``helpers.rounding``). Every window is a whole
+    review at --max-len 128 (48 windows, 3 global batches), so no tail batch is dropped."""
+    import subprocess
+    import sys
+
+    import paddle
+    from helpers.rounding import ADAM_EPSILON, adam_drift
+
+    common = ["--max-len", "128", "--epochs", "1", "--log-steps", "1", "--warmup", "0", "--lr-scaling", "none"]
+    common += ["--adam-epsilon", str(ADAM_EPSILON)]
+    assert main(transfer_args(teacher, files, tmp_path / "one", narrow, *common)) == 0
+    two = transfer_args(teacher, files, tmp_path / "two", narrow, *common, "--nproc", "2", "--batch-size", "8")
+    proc = subprocess.run([sys.executable, "-m", "ernie_ft", *two], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def log(run):
+        return [json.loads(line)["loss"] for line in (run / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    assert len(log(tmp_path / "one")) == 3
+    np.testing.assert_allclose(log(tmp_path / "two"), log(tmp_path / "one"), rtol=1e-4)
+    one, two = (paddle.load(str(tmp_path / run / "last" / "model.pdparams")) for run in ("one", "two"))
+    assert "distill_projection.weight" in one and one.keys() == two.keys()
+    for name, value in one.items():
+        np.testing.assert_allclose(two[name].numpy(), value.numpy(), rtol=0, atol=adam_drift(3, 5e-3), err_msg=name)

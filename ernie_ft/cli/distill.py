@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
 from ernie_ft.cli.parsers import Parser, add_field_flags, flag_name
 from ernie_ft.config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe
@@ -15,7 +16,9 @@ DESCRIPTION = (
     "Distil a trained classifier (the teacher) into a student model: the student learns the teacher's soft labels "
     "at a temperature, mixed with the hard labels, on the labelled and the unlabelled texts. The result is an "
     "ordinary classification checkpoint. The student takes the teacher's labels and data settings (--label-names, "
-    "--max-len, --stride, --window-pooling, the columns) unless given here."
+    "--max-len, --stride, --window-pooling, the columns) unless given here. With --transfer hidden or "
+    "hidden+attention the student also learns the teacher's hidden states (and attention scores) layer by layer, "
+    "TinyBERT's intermediate-layer distillation; a scratch student then takes the teacher's vocabulary."
 )
 
 
@@ -49,7 +52,8 @@ def build_parser(prog: str) -> Parser:
         "name or a checkpoint directory (recipe: model: model:)",
     )
     group.add_argument("--unlabelled", nargs="+", metavar="FILE", help=docs["unlabelled"])
-    add_field_flags(group, Distillation, [f for f in distill_options() if f.name in ("temperature", "alpha")])
+    own = ("temperature", "alpha", "transfer", "transfer_weight")
+    add_field_flags(group, Distillation, [f for f in distill_options() if f.name in own])
     parser.inapplicable = {"--model": "the student model is --student MODEL"}
     for section, cls in SECTIONS.items():
         fields = [f for f in dataclasses.fields(cls) if (section, f.name) != ("model", "model")]
@@ -74,12 +78,31 @@ def parse_distill_args(argv: list[str], prog: str) -> RunConfig:
     data = recipe.get("data") or {}
     if isinstance(data, dict):  # else build_config says what is wrong with it
         recipe = {**recipe, "data": {**inherited_data(teacher_dir(teacher), {**data, **args}), **data}}
-    return build_config(
+    config = build_config(
         recipe,
         args,
         source=f"--config {recipe_path}" if recipe_path else "flags",
         task_fields=distill_options(),
     )
+    return with_transfer(config, teacher_dir(teacher))
+
+
+def with_transfer(config: RunConfig, teacher: str) -> RunConfig:
+    """``config`` checked for --transfer hidden and hidden+attention, whose teacher reads the student's token ids:
+    a scratch student without --vocab gets the teacher's vocabulary (``teacher``: its checkpoint directory)."""
+    transfer = config.task.get("transfer", "logits")
+    if transfer == "logits":
+        return config
+    if config.parallel.tensor_parallel > 1:
+        raise UserError(
+            f"--transfer {transfer} does not run with --tensor-parallel {config.parallel.tensor_parallel}: the "
+            "teacher runs whole beside the student; use data parallelism (--nproc, --gpus) or --transfer logits"
+        )
+    model = config.model
+    if model.model.startswith("scratch:") and model.vocab is None:
+        vocab = os.path.join(teacher, "vocab.txt")
+        config = dataclasses.replace(config, model=dataclasses.replace(model, vocab=vocab))
+    return config
 
 
 def run(argv: list[str], prog: str) -> int:

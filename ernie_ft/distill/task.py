@@ -1,8 +1,11 @@
-"""Knowledge distillation for classification: a student learns a trained classifier's soft labels.
+"""Knowledge distillation for classification: a student learns a trained classifier's soft labels, and with
+``--transfer`` its hidden states and attention scores too.
 
-The teacher's logits for every training text (labelled or not) are computed once, before the first step, and
-travel with the student's windows as the target ``teacher_logits``; the trainer is the usual one (resume,
-parallelism, logs, curves, dev evaluation), and its checkpoints are ordinary classification checkpoints.
+With ``--transfer logits`` the teacher's logits for every training text (labelled or not) are computed once,
+before the first step, and travel with the student's windows as the target ``teacher_logits``. With intermediate
+layers (``transfer.py``) the teacher runs beside the student in every step instead: its hidden states cannot all
+be kept for a corpus. The trainer is the usual one (resume, parallelism, logs, curves, dev evaluation), and its
+checkpoints are ordinary classification checkpoints.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ernie_ft.classify.task import Classification
-from ernie_ft.config import RunConfig
+from ernie_ft.config import RunConfig, suggest
 from ernie_ft.data.readers import TrainedColumn, read_examples
 from ernie_ft.distill import teacher as teachers
+from ernie_ft.distill import transfer as transfers
 from ernie_ft.errors import UserError
 
 
@@ -37,8 +41,20 @@ class Distillation(Classification):
     alpha: float = 0.5
     """Weight of the soft loss on labelled texts (the hard labels' cross-entropy gets 1 - alpha); 1 learns from
     the teacher alone. Unlabelled texts have the soft loss only."""
+    transfer: str = "logits"
+    """What the student learns from the teacher besides its labels: logits (its soft labels, computed once before
+    training), hidden (also the hidden states of mapped layers, through a learned projection when the widths
+    differ; the teacher runs in every step, on the student's token ids: a scratch student takes the teacher's
+    vocabulary) or hidden+attention (also the attention scores: needs as many heads)."""
+    transfer_weight: float = 1.0
+    """Weight of the hidden-state and attention losses (--transfer hidden, hidden+attention), added to the loss on
+    the logits."""
     _train: Optional[list] = dataclasses.field(default=None, init=False, repr=False)
     """The training examples (``read`` of --train): the split whose windows get the teacher's logits."""
+    _max_len: Optional[int] = dataclasses.field(default=None, init=False, repr=False)
+    """--max-len of the run (set by ``read``): the teacher must take windows that long."""
+    _transfer: Optional[transfers.Transfer] = dataclasses.field(default=None, init=False, repr=False)
+    """The teacher beside the student (set by ``bind`` unless --transfer logits)."""
 
     def __post_init__(self):
         if not self.teacher:
@@ -47,6 +63,13 @@ class Distillation(Classification):
             raise UserError(f"--temperature must be greater than 0, not {self.temperature}")
         if not 0 <= self.alpha <= 1:
             raise UserError(f"--alpha is a weight between 0 and 1, not {self.alpha}")
+        if self.transfer not in transfers.MODES:
+            raise UserError(
+                f"--transfer must be one of {', '.join(transfers.MODES)}, not {self.transfer!r}."
+                f"{suggest(self.transfer, transfers.MODES)}"
+            )
+        if not self.transfer_weight >= 0:
+            raise UserError(f"--transfer-weight must be 0 or more, not {self.transfer_weight}")
 
     @functools.cached_property
     def teacher_dir(self) -> str:
@@ -61,6 +84,7 @@ class Distillation(Classification):
         examples = super().read(path, data, flag, labelled)
         if flag != "--train":
             return examples
+        self._max_len = data.max_len
         columns = {"text_column": data.text_column, "pair_column": data.text_pair_column}
         fitting = {k: TrainedColumn(v) if v else None for k, v in columns.items()}  # the file may be a .txt
         for file in self.unlabelled_files():
@@ -82,9 +106,14 @@ class Distillation(Classification):
         return labels
 
     def featurize(self, examples, encodings, pipeline, labels, data):
-        """Classification's windows; each training window also gets its text's teacher logits."""
+        """Classification's windows; with --transfer logits each training window also gets its text's teacher
+        logits, with intermediate layers the student's token ids are checked against the teacher's."""
         features = super().featurize(examples, encodings, pipeline, labels, data)
-        if examples is self._train:
+        if examples is self._train and self._transfer is not None:
+            transfers.check_pipeline(pipeline, self.teacher_dir, self.transfer)
+            if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":
+                print(self._transfer.describe(), file=sys.stderr)
+        elif examples is self._train:
             start = time.perf_counter()
             logits = teachers.soft_labels(self.teacher_dir, examples, data.cache_dir)
             unlabelled = sum(e.label is None for e in examples)
@@ -97,17 +126,40 @@ class Distillation(Classification):
                 f["teacher_logits"] = logits[f["doc"]]
         return features
 
+    def bind(self, model, teacher=None) -> None:
+        """With --transfer hidden or hidden+attention: put the teacher (``teacher``, else --teacher's model)
+        beside the student ``model``, checking their shapes, and add the projection to the student."""
+        if self.transfer == "logits":
+            return
+        teacher = transfers.load_teacher(self.teacher_dir) if teacher is None else teacher
+        limit = int(teacher.config.max_position_embeddings)
+        if self._max_len is not None and self._max_len > limit:
+            raise UserError(
+                f"--max-len {self._max_len}: the teacher reads the student's windows and takes at most {limit} "
+                f"tokens; use --max-len {limit} or less"
+            )
+        self._transfer = transfers.Transfer(model, teacher, self.transfer)
+
     def loss(self, logits, batch):
         """Per window: alpha * T^2 * KL(teacher_T || student_T) + (1 - alpha) * cross-entropy with its label, or
-        T^2 * KL alone for an unlabelled text (label -1); the mean over the batch."""
+        T^2 * KL alone for an unlabelled text (label -1); the mean over the batch. With --transfer hidden or
+        hidden+attention, plus --transfer-weight times the sum of the transfer losses (``Transfer.losses``); the
+        teacher's logits are then those of the same window, from its forward pass in this step."""
+        if self._transfer is None:
+            return self.soft_loss(logits, batch["teacher_logits"], batch["labels"])
+        teacher_logits = self._transfer.teacher_forward(batch)
+        parts = self._transfer.losses(batch)
+        return self.soft_loss(logits, teacher_logits, batch["labels"]) + self.transfer_weight * sum(parts.values())
+
+    def soft_loss(self, logits, teacher_logits, labels):
+        """The loss on the logits (see ``loss``)."""
         import paddle.nn.functional as F
 
         t = self.temperature
         logits = logits.astype("float32")
         student = F.log_softmax(logits / t, axis=-1)
-        teacher = F.log_softmax(batch["teacher_logits"] / t, axis=-1)
+        teacher = F.log_softmax(teacher_logits.astype("float32") / t, axis=-1)
         soft = (teacher.exp() * (teacher - student)).sum(axis=-1) * (t * t)
-        labels = batch["labels"]
         labelled = (labels >= 0).astype("float32")
         hard = F.cross_entropy(logits, labels.clip(min=0), reduction="none").reshape([-1])
         mixed = labelled * (self.alpha * soft + (1 - self.alpha) * hard) + (1 - labelled) * soft
@@ -116,8 +168,9 @@ class Distillation(Classification):
 
 def distill(config: RunConfig) -> dict:
     """Train a student as ``config`` says; ``config.task`` holds the Distillation's settings (teacher,
-    unlabelled, temperature, alpha). Its checkpoints are classification checkpoints (their run config has no
-    task settings); OUTPUT/distill.json records the teacher and the settings. Returns the metrics."""
+    unlabelled, temperature, alpha, transfer, transfer_weight). Its checkpoints are classification checkpoints
+    (their run config has no task settings); OUTPUT/distill.json records the teacher and the settings. Returns the
+    metrics."""
     from ernie_ft.training.trainer import train
 
     task = Distillation(**config.task)
@@ -129,6 +182,8 @@ def distill(config: RunConfig) -> dict:
             "unlabelled": [os.path.abspath(p) for p in task.unlabelled_files()],
             "temperature": task.temperature,
             "alpha": task.alpha,
+            "transfer": task.transfer,
+            "transfer_weight": task.transfer_weight,
         }
         with open(os.path.join(config.train.output, "distill.json"), "w", encoding="utf-8") as f:
             json.dump(record, f, ensure_ascii=False, indent=1)
