@@ -25,7 +25,8 @@ def build_parser(prog: str) -> Parser:
         default="paddle",
         choices=FORMATS,
         help="paddle: a static graph for Paddle Inference; onnx: also model.onnx for ONNX Runtime, which predict, "
-        "evaluate and serve then prefer (--engine auto) (default: paddle)",
+        "evaluate and serve then prefer (--engine auto); hf: a Hugging Face transformers directory (config.json, "
+        "model.safetensors, tokenizer, model card) (default: paddle)",
     )
     parser.add_argument(
         "--quantize",
@@ -59,6 +60,12 @@ def run(args: argparse.Namespace) -> None:
         quantize=args.quantize,
         calibration=args.calibration,
     )
+    if args.format == "hf":
+        print(
+            f"exported to {out}: transformers' AutoModelFor...from_pretrained('{out}') loads it; "
+            f"python -m ernie_ft predict --model {out} --input FILE runs it here"
+        )
+        return
     engine = "ONNX Runtime" if args.format == "onnx" else "Paddle Inference"
     engine += " in int8" if args.quantize else ""
     print(f"exported to {out}: python -m ernie_ft predict --model {out} --input FILE runs it with {engine}")

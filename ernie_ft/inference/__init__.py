@@ -9,6 +9,6 @@ the first of these that the checkpoint holds, in the order int8 ONNX, ONNX, Padd
 PRECISION = {"onnxruntime-int8": "int8"}
 """The weights' precision per engine, where it is not fp32."""
 
-FORMATS = ("paddle", "onnx")
+FORMATS = ("paddle", "onnx", "hf")
 """What ``export`` writes: 'paddle', the static graph for Paddle Inference; 'onnx', that graph converted to ONNX
 as well (``inference.onnx``)."""

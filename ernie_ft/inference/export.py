@@ -37,20 +37,10 @@ def export(
     ``onnx.QUANTIZATIONS``) ``model.int8.onnx``; static quantization calibrates on the texts of ``calibration``
     (a file the task reads), by default on the run's training file.
     """
-    if format not in FORMATS:
-        raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
-    from ernie_ft.inference import onnx
-
-    if quantize is not None:
-        if quantize not in onnx.QUANTIZATIONS:
-            raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")
-        if format != "onnx":
-            raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
-    static = onnx.int8_method(quantize) == "static"
-    if calibration is not None and not static:
-        raise UserError("--calibration is for static quantization: add --quantize int8-static")
+    static = _check_options(format, quantize, calibration)
     import paddle
 
+    from ernie_ft.inference import onnx
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
     from ernie_ft.training.checkpoint import load_model, resolve_model_dir, write_run_file
 
@@ -60,6 +50,11 @@ def export(
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
     loaded = load_model(source, trust_pickle=trust_pickle, task=task)
+    if format == "hf":
+        from ernie_ft.inference.hf_export import export_hf
+
+        export_hf(loaded, output, model_dir)
+        return output
     if loaded.task.head == "mlm":  # its graph would need the masked positions as an input
         raise UserError(
             f"--model {model_dir}: a pretraining (fill-mask) checkpoint is not exported; serve or "
@@ -102,6 +97,23 @@ def export(
 
 CALIBRATION_WINDOWS = 256
 CALIBRATION_BATCH = 16
+
+
+def _check_options(format: str, quantize: str | None, calibration: str | None) -> bool:
+    """Refuse flags that do not go together; True when the export quantizes statically (and calibrates)."""
+    from ernie_ft.inference import onnx
+
+    if format not in FORMATS:
+        raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    if quantize is not None:
+        if quantize not in onnx.QUANTIZATIONS:
+            raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")
+        if format != "onnx":
+            raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
+    static = onnx.int8_method(quantize) == "static"
+    if calibration is not None and not static:
+        raise UserError("--calibration is for static quantization: add --quantize int8-static")
+    return static
 
 
 def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:

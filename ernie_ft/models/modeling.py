@@ -17,6 +17,7 @@ import numpy as np
 from ernie_ft.config import DataConfig, ModelConfig, suggest
 from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.errors import UserError
+from ernie_ft.models import hf
 from ernie_ft.models.weights import describe_loading, from_pretrained
 from ernie_ft.text.extension import same_pieces
 from ernie_ft.text.pipeline import TextPipeline, saved_extension
@@ -66,6 +67,10 @@ def _scratch_preset(spec: str) -> dict:
 
 
 def _check_directory(path: str) -> None:
+    hf_config = hf.read_config(path)
+    if hf_config is not None:
+        hf.check_weights(path, hf_config)
+        return
     files = set(os.listdir(path))
     if "best" in files and os.path.isfile(os.path.join(path, "best", "config.json")) and "config.json" not in files:
         raise UserError(
@@ -73,8 +78,8 @@ def _check_directory(path: str) -> None:
         )
     if not files & {"config.json", "model_config.json"} or not files & set(WEIGHT_FILES):
         raise UserError(
-            f"--model {path}: not a PaddleNLP checkpoint directory (expected config.json and "
-            f"{WEIGHT_FILES[0]}; found {', '.join(sorted(files)) or 'nothing'})"
+            f"--model {path}: not a model directory (expected config.json and {WEIGHT_FILES[0]}, written by "
+            f"ernie_ft, PaddleNLP or Hugging Face transformers; found {', '.join(sorted(files)) or 'nothing'})"
         )
 
 
@@ -156,7 +161,8 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
             f"--model {model.model}: its tokenizer has no WordPiece vocab.txt; ernie_ft supports "
             "ERNIE-family (BERT-style vocabulary) models"
         )
-    return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), **options)
+    # The ids PaddleNLP's ErnieTokenizer gives, which the model was pretrained on
+    return TextPipeline(vocab_file, lowercase=getattr(tokenizer, "do_lower_case", True), rules="paddlenlp", **options)
 
 
 def model_class(head: str, custom: str | None = None):
@@ -198,24 +204,9 @@ def build_model(
         return cls(config)
     if source == "directory":
         _check_directory(model.model)
-    try:
-        net = (
-            from_pretrained(cls, model.model, model.trust_pickle, **overrides)
-            if source == "directory"
-            else cls.from_pretrained(model.model, **overrides)
-        )
-    except UserError:
-        raise
-    except Exception as e:
-        if source == "directory":
-            raise UserError(
-                f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
-            ) from None
-        raise _offline_hint(model.model, str(e)) from None
-    if source == "directory":
-        loading = describe_loading(net, model.model)
-        if loading:
-            print(f"--model {model.model}: {loading}", file=sys.stderr)
+    net, loading = _pretrained(cls, model, source, head, overrides)
+    if loading:
+        print(f"--model {model.model}: {loading}", file=sys.stderr)
     if pipeline.extension is not None and not (source == "directory" and saved_extension(model.model)):
         grow_embeddings(net, pipeline)
     if net.config.vocab_size < pipeline.vocab_size:
@@ -224,6 +215,26 @@ def build_model(
             f"embedding only {net.config.vocab_size}; the tokenizer and weights do not match"
         )
     return net
+
+
+def _pretrained(cls, model: ModelConfig, source: str, head: str, overrides: dict):
+    """(``cls`` with the weights of --model, a line on what was not loaded or None) for a directory (ernie_ft,
+    PaddleNLP or transformers) or a PaddleNLP name."""
+    if source == "directory" and hf.is_checkpoint(model.model):
+        return hf.load(cls, model.model, head, **overrides)
+    try:
+        if source == "directory":
+            net = from_pretrained(cls, model.model, model.trust_pickle, **overrides)
+            return net, describe_loading(net, model.model)
+        return cls.from_pretrained(model.model, **overrides), None
+    except UserError:
+        raise
+    except Exception as e:
+        if source == "directory":
+            raise UserError(
+                f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
+            ) from None
+        raise _offline_hint(model.model, str(e)) from None
 
 
 def grow_embeddings(net, pipeline: TextPipeline) -> None:

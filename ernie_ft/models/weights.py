@@ -37,8 +37,12 @@ def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model")
 def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
     """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted: the format
     is decided (and a pickle refused) before PaddleNLP opens any file."""
+    from ernie_ft.models.hf import apply_layer_norm_eps
+
     fmt = weights_format(path, trust_pickle, flag)
-    return cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
+    net = cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
+    apply_layer_norm_eps(net)  # PaddleNLP sets 1e-12 whatever config.json says (1e-5 in a model from transformers)
+    return net
 
 
 def stored_names(path: str) -> set[str] | None:

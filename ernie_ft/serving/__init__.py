@@ -1,6 +1,8 @@
 """``python -m ernie_ft serve``: a trained checkpoint behind an HTTP API, with a page to try it.
 
     POST /v1/predict  {"inputs": [{"text": "..."}, ...]}  ->  {"predictions": [...]}
+                      (also {"inputs": {...}} one record, and for one-field tasks {"inputs": ["...", ...]} or
+                      {"inputs": "..."}, the Hugging Face shapes: see ``schemas``)
     GET  /v1/info     task, labels, input fields, engine, limits
     GET  /v1/stats    requests, inputs, batches and their sizes, queue depth
     GET  /healthz     the process answers;   GET /readyz   the model is loaded and warmed up

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from ernie_ft.errors import UserError
+from ernie_ft.models import hf
 from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
 from ernie_ft.task import BUILTIN, load_task, recorded_spec, task_source
 from ernie_ft.training.lock import LOCK, lock_output
@@ -160,6 +161,8 @@ def resolve_model_dir(path: str) -> str:
     """Accept the run's output directory as well as its best/ checkpoint."""
     if not os.path.isdir(path):
         raise UserError(f"--model {path}: directory not found")
+    if not os.path.isfile(os.path.join(path, RUN_FILE)) and hf.is_checkpoint(path):
+        return path
     if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isfile(os.path.join(path, BEST, RUN_FILE)):
         return os.path.join(path, BEST)
     if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isdir(os.path.join(path, "last")):
@@ -187,6 +190,8 @@ def load_model(path: str, weights: bool = True, trust_pickle: bool = False, task
     from ernie_ft.text.pipeline import TextPipeline
 
     path = resolve_model_dir(path)
+    if not os.path.isfile(os.path.join(path, RUN_FILE)):
+        return _load_transformers(path, weights, task)
     with open(os.path.join(path, RUN_FILE), encoding="utf-8") as f:
         meta = yaml.safe_load(f)
     with open(os.path.join(path, "labels.json"), encoding="utf-8") as f:
@@ -198,6 +203,37 @@ def load_model(path: str, weights: bool = True, trust_pickle: bool = False, task
         model.eval()
         task.bind(model)
     return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"], path)
+
+
+TASK_OF_HEAD = {"sequence": "classify", "token": "ner", "span": "qa"}
+"""The built-in task that answers with a transformers checkpoint's head (``hf.head_of``)."""
+
+
+def _load_transformers(path: str, weights: bool, task: str | None) -> Loaded:
+    """``load_model`` for a transformers checkpoint with a task head: the task its architecture names, the labels of
+    its ``id2label``, its tokenizer's rules; the run's settings are the defaults, texts cut to at most 512 tokens."""
+    from ernie_ft.models.modeling import model_class
+    from ernie_ft.text.pipeline import TextPipeline
+
+    config = hf.read_config(path)
+    head = hf.head_of(config)
+    if head not in TASK_OF_HEAD:
+        architecture = (config.get("architectures") or ["no architecture"])[0]
+        raise UserError(
+            f"--model {path}: a transformers checkpoint without a task head ({architecture}); fine-tune it first, "
+            f"e.g. python -m ernie_ft.classify --model {path} --train FILE --output RUN"
+        )
+    hf.check_weights(path, config)
+    loaded_task = load_task(task or TASK_OF_HEAD[head])
+    if loaded_task.head != head:
+        raise UserError(f"--task {task}: its head is {loaded_task.head!r}, but --model {path} has a {head!r} head")
+    model = None
+    if weights or loaded_task.binds_model:
+        model, _ = hf.load(model_class(head, loaded_task.model_class), path, head)
+        model.eval()
+        loaded_task.bind(model)
+    run = {"data": {"max_len": min(512, int(config.get("max_position_embeddings", 512)))}}
+    return Loaded(model, TextPipeline.from_dir(path), hf.labels_of(config), loaded_task, run, path)
 
 
 def checkpoint_task(recorded: str, path: str, given: str | None = None) -> str:

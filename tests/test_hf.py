@@ -1,0 +1,322 @@
+"""Hugging Face transformers checkpoints in and out.
+
+The references are not ours: tests/fixtures/hf holds tiny BERT and ERNIE checkpoints that transformers saved and
+the outputs transformers gave on them (scripts/make_hf_fixture.py, run once with torch). With
+ERNIE_FT_TORCH_PYTHON naming a Python that has torch and transformers, the exported directories are also loaded by
+transformers itself (scripts/hf_reference.py).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import DATA, ROOT
+
+from ernie_ft import cli
+from ernie_ft.models import hf
+
+FIXTURES = ROOT / "tests" / "fixtures" / "hf"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))["kinds"]
+TEXTS = ["这家酒店的服务很好", "房间太小了，不推荐。"]  # the fixture's first texts (scripts/make_hf_fixture.py)
+TORCH_PYTHON = os.environ.get("ERNIE_FT_TORCH_PYTHON")
+CLASSES = {
+    "bert-base": ("ErnieModel", None),
+    "bert-seq": ("ErnieForSequenceClassification", "sequence"),
+    "bert-seq-legacy": ("ErnieForSequenceClassification", "sequence"),
+    "bert-token": ("ErnieForTokenClassification", "token"),
+    "bert-qa": ("ErnieForQuestionAnswering", "span"),
+    "ernie-seq": ("ErnieForSequenceClassification", "sequence"),
+}
+
+
+def error_lines(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+
+
+def outputs(net, record: dict) -> dict:
+    """The model's outputs on the fixture's ids, named as transformers names them, padding rows dropped."""
+    import paddle
+
+    net.eval()
+    out = net(
+        input_ids=paddle.to_tensor(record["input_ids"]), token_type_ids=paddle.to_tensor(record["token_type_ids"])
+    )
+    if isinstance(out, (tuple, list)):
+        names = ("last_hidden_state", "pooler_output") if "pooler_output" in record else ("start_logits", "end_logits")
+        return dict(zip(names, (o.numpy() for o in out)))
+    return {"logits": out.numpy()}
+
+
+def max_difference(ours: dict, record: dict) -> float:
+    mask = np.array(record["attention_mask"], bool)
+    worst = 0.0
+    for name, value in ours.items():
+        reference = np.array(record[name], dtype="float32")
+        if value.ndim >= 2 and value.shape[:2] == mask.shape:  # per token: compare real tokens only
+            value, reference = value[mask], reference[mask]
+        worst = max(worst, float(np.abs(value - reference).max()))
+    return worst
+
+
+# ---------------------------------------------------------------- in: transformers checkpoints load and answer alike
+
+
+@pytest.mark.parametrize("kind", list(CLASSES))
+def test_each_checkpoint_kind_gives_transformers_outputs(kind, capsys):
+    import paddlenlp.transformers as pt
+
+    cls_name, head = CLASSES[kind]
+    net, loading = hf.load(getattr(pt, cls_name), str(FIXTURES / kind), head)
+    assert loading is None  # every tensor read, none left over (legacy gamma/beta and position_ids included)
+    assert max_difference(outputs(net, EXPECTED[kind]), EXPECTED[kind]) < 1e-4
+
+
+def test_layer_norm_epsilon_follows_the_config():
+    """ERNIE 3.0's transformers ports use 1e-5, BERT 1e-12; PaddleNLP sets every LayerNorm to 1e-12."""
+    import paddle
+    import paddlenlp.transformers as pt
+
+    net, _ = hf.load(pt.ErnieForSequenceClassification, str(FIXTURES / "ernie-seq"), "sequence")
+    eps = {layer._epsilon for layer in net.sublayers() if isinstance(layer, paddle.nn.LayerNorm)}
+    assert eps == {1e-5}
+    for layer in net.sublayers():  # with PaddleNLP's 1e-12 the answers move past the bound
+        if isinstance(layer, paddle.nn.LayerNorm):
+            layer._epsilon = 1e-12
+    assert max_difference(outputs(net, EXPECTED["ernie-seq"]), EXPECTED["ernie-seq"]) > 1e-4
+
+
+def test_tensor_names_round_trip_exactly():
+    for kind, (_, head) in CLASSES.items():
+        config = json.loads((FIXTURES / kind / "config.json").read_text(encoding="utf-8"))
+        stored = hf.read_weights(str(FIXTURES / kind))
+        paddle_state, unused = hf.to_paddle(stored, config, head)
+        assert unused == []
+        back = hf.to_hf(paddle_state, config["model_type"], config["num_hidden_layers"], head)
+        original = {hf.legacy_name(n): v for n, v in stored.items() if not hf.IGNORED.fullmatch(n)}
+        if head is None:  # a bare encoder's names carry no prefix in transformers
+            back = {n.removeprefix(config["model_type"] + "."): v for n, v in back.items()}
+        assert set(back) == set(original), kind
+        assert all(np.array_equal(back[n], original[n]) for n in back), kind
+
+
+def test_predict_with_a_classifier_from_transformers(tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("这家酒店的服务很好\n房间太小了，不推荐。\n", encoding="utf-8")
+    out = tmp_path / "predictions.jsonl"
+    assert (
+        cli.main(["predict", "--model", str(FIXTURES / "bert-seq"), "--input", str(texts), "--output", str(out)]) == 0
+    )
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    logits = np.array(EXPECTED["bert-seq"]["logits"][:2])
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    labels = ["负面", "正面"]  # the checkpoint's id2label
+    assert [row["label"] for row in rows] == [labels[i] for i in probs.argmax(-1)]
+    assert np.allclose([[row["probs"][label] for label in labels] for row in rows], probs, atol=1e-4)
+
+
+def test_serve_answers_with_a_transformers_classifier():
+    from test_serve import client_for
+
+    with client_for(str(FIXTURES / "bert-seq")) as client:
+        info = client.get("/v1/info").json()
+        answer = client.post("/v1/predict", json={"inputs": [{"text": TEXTS[0]}, {"text": TEXTS[1]}]})
+    assert answer.status_code == 200, answer.text
+    assert info["model"] == "bert-seq" and info["task"] == "classify"
+    logits = np.array(EXPECTED["bert-seq"]["logits"][:2])
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    served = [[p["probs"]["负面"], p["probs"]["正面"]] for p in answer.json()["predictions"]]
+    assert np.allclose(served, probs, atol=1e-4)
+
+
+def test_predict_with_token_and_span_heads_from_transformers(tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("我在上海工作\n", encoding="utf-8")
+    out = tmp_path / "ner.jsonl"
+    assert (
+        cli.main(["predict", "--model", str(FIXTURES / "bert-token"), "--input", str(texts), "--output", str(out)]) == 0
+    )
+    assert "entities" in json.loads(out.read_text(encoding="utf-8"))
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(
+        json.dumps({"question": "谁在上海工作", "context": "我在上海工作"}, ensure_ascii=False) + "\n", "utf-8"
+    )
+    out = tmp_path / "qa_out.jsonl"
+    assert (
+        cli.main(["predict", "--model", str(FIXTURES / "bert-qa"), "--input", str(questions), "--output", str(out)])
+        == 0
+    )
+    answer = json.loads(out.read_text(encoding="utf-8"))
+    assert answer["answer"] in "我在上海工作"
+
+
+def test_fine_tune_from_a_transformers_encoder_and_from_another_head(tmp_path, capsys):
+    base = ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"), "--epochs", "1"]
+    base += ["--batch-size", "16", "--max-len", "64"]
+    out = tmp_path / "from-encoder"
+    assert cli.main(["classify", "--model", str(FIXTURES / "bert-base"), "--output", str(out), *base]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "39 of 41 weights loaded from the transformers checkpoint; newly initialised: classifier.* (2 tensors)" in err
+    )
+    assert (out / "best" / "model.safetensors").is_file()
+    # ERNIE with 3 labels fine-tuned on 2: its classifier does not fit and is said to be new
+    out = tmp_path / "from-head"
+    assert cli.main(["classify", "--model", str(FIXTURES / "ernie-seq"), "--output", str(out), *base]) == 0
+    assert "newly initialised: classifier.* (2 tensors)" in capsys.readouterr().err
+    config = json.loads((out / "best" / "config.json").read_text(encoding="utf-8"))
+    assert config["layer_norm_eps"] == 1e-5 and config["use_task_id"] is True
+
+
+# ---------------------------------------------------------------- refusals: one error line, exit 2
+
+
+def test_a_pytorch_pickle_is_refused_with_the_command_that_converts_it(tmp_path, capsys):
+    model = tmp_path / "bert-pickle"
+    shutil.copytree(FIXTURES / "bert-seq", model)
+    (model / "model.safetensors").unlink()
+    (model / "pytorch_model.bin").write_bytes(b"not opened")
+    texts = tmp_path / "t.txt"
+    texts.write_text("很好\n", encoding="utf-8")
+    assert cli.main(["predict", "--model", str(model), "--input", str(texts), "--output", str(tmp_path / "o")]) == 2
+    (line,) = error_lines(capsys)
+    assert "pytorch_model.bin" in line and "safe_serialization=True" in line and "BertForSequenceClassification" in line
+    assert not (tmp_path / "o").exists()
+    args = [
+        "classify",
+        "--model",
+        str(model),
+        "--train",
+        str(DATA / "sentiment_train.tsv"),
+        "--output",
+        str(tmp_path / "r"),
+    ]
+    assert cli.main(args) == 2
+    assert "pytorch_model.bin" in error_lines(capsys)[0]
+
+
+def test_an_encoder_without_head_is_refused_by_predict(tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text("很好\n", encoding="utf-8")
+    assert cli.main(["predict", "--model", str(FIXTURES / "bert-base"), "--input", str(texts)]) == 2
+    (line,) = error_lines(capsys)
+    assert "without a task head" in line and "python -m ernie_ft.classify --model" in line
+
+
+def test_an_activation_paddlenlp_cannot_run_is_named(tmp_path, capsys):
+    model = tmp_path / "bert-tanh-gelu"
+    shutil.copytree(FIXTURES / "bert-seq", model)
+    config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    config["hidden_act"] = "gelu_new"
+    (model / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    texts = tmp_path / "t.txt"
+    texts.write_text("很好\n", encoding="utf-8")
+    assert cli.main(["predict", "--model", str(model), "--input", str(texts)]) == 2
+    assert "hidden_act 'gelu_new'" in error_lines(capsys)[0]
+
+
+# ---------------------------------------------------------------- out: export --format hf
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hf-out") / "run"
+    args = ["classify", "--model", str(FIXTURES / "ernie-seq"), "--output", str(out), "--epochs", "1"]
+    args += ["--train", str(DATA / "sentiment_train.tsv"), "--dev", str(DATA / "sentiment_dev.tsv"), "--max-len", "64"]
+    assert cli.main(args) == 0
+    return out
+
+
+def test_export_hf_writes_what_transformers_writes_and_predicts_alike(trained, tmp_path, capsys):
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--model", str(trained), "--format", "hf", "--output", str(out)]) == 0
+    files = set(os.listdir(out))
+    assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "README.md"} <= files
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    reference = json.loads((FIXTURES / "ernie-seq" / "config.json").read_text(encoding="utf-8"))
+    assert config["model_type"] == "ernie" and config["architectures"] == ["ErnieForSequenceClassification"]
+    labels = json.loads((trained / "best" / "labels.json").read_text(encoding="utf-8"))
+    assert config["layer_norm_eps"] == 1e-5 and config["id2label"] == {str(i): x for i, x in enumerate(labels)}
+    assert set(hf.read_weights(str(out))) == set(hf.read_weights(str(FIXTURES / "ernie-seq")))
+    assert {k: config[k] for k in ("use_task_id", "type_vocab_size", "hidden_act")} == {
+        k: reference[k] for k in ("use_task_id", "type_vocab_size", "hidden_act")
+    }
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "sentiment_train.tsv" in card and "python -m ernie_ft.classify" in card and "accuracy" in card
+    # loaded back as a transformers checkpoint, it answers as the run it came from
+    texts = DATA / "sentiment_dev.tsv"
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert cli.main(["predict", "--model", str(trained), "--input", str(texts), "--output", str(a)]) == 0
+    assert cli.main(["predict", "--model", str(out), "--input", str(texts), "--output", str(b)]) == 0
+    ours = [json.loads(line) for line in a.read_text(encoding="utf-8").splitlines()]
+    theirs = [json.loads(line) for line in b.read_text(encoding="utf-8").splitlines()]
+    assert [r["label"] for r in ours] == [r["label"] for r in theirs]
+    assert max(abs(r["probs"][k] - s["probs"][k]) for r, s in zip(ours, theirs) for k in r["probs"]) < 1e-5
+
+
+def test_export_hf_refuses_a_crf_tagger(tmp_path, capsys):
+    out = tmp_path / "ner"
+    args = ["ner", "--model", str(FIXTURES / "bert-base"), "--train", str(DATA / "ner_train.jsonl"), "--crf"]
+    args += ["--output", str(out), "--epochs", "1", "--max-len", "64"]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(["export", "--model", str(out), "--format", "hf", "--output", str(tmp_path / "x")]) == 2
+    (line,) = error_lines(capsys)
+    assert "CRF" in line and "--crf" in line
+    assert not (tmp_path / "x").exists() and not (tmp_path / "x.tmp").exists()
+
+
+@pytest.mark.skipif(not TORCH_PYTHON, reason="set ERNIE_FT_TORCH_PYTHON to a Python with torch and transformers")
+def test_transformers_loads_the_export_and_gives_our_outputs(trained, tmp_path):
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--model", str(trained), "--format", "hf", "--output", str(out)]) == 0
+    texts = [line.split("\t")[-1] for line in (DATA / "sentiment_dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    (tmp_path / "texts.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
+    command = [
+        TORCH_PYTHON,
+        str(ROOT / "scripts" / "hf_reference.py"),
+        "--model",
+        str(out),
+        "--texts",
+        str(tmp_path / "texts.json"),
+    ]
+    theirs = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    from ernie_ft.training.checkpoint import load_model
+
+    loaded = load_model(str(trained))
+    encodings = loaded.pipeline.encode_many(texts, word_ids=False)
+    for row, encoding in zip(theirs["input_ids"], encodings):
+        ids = [i for i in row if i != loaded.pipeline.pad_id]
+        kept = encoding.ids[: len(row) - 2]  # transformers truncates to model_max_length (the run's --max-len)
+        assert ids == [loaded.pipeline.cls_id, *kept, loaded.pipeline.sep_id]
+    record = {"input_ids": theirs["input_ids"], "token_type_ids": np.zeros_like(theirs["input_ids"]).tolist()}
+    assert np.abs(outputs(loaded.model, record)["logits"] - np.array(theirs["logits"])).max() < 1e-4
+
+
+def test_the_docs_show_the_name_table_the_code_uses():
+    page = (ROOT / "docs" / "huggingface.md").read_text(encoding="utf-8")
+    section = page.split("## The name table")[1].split("\n## ")[0]
+    rows = [line.split("|")[1:4] for line in section.splitlines() if line.startswith("| `")]
+    shown = [(a.strip().strip("`"), b.strip().strip("`"), t.strip() == "yes") for a, b, t in rows]
+    assert shown == list(hf.NAMES)
+
+
+def test_tokenization_rules_follow_the_checkpoints_origin(tmp_path, monkeypatch):
+    """transformers checkpoints tokenize as BertTokenizer, PaddleNLP names as ErnieTokenizer, scratch models as ever."""
+    import paddlenlp.transformers as pt
+
+    from ernie_ft.config import DataConfig, ModelConfig
+    from ernie_ft.models.modeling import load_pipeline
+
+    vocab = str(FIXTURES / "bert-seq" / "vocab.txt")
+    monkeypatch.setattr(pt.AutoTokenizer, "from_pretrained", lambda name, **kw: pt.ErnieTokenizer(vocab))
+    data = DataConfig(cache_dir=str(tmp_path))
+
+    def rules(model, **kw):
+        return load_pipeline(ModelConfig(model=model, **kw), data, lambda: TEXTS).rules
+
+    assert rules(str(FIXTURES / "bert-seq")) == "bert"
+    assert rules("ernie-3.0-nano-zh") == "paddlenlp"
+    assert rules("scratch:tiny", vocab=vocab) == "ernie_ft"
