@@ -320,3 +320,24 @@ def test_tokenization_rules_follow_the_checkpoints_origin(tmp_path, monkeypatch)
     assert rules(str(FIXTURES / "bert-seq")) == "bert"
     assert rules("ernie-3.0-nano-zh") == "paddlenlp"
     assert rules("scratch:tiny", vocab=vocab) == "ernie_ft"
+
+
+def test_evaluate_a_transformers_classifier_and_fine_tune_qa_and_pretraining_from_an_encoder(tmp_path, capsys):
+    dev = str(DATA / "sentiment_dev.tsv")  # its labels are the fixture's id2label: 负面, 正面
+    assert (
+        cli.main(
+            ["evaluate", "--model", str(FIXTURES / "bert-seq"), "--input", dev, "--output-dir", str(tmp_path / "e")]
+        )
+        == 0
+    )
+    assert "accuracy" in json.loads((tmp_path / "e" / "metrics.json").read_text(encoding="utf-8"))
+    encoder = str(FIXTURES / "bert-base")
+    qa = ["qa", "--model", encoder, "--train", str(DATA / "qa_train.json"), "--output", str(tmp_path / "qa")]
+    assert cli.main([*qa, "--epochs", "1", "--max-len", "64", "--batch-size", "16"]) == 0
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS * 20) + "\n", encoding="utf-8")
+    pretrain = ["pretrain", "--model", encoder, "--corpus", str(corpus), "--output", str(tmp_path / "pt")]
+    assert cli.main([*pretrain, "--epochs", "1", "--max-len", "32", "--batch-size", "8"]) == 0
+    err = capsys.readouterr().err
+    assert "39 of 41 weights loaded from the transformers checkpoint; newly initialised: classifier.*" in err  # qa
+    assert "39 of 46 weights loaded from the transformers checkpoint; newly initialised: cls.predictions.*" in err
