@@ -24,7 +24,8 @@ from ernie_ft.data.readers import read_examples
 from ernie_ft.data.windows import pair_texts, text_windows
 from ernie_ft.ner.formats import read_ner
 from ernie_ft.text.extension import learn, write
-from ernie_ft.text.pipeline import _UNCHANGED, TextPipeline, _normalize_char, normalize_text
+from ernie_ft.text.pipeline import TextPipeline, normalize_text
+from ernie_ft.text.rules import _UNCHANGED, _normalize_char
 from ernie_ft.text.scratch import build_vocab, write_vocab
 
 EDGE_CASES = [

@@ -303,12 +303,14 @@ def test_the_docs_show_the_name_table_the_code_uses():
     assert shown == list(hf.NAMES)
 
 
-def test_tokenization_rules_follow_the_checkpoints_origin(tmp_path, monkeypatch):
-    """transformers checkpoints tokenize as BertTokenizer, PaddleNLP names as ErnieTokenizer, scratch models as ever."""
+def test_tokenization_rules_follow_the_checkpoints_origin(tmp_path, monkeypatch, tiny_checkpoint):
+    """transformers checkpoints tokenize as BertTokenizer, PaddleNLP names and directories as ErnieTokenizer, scratch
+    models and ernie_ft checkpoints saved before rules were recorded as ever."""
     import paddlenlp.transformers as pt
 
     from ernie_ft.config import DataConfig, ModelConfig
     from ernie_ft.models.modeling import load_pipeline
+    from ernie_ft.text.pipeline import TextPipeline
 
     vocab = str(FIXTURES / "bert-seq" / "vocab.txt")
     monkeypatch.setattr(pt.AutoTokenizer, "from_pretrained", lambda name, **kw: pt.ErnieTokenizer(vocab))
@@ -320,6 +322,8 @@ def test_tokenization_rules_follow_the_checkpoints_origin(tmp_path, monkeypatch)
     assert rules(str(FIXTURES / "bert-seq")) == "bert"
     assert rules("ernie-3.0-nano-zh") == "paddlenlp"
     assert rules("scratch:tiny", vocab=vocab) == "ernie_ft"
+    assert rules(tiny_checkpoint) == "paddlenlp"  # saved by PaddleNLP's save_pretrained
+    assert TextPipeline.from_dir(str(ROOT / "tests" / "fixtures" / "v0.1" / "classify" / "best")).rules == "ernie_ft"
 
 
 def test_evaluate_a_transformers_classifier_and_fine_tune_qa_and_pretraining_from_an_encoder(tmp_path, capsys):

@@ -16,15 +16,8 @@ from conftest import SHARED
 from tokenizers import Tokenizer, models, normalizers
 
 from ernie_ft.errors import UserError
-from ernie_ft.text.pipeline import (
-    _PUNCTUATION_SCAN_END,
-    PIPELINE_VERSION,
-    SPECIAL_TOKENS,
-    TextPipeline,
-    _basic_unit,
-    _dropped,
-    is_hf_tokenizer_dir,
-)
+from ernie_ft.text.pipeline import PIPELINE_VERSION, SPECIAL_TOKENS, TextPipeline, is_hf_tokenizer_dir
+from ernie_ft.text.rules import _PUNCTUATION_SCAN_END, _basic_unit, _dropped
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tokenizer_origin"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text(encoding="utf-8"))
@@ -211,7 +204,8 @@ def test_from_dir_reads_a_transformers_tokenizer_directory(tmp_path):
     write_json(tmp_path / "config.json", {"model_type": "bert"})
     assert TextPipeline.from_dir(str(tmp_path)).rules == "bert" and TextPipeline.from_dir(str(tmp_path)).lowercase
     write_json(tmp_path / "config.json", {"model_type": "ernie", "paddlenlp_version": "2.8.1"})
-    assert not is_hf_tokenizer_dir(str(tmp_path)) and TextPipeline.from_dir(str(tmp_path)).rules == "ernie_ft"
+    # saved by PaddleNLP itself (no ernie_ft_text.json): ErnieTokenizer's ids
+    assert not is_hf_tokenizer_dir(str(tmp_path)) and TextPipeline.from_dir(str(tmp_path)).rules == "paddlenlp"
     write_json(tmp_path / "tokenizer_config.json", {"tokenizer_class": "BertTokenizer", "do_basic_tokenize": False})
     (tmp_path / "config.json").unlink()
     with pytest.raises(UserError, match="tokenizer_config.json: do_basic_tokenize is false"):

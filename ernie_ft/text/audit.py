@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ernie_ft.text.pipeline import Encoding
+from ernie_ft.text.encoding import Encoding
 
 
 @dataclass

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tokenizers import normalizers
 
-from ernie_ft.text.pipeline import SPECIAL_TOKENS, normalize_text
+from ernie_ft.text.rules import normalize_text
+from ernie_ft.text.vocab_files import SPECIAL_TOKENS
 
 
 def _stands_alone(c: str) -> bool:

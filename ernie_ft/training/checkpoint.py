@@ -136,6 +136,16 @@ def write_run_file(path: str, task_name: str, run: dict) -> None:
         yaml.safe_dump({"task": recorded_spec(task_name), "run": run}, f, allow_unicode=True, sort_keys=False)
 
 
+def resumed_rules(output: str) -> str | None:
+    """The tokenization rules of the run in ``output`` being resumed, as its best/ model recorded them ("ernie_ft" when
+    it records none: saved before there were rules); None when it has no best/ model yet."""
+    meta = os.path.join(output, BEST, "ernie_ft_text.json")
+    if not os.path.isfile(meta):
+        return None
+    with open(meta, encoding="utf-8") as f:
+        return json.load(f).get("rules", "ernie_ft")
+
+
 def load_weights(path: str, model, parallel=None) -> None:
     """Load the safetensors weights of a model directory written by ``save_model`` into ``model``
     (laid out like its parameters on a mesh)."""
