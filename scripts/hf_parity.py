@@ -147,7 +147,7 @@ def main() -> None:
             f"| {kind} | {record['class']} | in | {'yes' if our_ids(kind, record) else 'NO'} | "
             f"{max_difference(ours(kind, record), record):.1e} |"
         )
-        if head is not None:
+        if head in ("sequence", "token", "span"):  # what --format hf writes
             same, diff = out_direction(kind, work, args.torch_python)
             print(f"| {kind} | {record['class']} | out | {'yes' if same else 'NO'} | {diff:.1e} |")
     for task in TRAINED:

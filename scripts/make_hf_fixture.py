@@ -44,6 +44,7 @@ KINDS = {
             layer_norm_eps=1e-5,
         ),
     ),
+    "bert-mlm": ("BertForMaskedLM", dict()),  # last: the kinds before keep their seeds
 }
 
 

@@ -29,6 +29,7 @@ CLASSES = {
     "bert-token": ("ErnieForTokenClassification", "token"),
     "bert-qa": ("ErnieForQuestionAnswering", "span"),
     "ernie-seq": ("ErnieForSequenceClassification", "sequence"),
+    "bert-mlm": ("ErnieForMaskedLM", "mlm"),
 }
 
 

@@ -75,7 +75,7 @@ HEAD_OF_ARCHITECTURE = {
     "ForMaskedLM": "mlm",
     "ForPreTraining": "mlm",
 }
-UNPOOLED_HEADS = ("token", "span")
+UNPOOLED_HEADS = ("token", "span", "mlm")
 """Heads that do not read the pooler: transformers builds their models without one."""
 ACTIVATIONS = ("gelu", "relu")
 
@@ -313,7 +313,8 @@ def load(cls, path: str, head: str | None, flag: str = "--model", **overrides):
     fits = {name: value for name, value in state.items() if name in own and tuple(own[name].shape) == value.shape}
     net.set_state_dict({name: paddle.to_tensor(value) for name, value in fits.items()})
     apply_layer_norm_eps(net)
-    new = [n for n in own if n not in fits and not ("pooler." in n and head in UNPOOLED_HEADS)]
+    loaded = {id(own[name]) for name in fits}  # a tied weight (the MLM decoder) is loaded with its twin
+    new = [n for n in own if id(own[n]) not in loaded and not ("pooler." in n and head in UNPOOLED_HEADS)]
     return net, _loading_line(len(fits), len(own), new, unused)
 
 
