@@ -15,9 +15,16 @@ import re
 import numpy as np
 
 from ernie_ft.errors import UserError
+from ernie_ft.models.weights import (
+    SAFE_INDEX,
+    SAFE_WEIGHTS,
+    apply_layer_norm_eps,
+    layer_norm_eps,
+    loading_line,
+    stored_names,
+)
 
 MODEL_TYPES = ("bert", "ernie")
-SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
 PADDLE_PREFIX = "ernie."
 
@@ -96,7 +103,7 @@ def read_config(path: str) -> dict | None:
         return None
     if not isinstance(config, dict) or config.get("model_type") not in MODEL_TYPES or "paddlenlp_version" in config:
         return None
-    names = _stored_names(path)
+    names = stored_names(path)
     if names is None:  # no safetensors: transformers' own weight files, refused by ``check_weights``
         return config if any(os.path.isfile(os.path.join(path, name)) for name in PICKLES) else None
     return config if any(".encoder.layer." in n or n.startswith("encoder.layer.") for n in names) else None
@@ -134,19 +141,6 @@ def check_weights(path: str, config: dict, flag: str = "--model") -> None:
         f"are installed: python -c \"import transformers; transformers.{cls}.from_pretrained('{path}')"
         f".save_pretrained('{path}', safe_serialization=True)\""
     )
-
-
-def _stored_names(path: str) -> list[str] | None:
-    index = os.path.join(path, SAFE_INDEX)
-    if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            return list(json.load(f)["weight_map"])
-    if not os.path.isfile(os.path.join(path, SAFE_WEIGHTS)):
-        return None
-    from safetensors import safe_open
-
-    with safe_open(os.path.join(path, SAFE_WEIGHTS), framework="np") as f:
-        return list(f.keys())
 
 
 def read_weights(path: str) -> dict[str, np.ndarray]:
@@ -277,22 +271,6 @@ def hf_config(config, model_type: str, head: str | None, labels: list[str], arch
     return out
 
 
-def layer_norm_eps(config) -> float:
-    """The LayerNorm epsilon a config asks for (PaddleNLP's ERNIE runs 1e-12 whatever its config says)."""
-    return float(getattr(config, "layer_norm_eps", None) or 1e-12)
-
-
-def apply_layer_norm_eps(net) -> None:
-    """Set every LayerNorm of ``net`` to its config's ``layer_norm_eps``: PaddleNLP's ERNIE initialises all of them
-    to 1e-12, while BERT uses 1e-12 and the transformers ports of ERNIE 3.0 1e-5."""
-    import paddle
-
-    eps = layer_norm_eps(net.config)
-    for layer in net.sublayers():
-        if isinstance(layer, paddle.nn.LayerNorm):
-            layer._epsilon = eps
-
-
 def load(cls, path: str, head: str | None, flag: str = "--model", **overrides):
     """(``cls`` built from the transformers checkpoint ``path``, a line on what was not loaded or None).
 
@@ -315,19 +293,4 @@ def load(cls, path: str, head: str | None, flag: str = "--model", **overrides):
     apply_layer_norm_eps(net)
     loaded = {id(own[name]) for name in fits}  # a tied weight (the MLM decoder) is loaded with its twin
     new = [n for n in own if id(own[n]) not in loaded and not ("pooler." in n and head in UNPOOLED_HEADS)]
-    return net, _loading_line(len(fits), len(own), new, unused)
-
-
-def _loading_line(loaded: int, total: int, new: list[str], unused: list[str]) -> str | None:
-    if not new and not unused:
-        return None
-
-    def groups(names):
-        return ", ".join(sorted({".".join(n.split(".")[: 2 if n.count(".") > 1 else 1]) + ".*" for n in names}))
-
-    line = f"{loaded} of {total} weights loaded from the transformers checkpoint"
-    if new:
-        line += f"; newly initialised: {groups(new)} ({len(new)} tensors)"
-    if unused:
-        line += f"; not used: {groups(unused)} ({len(unused)} tensors)"
-    return line
+    return net, loading_line(len(fits), len(own), new, unused, source="transformers checkpoint")

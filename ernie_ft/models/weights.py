@@ -37,8 +37,6 @@ def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model")
 def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
     """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted: the format
     is decided (and a pickle refused) before PaddleNLP opens any file."""
-    from ernie_ft.models.hf import apply_layer_norm_eps
-
     fmt = weights_format(path, trust_pickle, flag)
     net = cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
     apply_layer_norm_eps(net)  # PaddleNLP sets 1e-12 whatever config.json says (1e-5 in a model from transformers)
@@ -71,16 +69,37 @@ def describe_loading(model, path: str, prefix: str = "ernie.") -> str | None:
     known = {name for name in own if name in stored or name.removeprefix(prefix) in stored}
     new = [name for name in own if name not in known]
     used = known | {name.removeprefix(prefix) for name in known}
-    unused = sorted(stored - used)
+    return loading_line(len(known), len(own), new, sorted(stored - used))
+
+
+def loading_line(loaded: int, total: int, new: list[str], unused: list[str], source: str = "checkpoint") -> str | None:
+    """'N of M weights loaded from the ``source``; newly initialised: ...; not used: ...', or None when nothing is new
+    or left over."""
     if not new and not unused:
         return None
 
     def heads(names):  # classifier.weight -> classifier.*, cls.predictions.decoder.bias -> cls.predictions.*
         return ", ".join(sorted({".".join(n.split(".")[: 2 if n.count(".") > 1 else 1]) + ".*" for n in names}))
 
-    line = f"{len(known)} of {len(own)} weights loaded from the checkpoint"
+    line = f"{loaded} of {total} weights loaded from the {source}"
     if new:
         line += f"; newly initialised: {heads(new)} ({len(new)} tensors)"
     if unused:
         line += f"; not used: {heads(unused)} ({len(unused)} tensors)"
     return line
+
+
+def layer_norm_eps(config) -> float:
+    """The LayerNorm epsilon a config asks for (PaddleNLP's ERNIE runs 1e-12 whatever its config says)."""
+    return float(getattr(config, "layer_norm_eps", None) or 1e-12)
+
+
+def apply_layer_norm_eps(net) -> None:
+    """Set every LayerNorm of ``net`` to its config's ``layer_norm_eps``: PaddleNLP's ERNIE initialises all of them
+    to 1e-12, while BERT uses 1e-12 and the transformers ports of ERNIE 3.0 1e-5."""
+    import paddle
+
+    eps = layer_norm_eps(net.config)
+    for layer in net.sublayers():
+        if isinstance(layer, paddle.nn.LayerNorm):
+            layer._epsilon = eps
