@@ -1,6 +1,7 @@
 """``python -m ernie_ft distill``: a student learns a classification teacher's labels from its soft labels alone
 (and with ``--transfer``, its hidden states and attention scores), saves an ordinary classification checkpoint,
-resumes like any run, and refuses a wrong teacher in one line."""
+resumes like any run, and refuses a wrong teacher in one line; a student tagger learns a softmax NER teacher's
+tags from its per-token soft labels and saves an ordinary ner checkpoint."""
 
 import json
 
@@ -138,7 +139,10 @@ def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tm
 @pytest.mark.parametrize(
     "change,message",
     [
-        ({"--teacher": str(ROOT / "tests" / "fixtures" / "v0.1" / "ner")}, "a ner checkpoint; distill takes a classi"),
+        (
+            {"--teacher": str(ROOT / "tests" / "fixtures" / "v0.1" / "ner")},  # a CRF tagger
+            "an NER run trained with --crf; distill takes an NER teacher without --crf only",
+        ),
         ({"--teacher": "no/such/run"}, "--teacher no/such/run: directory not found"),
         ({"--teacher": str(DATA)}, "not an ernie_ft checkpoint"),
         ({"--unlabelled": "no/such.txt"}, "--unlabelled: no/such.txt not found"),
@@ -391,3 +395,154 @@ def test_two_data_parallel_processes_learn_as_one_process_with_the_same_global_b
     assert "distill_projection.weight" in one and one.keys() == two.keys()
     for name, value in one.items():
         np.testing.assert_allclose(two[name].numpy(), value.numpy(), rtol=0, atol=adam_drift(3, 5e-3), err_msg=name)
+
+
+# --- NER students (a softmax NER teacher's soft labels per token) -------------------------------------------------
+
+NER_ROWS = (DATA / "ner_train.jsonl").read_text(encoding="utf-8").splitlines()[:24]
+
+
+@pytest.fixture(scope="module")
+def ner_files(tmp_path_factory):
+    """teacher.jsonl (24 texts with entities), labelled.jsonl (the first 6), rest.txt (the other 18, no
+    entities) and all.txt (the 24 texts)."""
+    folder = tmp_path_factory.mktemp("distill-ner-data")
+    texts = [json.loads(row)["text"] for row in NER_ROWS]
+    (folder / "teacher.jsonl").write_text("\n".join(NER_ROWS) + "\n", encoding="utf-8")
+    (folder / "labelled.jsonl").write_text("\n".join(NER_ROWS[:6]) + "\n", encoding="utf-8")
+    (folder / "rest.txt").write_text("\n".join(texts[6:]) + "\n", encoding="utf-8")
+    (folder / "all.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return folder
+
+
+NER_QUICK = ["--max-len", "48", "--threads", "1", "--log-steps", "50", "--seed", "5", "--dropout", "0"]
+
+
+@pytest.fixture(scope="module")
+def ner_teacher(ner_files, tmp_path_factory):
+    """A softmax tagger that has memorised teacher.jsonl."""
+    out = tmp_path_factory.mktemp("ner-teacher") / "run"
+    args = ["--train", str(ner_files / "teacher.jsonl"), "--model", "scratch:tiny", "--output", str(out)]
+    assert task_command("ner")([*args, "--epochs", "20", "--batch-size", "8", "--lr", "5e-3", *NER_QUICK]) == 0
+    return out
+
+
+def ner_distill_args(teacher, files, out, *extra):
+    return [
+        "distill",
+        "--teacher",
+        str(teacher),
+        "--student",
+        "scratch:tiny",
+        "--train",
+        str(files / "labelled.jsonl"),
+        "--unlabelled",
+        str(files / "rest.txt"),
+        "--output",
+        str(out),
+        "--alpha",
+        "1",
+        "--epochs",
+        "20",
+        "--batch-size",
+        "8",
+        "--lr",
+        "5e-3",
+        *NER_QUICK,
+        *extra,
+    ]
+
+
+def entities(model, texts_file, tmp_path):
+    return [
+        [(e["start"], e["end"], e["type"]) for e in record["entities"]]
+        for record in predictions(model, texts_file, tmp_path)
+    ]
+
+
+def test_an_ner_student_reproduces_a_softmax_teachers_tags_and_saves_an_ner_checkpoint(
+    ner_teacher, ner_files, tmp_path
+):
+    out = tmp_path / "student"
+    assert main(ner_distill_args(ner_teacher, ner_files, out)) == 0
+    taught = entities(ner_teacher, ner_files / "all.txt", tmp_path)
+    assert sum(map(len, taught)) >= 40
+    assert entities(out, ner_files / "all.txt", tmp_path) == taught  # 18 of the 24 texts from the teacher alone
+    best = out / "best"
+    assert (best / "ernie_ft.yaml").read_text(encoding="utf-8").startswith("task: ner")
+    assert (best / "labels.json").read_text() == (ner_teacher / "best" / "labels.json").read_text()
+    assert (best / "vocab.txt").read_text() == (ner_teacher / "best" / "vocab.txt").read_text()
+    assert json.loads((out / "distill.json").read_text(encoding="utf-8"))["unlabelled"] == [str(ner_files / "rest.txt")]
+
+
+def test_the_ner_loss_is_a_kl_per_tagged_token_mixed_with_the_tags_cross_entropy():
+    import paddle
+    import paddle.nn.functional as F
+
+    from ernie_ft.distill.ner import NerDistillation
+
+    paddle.seed(0)
+    student, teacher = paddle.randn([2, 5, 3]), paddle.randn([2, 5, 3])
+    # [CLS], two tagged tokens, a continuation piece, [SEP]; an unlabelled text's tagged tokens (-1), then padding
+    labels = paddle.to_tensor([[-100, 2, 0, -100, -100], [-100, -1, -1, -100, -100]])
+    t, alpha = 2.0, 0.3
+    task = NerDistillation(teacher="x", temperature=t, alpha=alpha)
+    loss = float(task.soft_loss(student, teacher, labels))
+    p = F.softmax(teacher / t, axis=-1).numpy()
+    q = F.softmax(student / t, axis=-1).numpy()
+    kl = (p * np.log(p / q)).sum(axis=-1) * t * t
+    ce = -np.log(F.softmax(student, axis=-1).numpy())
+    labelled = [alpha * kl[0, 1] + (1 - alpha) * ce[0, 1, 2], alpha * kl[0, 2] + (1 - alpha) * ce[0, 2, 0]]
+    expected = (sum(labelled) + kl[1, 1] + kl[1, 2]) / 4
+    assert loss == pytest.approx(expected, rel=1e-5)
+    changed = student.numpy()
+    changed[:, [0, 3, 4]] += 5.0  # untagged positions: nothing changes
+    assert float(task.soft_loss(paddle.to_tensor(changed), teacher, labels)) == pytest.approx(loss, rel=1e-6)
+    only_soft = NerDistillation(teacher="x", temperature=t, alpha=1.0).soft_loss
+    assert float(only_soft(teacher, teacher, labels)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_the_ner_loss_takes_the_teachers_logits_of_the_students_own_batch():
+    import paddle
+    import paddlenlp.transformers as pt
+
+    from ernie_ft.distill.ner import NerDistillation
+    from ernie_ft.models.modeling import forward
+
+    def tagger(seed):
+        paddle.seed(seed)
+        config = pt.ErnieConfig(
+            vocab_size=30, pad_token_id=0, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=64, type_vocab_size=4, use_task_id=False, num_labels=5,
+        )  # fmt: skip
+        return pt.ErnieForTokenClassification(config).eval()
+
+    student, teacher = tagger(1), tagger(2)
+    task = NerDistillation(teacher="x", alpha=0.4)
+    task.bind(student, teacher=teacher)
+    ids = paddle.to_tensor([[1, 5, 6, 7, 2, 0], [1, 9, 2, 0, 0, 0]])
+    labels = paddle.to_tensor([[-100, 1, 2, 0, -100, -100], [-100, -1, -100, -100, -100, -100]])
+    batch = {"input_ids": ids, "token_type_ids": paddle.zeros_like(ids), "labels": labels}
+    logits = forward(student, batch)
+    expected = task.soft_loss(logits, forward(teacher, batch), labels)
+    assert float(task.loss(logits, batch)) == pytest.approx(float(expected), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"--transfer": "hidden"}, "--transfer hidden: an NER teacher teaches its soft labels per token only"),
+        ({"--transfer": "hidden+attention"}, "--transfer hidden+attention: an NER teacher teaches its soft label"),
+        ({"--tensor-parallel": "2"}, "an NER teacher does not run with --tensor-parallel 2: the teacher runs whole"),
+    ],
+)
+def test_an_ner_teacher_refuses_what_it_cannot_teach_in_one_line(
+    change, message, ner_teacher, ner_files, tmp_path, capsys
+):
+    args = ner_distill_args(ner_teacher, ner_files, tmp_path / "out")
+    for flag, value in change.items():
+        args += [flag, value]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert not (tmp_path / "out").exists()

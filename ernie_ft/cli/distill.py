@@ -1,5 +1,6 @@
-"""``python -m ernie_ft distill``: train a student classifier on a trained classifier's soft labels, with every
-training flag of ``classify`` (the student is ``--student``, not ``--model``)."""
+"""``python -m ernie_ft distill``: train a student classifier on a trained classifier's soft labels (or a student
+tagger on a softmax NER teacher's per-token soft labels), with every training flag of ``classify`` (the student is
+``--student``, not ``--model``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ DESCRIPTION = (
     "ordinary classification checkpoint. The student takes the teacher's labels and data settings (--label-names, "
     "--max-len, --stride, --window-pooling, the columns) unless given here. With --transfer hidden or "
     "hidden+attention the student also learns the teacher's hidden states (and attention scores) layer by layer, "
-    "TinyBERT's intermediate-layer distillation; a scratch student then takes the teacher's vocabulary."
+    "TinyBERT's intermediate-layer distillation; a scratch student then takes the teacher's vocabulary. An NER "
+    "teacher trained without --crf teaches a student tagger its soft labels token by token (--transfer logits; "
+    "the result is an ordinary ner checkpoint, and a scratch student takes the teacher's vocabulary)."
 )
 
 
@@ -74,7 +77,7 @@ def parse_distill_args(argv: list[str], prog: str) -> RunConfig:
     recipe = load_recipe(recipe_path) if recipe_path else {}
     teacher = args.get("teacher") or (recipe.get("task") or {}).get("teacher")
     if not teacher:
-        raise UserError("--teacher is required: the output directory of a classification run to distil")
+        raise UserError("--teacher is required: the output directory of a classification or NER run to distil")
     data = recipe.get("data") or {}
     if isinstance(data, dict):  # else build_config says what is wrong with it
         recipe = {**recipe, "data": {**inherited_data(teacher_dir(teacher), {**data, **args}), **data}}
@@ -88,15 +91,25 @@ def parse_distill_args(argv: list[str], prog: str) -> RunConfig:
 
 
 def with_transfer(config: RunConfig, teacher: str) -> RunConfig:
-    """``config`` checked for --transfer hidden and hidden+attention, whose teacher reads the student's token ids:
-    a scratch student without --vocab gets the teacher's vocabulary (``teacher``: its checkpoint directory)."""
+    """``config`` checked for a teacher that reads the student's token ids (--transfer hidden and
+    hidden+attention, and any NER teacher): a scratch student without --vocab gets the teacher's vocabulary
+    (``teacher``: its checkpoint directory). An NER teacher takes --transfer logits only."""
+    from ernie_ft.distill.teacher import teacher_task
+
     transfer = config.task.get("transfer", "logits")
-    if transfer == "logits":
+    ner = teacher_task(teacher) == "ner"
+    if ner and transfer != "logits":
+        raise UserError(
+            f"--transfer {transfer}: an NER teacher teaches its soft labels per token only (hidden states and "
+            "attention are transferred for classification teachers); use --transfer logits (the default)"
+        )
+    if transfer == "logits" and not ner:
         return config
     if config.parallel.tensor_parallel > 1:
+        what = "an NER teacher" if ner else f"--transfer {transfer}"
         raise UserError(
-            f"--transfer {transfer} does not run with --tensor-parallel {config.parallel.tensor_parallel}: the "
-            "teacher runs whole beside the student; use data parallelism (--nproc, --gpus) or --transfer logits"
+            f"{what} does not run with --tensor-parallel {config.parallel.tensor_parallel}: the teacher runs whole "
+            f"beside the student; use data parallelism (--nproc, --gpus){'' if ner else ' or --transfer logits'}"
         )
     model = config.model
     if model.model.startswith("scratch:") and model.vocab is None:

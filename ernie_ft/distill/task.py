@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ernie_ft.classify.task import Classification
-from ernie_ft.config import RunConfig, suggest
+from ernie_ft.config import RunConfig
 from ernie_ft.data.readers import TrainedColumn, read_examples
+from ernie_ft.distill import settings
 from ernie_ft.distill import teacher as teachers
 from ernie_ft.distill import transfer as transfers
 from ernie_ft.errors import UserError
@@ -32,7 +33,8 @@ class Distillation(Classification):
     """Classification whose loss mixes the teacher's soft labels with the hard ones; it saves as ``classify``."""
 
     teacher: Optional[str] = None
-    """The teacher: the output directory of a classification run (python -m ernie_ft classify) or its best/."""
+    """The teacher: the output directory of a classification run (python -m ernie_ft classify), or of an NER run
+    without --crf (python -m ernie_ft ner; the student is then an NER tagger), or its best/."""
     unlabelled: Optional[str] = None
     """Texts without labels that the student learns from the teacher alone: .txt (one text per line), TSV, CSV or
     JSONL, read with the run's columns where the file has them."""
@@ -57,19 +59,7 @@ class Distillation(Classification):
     """The teacher beside the student (set by ``bind`` unless --transfer logits)."""
 
     def __post_init__(self):
-        if not self.teacher:
-            raise UserError("--teacher is required: the output directory of a classification run to distil")
-        if not self.temperature > 0:
-            raise UserError(f"--temperature must be greater than 0, not {self.temperature}")
-        if not 0 <= self.alpha <= 1:
-            raise UserError(f"--alpha is a weight between 0 and 1, not {self.alpha}")
-        if self.transfer not in transfers.MODES:
-            raise UserError(
-                f"--transfer must be one of {', '.join(transfers.MODES)}, not {self.transfer!r}."
-                f"{suggest(self.transfer, transfers.MODES)}"
-            )
-        if not self.transfer_weight >= 0:
-            raise UserError(f"--transfer-weight must be 0 or more, not {self.transfer_weight}")
+        settings.check(self)
 
     @functools.cached_property
     def teacher_dir(self) -> str:
@@ -168,12 +158,15 @@ class Distillation(Classification):
 
 def distill(config: RunConfig) -> dict:
     """Train a student as ``config`` says; ``config.task`` holds the Distillation's settings (teacher,
-    unlabelled, temperature, alpha, transfer, transfer_weight). Its checkpoints are classification checkpoints
-    (their run config has no task settings); OUTPUT/distill.json records the teacher and the settings. Returns the
-    metrics."""
+    unlabelled, temperature, alpha, transfer, transfer_weight). Its checkpoints are checkpoints of the teacher's
+    task, classify or ner (their run config has no task settings); OUTPUT/distill.json records the teacher and the
+    settings. Returns the metrics."""
+    from ernie_ft.distill.ner import NerDistillation
     from ernie_ft.training.trainer import train
 
-    task = Distillation(**config.task)
+    given = config.task.get("teacher")  # none: Distillation says it is required
+    ner = given and teachers.teacher_task(teachers.teacher_dir(given)) == "ner"
+    task = (NerDistillation if ner else Distillation)(**config.task)
     teacher = task.teacher_dir
     metrics = train(task, dataclasses.replace(config, task={}))
     if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":  # one process, or the first of a launched job

@@ -1,5 +1,5 @@
-"""The teacher of a distillation: a trained classification checkpoint, what the student takes from it (labels and
-data settings), and its soft labels for the student's texts."""
+"""The teacher of a distillation: a trained classification (or softmax NER) checkpoint, what the student takes
+from it (labels and data settings), and its soft labels for the student's texts."""
 
 from __future__ import annotations
 
@@ -10,28 +10,45 @@ import numpy as np
 import yaml
 
 from ernie_ft.errors import UserError
+from ernie_ft.task import load_task
 from ernie_ft.training import checkpoint
 
 INHERITED = ("text_column", "text_pair_column", "label_column", "label_names", "max_len", "stride", "window_pooling")
 """The teacher's data settings a student gets unless its flags or recipe set them."""
+NER_INHERITED = ("max_len", "stride")
+"""Those of an NER teacher: NER reads no columns and pools no windows."""
+TASKS = ("classify", "ner")
+"""The tasks a teacher may have been trained for."""
 
 
 def teacher_dir(path: str) -> str:
-    """The checkpoint directory of ``--teacher`` (a classification run's output directory or its best/); a
-    missing directory, a directory that holds no checkpoint or a checkpoint of another task is a UserError."""
+    """The checkpoint directory of ``--teacher`` (a classification or NER run's output directory or its best/); a
+    missing directory, a directory that holds no checkpoint, a checkpoint of another task or an NER checkpoint
+    with a CRF is a UserError."""
     if not os.path.isdir(path):
         raise UserError(f"--teacher {path}: directory not found; pass a classification run's output directory")
     try:
         found = checkpoint.resolve_model_dir(path)
     except UserError as e:  # its messages name --model, the flag of predict and evaluate
         raise UserError(str(e).replace("--model", "--teacher", 1)) from None
-    task = recorded_run(found)["task"]
-    if task != "classify":
+    task = teacher_task(found)
+    if task not in TASKS:
         raise UserError(
             f"--teacher {path}: a {task} checkpoint; distill takes a classification teacher (a run of "
-            "python -m ernie_ft classify)"
+            "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner)"
+        )
+    if task == "ner" and load_task(task, recorded_run(found)["run"].get("task")).model_class is not None:
+        raise UserError(
+            f"--teacher {path}: an NER run trained with --crf; distill takes an NER teacher without --crf only "
+            "(its per-token softmax gives the soft labels; a CRF scores whole tag sequences): train the teacher "
+            "with python -m ernie_ft ner without --crf"
         )
     return found
+
+
+def teacher_task(directory: str) -> str:
+    """The task the checkpoint ``directory`` was trained for: classify, ner, ..."""
+    return recorded_run(directory)["task"]
 
 
 def recorded_run(directory: str) -> dict:
@@ -49,7 +66,8 @@ def inherited_data(directory: str, given: dict) -> dict:
     """The teacher's data settings (``INHERITED``) that ``given`` (the student's flags and recipe) leaves unset.
     The teacher's --stride belongs to its --max-len: a student with its own --max-len does not take it."""
     trained = recorded_run(directory)["run"]["data"]
-    keep = [k for k in INHERITED if k not in given and not (k == "stride" and "max_len" in given)]
+    inherited = NER_INHERITED if teacher_task(directory) == "ner" else INHERITED
+    keep = [k for k in inherited if k not in given and not (k == "stride" and "max_len" in given)]
     return {k: trained[k] for k in keep if trained.get(k) is not None}
 
 

@@ -1,0 +1,159 @@
+"""Knowledge distillation for NER: a student tagger learns a softmax NER teacher's soft labels token by token.
+
+The teacher runs beside the student in every training step, on the student's own windows (the student takes the
+teacher's vocabulary, so the token ids are the same), and its logits for each token are that token's soft labels:
+no pass before training, and nothing to align between two tokenizations. Only the tokens that carry a tag (the
+first token of each character or word, as NER trains them) count; [CLS], [SEP], continuation pieces and padding
+do not. A token of an unlabelled text has the soft loss alone (label -1 in the batch, -100 where no tag is).
+A CRF teacher scores whole tag sequences rather than tokens, so distill refuses it (``teacher.teacher_dir``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+from ernie_ft.distill import settings
+from ernie_ft.distill import teacher as teachers
+from ernie_ft.distill import transfer as transfers
+from ernie_ft.errors import UserError
+from ernie_ft.ner.formats import read_ner
+from ernie_ft.ner.task import NER, entity_types
+
+
+@dataclass
+class NerDistillation(NER):
+    """NER whose loss mixes the teacher's per-token soft labels with the hard tags; it saves as ``ner``."""
+
+    teacher: Optional[str] = None
+    """The teacher: the output directory of an NER run trained without --crf, or its best/."""
+    unlabelled: Optional[str] = None
+    """Texts without entities that the student learns from the teacher alone (one text per line, or any NER
+    format, whose entities are ignored)."""
+    temperature: float = 2.0
+    """Softmax temperature of the soft labels (teacher and student)."""
+    alpha: float = 0.5
+    """Weight of the soft loss on the tokens of labelled texts (the hard tags' cross-entropy gets 1 - alpha)."""
+    transfer: str = "logits"
+    """Only logits for NER."""
+    transfer_weight: float = 1.0
+    """Not used for NER (no intermediate layers)."""
+    _train: Optional[list] = dataclasses.field(default=None, init=False, repr=False)
+    """The training examples: the labelled ones first, then ``_labelled`` on the unlabelled texts."""
+    _labelled: int = dataclasses.field(default=0, init=False, repr=False)
+    _max_len: Optional[int] = dataclasses.field(default=None, init=False, repr=False)
+    _teacher: object = dataclasses.field(default=None, init=False, repr=False)
+    """The teacher's model (set by ``bind``)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        settings.check(self)
+        if self.transfer != "logits":
+            raise UserError(
+                f"--transfer {self.transfer}: an NER teacher teaches its soft labels per token only; use "
+                "--transfer logits (the default)"
+            )
+
+    @functools.cached_property
+    def teacher_dir(self) -> str:
+        return teachers.teacher_dir(self.teacher)
+
+    def unlabelled_files(self) -> list[str]:
+        return [p for p in (self.unlabelled or "").split(os.pathsep) if p]
+
+    def read(self, path, data, flag, labelled=True):
+        """The file's examples; for --train, followed by every --unlabelled file's texts (no entities)."""
+        examples = super().read(path, data, flag, labelled)
+        if flag != "--train":
+            return examples
+        self._max_len, self._labelled = data.max_len, len(examples)
+        for file in self.unlabelled_files():
+            texts = read_ner(file, "--unlabelled", "auto", False, self.overlapping)
+            examples += [dataclasses.replace(e, entities=()) for e in texts]
+        self._train = examples
+        return examples
+
+    def fit_labels(self, train):
+        """The teacher's tags, in its order (its logits' columns); a labelled entity of another type is an error."""
+        labels = teachers.teacher_labels(self.teacher_dir)
+        known = set(entity_types(labels))
+        for e in train[: self._labelled]:
+            for *_, kind in e.entities:
+                if kind not in known:
+                    raise UserError(
+                        f"--train: {e.source}:{e.line}: the entity type {kind!r} is not one of the teacher's "
+                        f"({', '.join(sorted(known))}); label the texts with the teacher's types"
+                    )
+        return labels
+
+    def featurize(self, examples, encodings, pipeline, labels, data):
+        """NER's windows; the tagged tokens of an unlabelled text get the label -1 (soft loss only). The
+        student's token ids are checked against the teacher's, which reads them."""
+        features = super().featurize(examples, encodings, pipeline, labels, data)
+        if examples is not self._train:
+            return features
+        from ernie_ft.text.pipeline import TextPipeline
+
+        teacher = TextPipeline.from_dir(self.teacher_dir)
+        if not transfers.same_token_ids(pipeline, teacher):
+            raise UserError(
+                f"--teacher {self.teacher}: the student's text pipeline (vocabulary {pipeline.vocab_file}, "
+                f"{pipeline.vocab_size} tokens) gives other token ids than the NER teacher's ({teacher.vocab_size} "
+                f"tokens), which reads the student's windows; give a scratch student --vocab {teacher.vocab_file} "
+                "(the default), or a student model with the teacher's vocabulary"
+            )
+        for f in features:
+            if f["doc"] >= self._labelled:
+                f["labels"] = [-100 if v == -100 else -1 for v in f["labels"]]
+        if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":
+            unlabelled = len(examples) - self._labelled
+            print(
+                f"teacher {self.teacher_dir}: soft labels per token in every training step ({unlabelled} "
+                "unlabelled texts)",
+                file=sys.stderr,
+            )
+        return features
+
+    def bind(self, model, teacher=None) -> None:
+        """The student ``model`` (as NER binds it) and the teacher beside it (``teacher``, else --teacher's)."""
+        super().bind(model)
+        teacher = transfers.load_teacher(self.teacher_dir) if teacher is None else teacher
+        limit = int(teacher.config.max_position_embeddings)
+        if self._max_len is not None and self._max_len > limit:
+            raise UserError(
+                f"--max-len {self._max_len}: the teacher reads the student's windows and takes at most {limit} "
+                f"tokens; use --max-len {limit} or less"
+            )
+        self._teacher = teacher
+
+    def loss(self, logits, batch):
+        """The teacher's logits of the batch (its forward pass, without gradients), then ``soft_loss``."""
+        import paddle
+
+        from ernie_ft.models.modeling import forward
+
+        with paddle.no_grad():
+            teacher_logits = forward(self._teacher, batch)
+        return self.soft_loss(logits, teacher_logits, batch["labels"])
+
+    def soft_loss(self, logits, teacher_logits, labels):
+        """Per tagged token (label >= 0, or -1 in an unlabelled text): alpha * T^2 * KL(teacher_T || student_T) +
+        (1 - alpha) * cross-entropy with its tag, or T^2 * KL alone for label -1; the mean over the batch's
+        tagged tokens. Tokens labelled -100 ([CLS], [SEP], continuation pieces, padding) count for nothing."""
+        import paddle
+        import paddle.nn.functional as F
+
+        t = self.temperature
+        logits = logits.astype("float32")
+        student = F.log_softmax(logits / t, axis=-1)
+        teacher = F.log_softmax(teacher_logits.astype("float32") / t, axis=-1)
+        soft = (teacher.exp() * (teacher - student)).sum(axis=-1) * (t * t)
+        tokens = (labels != -100).astype("float32")
+        labelled = (labels >= 0).astype("float32")
+        hard = F.cross_entropy(logits, labels.clip(min=0).unsqueeze(-1), reduction="none").squeeze(-1)
+        mixed = labelled * (self.alpha * soft + (1 - self.alpha) * hard) + (tokens - labelled) * soft
+        return mixed.sum() / paddle.clip(tokens.sum(), min=1.0)

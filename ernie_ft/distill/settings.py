@@ -1,0 +1,23 @@
+"""The settings every distillation checks, whatever its teacher's task."""
+
+from __future__ import annotations
+
+from ernie_ft.config import suggest
+from ernie_ft.distill.transfer import MODES
+from ernie_ft.errors import UserError
+
+
+def check(task) -> None:
+    """The distillation's settings of ``task`` (a Distillation or an NerDistillation), checked."""
+    if not task.teacher:
+        raise UserError("--teacher is required: the output directory of a classification or NER run to distil")
+    if not task.temperature > 0:
+        raise UserError(f"--temperature must be greater than 0, not {task.temperature}")
+    if not 0 <= task.alpha <= 1:
+        raise UserError(f"--alpha is a weight between 0 and 1, not {task.alpha}")
+    if task.transfer not in MODES:
+        raise UserError(
+            f"--transfer must be one of {', '.join(MODES)}, not {task.transfer!r}.{suggest(task.transfer, MODES)}"
+        )
+    if not task.transfer_weight >= 0:
+        raise UserError(f"--transfer-weight must be 0 or more, not {task.transfer_weight}")
