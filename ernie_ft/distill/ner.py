@@ -62,16 +62,13 @@ class NerDistillation(NER):
     def teacher_dir(self) -> str:
         return teachers.teacher_dir(self.teacher)
 
-    def unlabelled_files(self) -> list[str]:
-        return [p for p in (self.unlabelled or "").split(os.pathsep) if p]
-
     def read(self, path, data, flag, labelled=True):
         """The file's examples; for --train, followed by every --unlabelled file's texts (no entities)."""
         examples = super().read(path, data, flag, labelled)
         if flag != "--train":
             return examples
         self._max_len, self._labelled = data.max_len, len(examples)
-        for file in self.unlabelled_files():
+        for file in settings.unlabelled_files(self.unlabelled):
             texts = read_ner(file, "--unlabelled", "auto", False, self.overlapping)
             examples += [dataclasses.replace(e, entities=()) for e in texts]
         self._train = examples
@@ -96,16 +93,9 @@ class NerDistillation(NER):
         features = super().featurize(examples, encodings, pipeline, labels, data)
         if examples is not self._train:
             return features
-        from ernie_ft.text.pipeline import TextPipeline
-
-        teacher = TextPipeline.from_dir(self.teacher_dir)
-        if not transfers.same_token_ids(pipeline, teacher):
-            raise UserError(
-                f"--teacher {self.teacher}: the student's text pipeline (vocabulary {pipeline.vocab_file}, "
-                f"{pipeline.vocab_size} tokens) gives other token ids than the NER teacher's ({teacher.vocab_size} "
-                f"tokens), which reads the student's windows; give a scratch student --vocab {teacher.vocab_file} "
-                "(the default), or a student model with the teacher's vocabulary"
-            )
+        transfers.check_pipeline(
+            pipeline, self.teacher_dir, f"--teacher {self.teacher}", "the NER teacher reads the student's windows"
+        )
         for f in features:
             if f["doc"] >= self._labelled:
                 f["labels"] = [-100 if v == -100 else -1 for v in f["labels"]]
@@ -122,12 +112,7 @@ class NerDistillation(NER):
         """The student ``model`` (as NER binds it) and the teacher beside it (``teacher``, else --teacher's)."""
         super().bind(model)
         teacher = transfers.load_teacher(self.teacher_dir) if teacher is None else teacher
-        limit = int(teacher.config.max_position_embeddings)
-        if self._max_len is not None and self._max_len > limit:
-            raise UserError(
-                f"--max-len {self._max_len}: the teacher reads the student's windows and takes at most {limit} "
-                f"tokens; use --max-len {limit} or less"
-            )
+        transfers.check_max_len(teacher, self._max_len)
         self._teacher = teacher
 
     def loss(self, logits, batch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ernie_ft.config import suggest
 from ernie_ft.distill.transfer import MODES
 from ernie_ft.errors import UserError
@@ -21,3 +23,8 @@ def check(task) -> None:
         )
     if not task.transfer_weight >= 0:
         raise UserError(f"--transfer-weight must be 0 or more, not {task.transfer_weight}")
+
+
+def unlabelled_files(spec: str | None) -> list[str]:
+    """The files of ``--unlabelled`` (several joined by the path separator, as the recipe stores them)."""
+    return [p for p in (spec or "").split(os.pathsep) if p]

@@ -66,9 +66,6 @@ class Distillation(Classification):
         """The teacher's checkpoint directory (checked: a classification checkpoint)."""
         return teachers.teacher_dir(self.teacher)
 
-    def unlabelled_files(self) -> list[str]:
-        return [p for p in (self.unlabelled or "").split(os.pathsep) if p]
-
     def read(self, path, data, flag, labelled=True):
         """The file's examples; for --train, followed by every --unlabelled file's texts (label None)."""
         examples = super().read(path, data, flag, labelled)
@@ -77,7 +74,7 @@ class Distillation(Classification):
         self._max_len = data.max_len
         columns = {"text_column": data.text_column, "pair_column": data.text_pair_column}
         fitting = {k: TrainedColumn(v) if v else None for k, v in columns.items()}  # the file may be a .txt
-        for file in self.unlabelled_files():
+        for file in settings.unlabelled_files(self.unlabelled):
             texts = read_examples(file, **fitting, label_column=None, require_label=False, flag="--unlabelled")
             examples += [dataclasses.replace(e, label=None) for e in texts]
         self._train = examples
@@ -100,7 +97,9 @@ class Distillation(Classification):
         logits, with intermediate layers the student's token ids are checked against the teacher's."""
         features = super().featurize(examples, encodings, pipeline, labels, data)
         if examples is self._train and self._transfer is not None:
-            transfers.check_pipeline(pipeline, self.teacher_dir, self.transfer)
+            transfers.check_pipeline(
+                pipeline, self.teacher_dir, f"--transfer {self.transfer}", "hidden states are compared token by token"
+            )
             if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":
                 print(self._transfer.describe(), file=sys.stderr)
         elif examples is self._train:
@@ -122,12 +121,7 @@ class Distillation(Classification):
         if self.transfer == "logits":
             return
         teacher = transfers.load_teacher(self.teacher_dir) if teacher is None else teacher
-        limit = int(teacher.config.max_position_embeddings)
-        if self._max_len is not None and self._max_len > limit:
-            raise UserError(
-                f"--max-len {self._max_len}: the teacher reads the student's windows and takes at most {limit} "
-                f"tokens; use --max-len {limit} or less"
-            )
+        transfers.check_max_len(teacher, self._max_len)
         self._transfer = transfers.Transfer(model, teacher, self.transfer)
 
     def loss(self, logits, batch):
@@ -172,7 +166,7 @@ def distill(config: RunConfig) -> dict:
     if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":  # one process, or the first of a launched job
         record = {
             "teacher": os.path.abspath(teacher),
-            "unlabelled": [os.path.abspath(p) for p in task.unlabelled_files()],
+            "unlabelled": [os.path.abspath(p) for p in settings.unlabelled_files(task.unlabelled)],
             "temperature": task.temperature,
             "alpha": task.alpha,
             "transfer": task.transfer,

@@ -216,6 +216,16 @@ def load_teacher(directory: str):
     return model
 
 
+def check_max_len(teacher, max_len: int | None) -> None:
+    """Refuse windows longer than the teacher, which reads the student's windows, can take."""
+    limit = int(teacher.config.max_position_embeddings)
+    if max_len is not None and max_len > limit:
+        raise UserError(
+            f"--max-len {max_len}: the teacher reads the student's windows and takes at most {limit} "
+            f"tokens; use --max-len {limit} or less"
+        )
+
+
 def same_token_ids(student, teacher) -> bool:
     """Whether two text pipelines give every text the same token ids: the same vocabulary, casing, tokenization
     rules and vocabulary extension (a jieba user dictionary changes words, not ids)."""
@@ -229,15 +239,16 @@ def same_token_ids(student, teacher) -> bool:
     return rules(student) == rules(teacher)
 
 
-def check_pipeline(pipeline, teacher_dir: str, mode: str) -> None:
-    """Refuse a student whose token ids are not the teacher's: the teacher reads the student's windows."""
+def check_pipeline(pipeline, teacher_dir: str, flag: str, why: str) -> None:
+    """Refuse a student whose token ids are not the teacher's: the teacher reads the student's windows. ``flag`` and
+    ``why`` open and explain the error."""
     from ernie_ft.text.pipeline import TextPipeline
 
     teacher = TextPipeline.from_dir(teacher_dir)
     if not same_token_ids(pipeline, teacher):
         raise UserError(
-            f"--transfer {mode}: the student's text pipeline (vocabulary {pipeline.vocab_file}, {pipeline.vocab_size} "
+            f"{flag}: the student's text pipeline (vocabulary {pipeline.vocab_file}, {pipeline.vocab_size} "
             f"tokens) gives other token ids than the teacher's ({teacher.vocab_size} tokens, its casing and rules): "
-            f"hidden states are compared token by token; give a scratch student --vocab {teacher.vocab_file} (the "
-            "default), or a student model with the teacher's vocabulary"
+            f"{why}; give a scratch student --vocab {teacher.vocab_file} (the default), or a student model with the "
+            "teacher's vocabulary"
         )
