@@ -27,12 +27,17 @@ SLOW_MODULES = (
 
 
 def pytest_configure(config):
-    """Under ``pytest -n N`` (scripts/test.sh), give each worker its own share of the cores.
+    """Paddle's launcher ports below the ephemeral range (``launch.port_range``); under ``pytest -n N``
+    (scripts/test.sh), give each worker its own share of the cores.
 
     Workers and the processes they start inherit the affinity, and ernie_ft's default thread count
     follows it (``runtime.available_cores``), so N workers never run N times the math threads the
     cores can take.
     """
+    from ernie_ft.training.launch import port_range
+
+    # the tests that start paddle.distributed.launch themselves get the ports ernie_ft's own launches get
+    os.environ.setdefault("PORT_RANGE", port_range())
     worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if worker and workers and hasattr(os, "sched_setaffinity"):
         cores, n = sorted(os.sched_getaffinity(0)), int(workers)

@@ -180,3 +180,19 @@ def test_the_command_line_refuses_gpus_on_this_machine_in_one_line(request_, tmp
     assert proc.stdout == ""
     assert not out.exists()
     assert elapsed < 30, f"took {elapsed:.1f} s"
+
+
+def test_the_launchers_ports_lie_below_the_ephemeral_range(monkeypatch):
+    """Paddle's launcher releases a port its workers bind seconds later: an outgoing connection's ephemeral port must
+    never be able to take it (a worker aborted in libuv when one did)."""
+    from ernie_ft.training.launch import launcher_env, port_range
+
+    low, high = map(int, port_range().split(":"))
+    if os.path.isfile("/proc/sys/net/ipv4/ip_local_port_range"):
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            assert high < int(f.read().split()[0])
+    assert 1024 <= low < high
+    monkeypatch.delenv("PORT_RANGE", raising=False)
+    assert launcher_env([], "out", ParallelConfig(nproc=2))["PORT_RANGE"] == port_range()
+    monkeypatch.setenv("PORT_RANGE", "40000:41000")  # the user's own choice stays
+    assert launcher_env([], "out", ParallelConfig(nproc=2))["PORT_RANGE"] == "40000:41000"

@@ -286,12 +286,26 @@ def check_output_free(output: str) -> None:
 
 def launcher_env(argv: list[str], output: str, parallel) -> dict:
     """The launcher's environment: this one without ``LAUNCHER_VARIABLES``, with the command for the workers
-    (``ARGV_VARIABLE``) and, on several nodes, the output directory whose lock rank 0 takes."""
+    (``ARGV_VARIABLE``), its ports below the ephemeral range (``port_range``, unless PORT_RANGE is set) and, on several
+    nodes, the output directory whose lock rank 0 takes."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env.setdefault("PORT_RANGE", port_range())
     env[ARGV_VARIABLE] = json.dumps(["ernie_ft", *child_argv(argv)])
     if parallel.nodes > 1:
         env[OUTPUT_VARIABLE] = os.path.abspath(output)
     return env
+
+
+def port_range() -> str:
+    """Paddle's launcher picks its ports (``PORT_RANGE``, default 35100:64000) by binding and releasing one, and its
+    workers bind it seconds later; a port in the system's ephemeral range (Linux: 32768-60999) can be taken in between
+    by any outgoing connection, and the worker then aborts. Ports below that range are only taken on purpose."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return f"{max(1024, low - 12000)}:{max(1025, low - 1)}"
 
 
 def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
