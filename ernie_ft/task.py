@@ -79,6 +79,8 @@ class TaskHooks:
     task. A hook that returns None asks for the usual behaviour, as its docstring says.
     """
 
+    name: str = ""
+    """The ``Task.name`` a task that sets none gets: empty, and ``create_task`` gives it the spec it was loaded by."""
     model_class: ClassVar[Optional[str]] = None
     """'module:Class' of the model to build instead of the head's PaddleNLP class (a CRF tagger, ELECTRA)."""
     reads_corpus: ClassVar[bool] = False
@@ -209,13 +211,38 @@ def task_options(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.init and f.name not in PROTOCOL_FIELDS]
 
 
+class HookedTask(TaskHooks):
+    """A task object whose class is not a ``TaskHooks`` (a factory's product), with the hooks' defaults.
+
+    Every attribute is looked up here first (what is set on this object: ``create_task``'s name), then on the
+    task itself, then among ``TaskHooks``' defaults, so a hook the task has is the task's own; the defaults'
+    ``self`` is this object, so they see the task's attributes. Setting an attribute sets it here: the task
+    object is never changed.
+    """
+
+    def __init__(self, task):
+        object.__setattr__(self, "wrapped", task)
+
+    def __getattribute__(self, attr: str):
+        own = object.__getattribute__(self, "__dict__")
+        if attr in own or attr.startswith("__"):
+            return object.__getattribute__(self, attr)
+        try:
+            return getattr(own["wrapped"], attr)
+        except AttributeError:
+            return object.__getattribute__(self, attr)
+
+    def __repr__(self) -> str:
+        return f"HookedTask({self.wrapped!r})"
+
+
 def create_task(cls, options: dict | None = None, name: str | None = None) -> Task:
-    """An instance of the task class (or factory) with its options and the ``TaskHooks`` defaults; ``name`` if
-    the class does not set one."""
+    """An instance of the task class (or factory) with its options and the ``TaskHooks`` defaults (a factory's
+    product that is no ``TaskHooks`` is wrapped in a ``HookedTask``); ``name`` if the task sets none."""
     task = with_hooks(cls)(**(options or {}))
-    if not isinstance(task, TaskHooks):  # a factory's product: give it the hooks' defaults as a base
-        object.__setattr__(task, "__class__", with_hooks(type(task)))
-    if getattr(task, "name", None) in (None, ""):
+    if not isinstance(task, TaskHooks):
+        task = HookedTask(task)
+    if not task.name:
         task.name = name
     return task
 
