@@ -1,5 +1,7 @@
 """Every user mistake: one clear message naming the file, line or flag, exit status 2, nothing lost."""
 
+import json
+import shutil
 import subprocess
 import sys
 
@@ -86,7 +88,6 @@ def test_max_len_above_the_models_position_limit(tmp_path, capsys, tiny_checkpoi
 @pytest.mark.parametrize(
     "model,expected",
     [
-        ("ernie-3.0-medium-zh", ["--model ernie-3.0-medium-zh", "offline", "safe_serialization=True"]),
         ("./no/such/dir", ["directory not found"]),
         ("scratch:huge", ["unknown scratch preset", "scratch:tiny"]),
     ],
@@ -96,6 +97,96 @@ def test_models_that_cannot_be_had(tmp_path, capsys, model, expected):
     assert code == 2
     for fragment in expected:
         assert fragment in err
+
+
+HUB_DOWN = "planted by the test: the hub cannot be reached"
+
+
+@pytest.fixture
+def unreachable_hub(tmp_path, monkeypatch):
+    """PaddleNLP's home under the test's directory and every HTTP request it makes failing as the test says: the
+    URLs asked for, in order. Nothing is downloaded, with or without a network, and nothing is left in ~/.paddlenlp.
+    PaddleNLP reads PPNLP_HOME once, when it is imported (paddlenlp.utils.env), so the modules that copied its
+    MODEL_HOME get the test's one too."""
+    import importlib
+
+    import requests
+
+    modules = ("paddlenlp.utils.env", "paddlenlp.utils.download.bos_download", "paddlenlp.transformers.utils")
+
+    home = tmp_path / "paddlenlp"
+    monkeypatch.setenv("PPNLP_HOME", str(home))
+    for module in modules:  # the package re-exports a function named bos_download: import the module by its path
+        monkeypatch.setattr(importlib.import_module(module), "MODEL_HOME", str(home / "models"))
+    asked = []
+
+    def refuse(session, method, url, *args, **kwargs):
+        asked.append(url)
+        raise requests.exceptions.ConnectionError(HUB_DOWN)
+
+    monkeypatch.setattr(requests.Session, "request", refuse)
+    return home, asked
+
+
+def test_a_model_name_the_hub_cannot_give_is_one_line_with_the_copy_command(tmp_path, capsys, unreachable_hub):
+    home, asked = unreachable_hub
+    code, err = run(capsys, *base(tmp_path / "out", TRAIN, "--model", "ernie-3.0-medium-zh"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    # PaddleNLP's reason, whole: our failure reached it through its real download path (vocab.txt first)
+    assert err.startswith(
+        "error: --model ernie-3.0-medium-zh: could not load it (Can't load the model for 'ernie-3.0-medium-zh'."
+    ), err
+    assert asked and asked[0].endswith("ernie_3.0_medium_zh_vocab.txt") and "bcebos.com" in asked[0]
+    assert "AutoModel.from_pretrained('ernie-3.0-medium-zh').save_pretrained('ernie-3.0-medium-zh', " in err
+    assert "safe_serialization=True" in err and err.rstrip().endswith("--model ./ernie-3.0-medium-zh")
+    assert (home / "models" / "ernie-3.0-medium-zh").is_dir()  # PaddleNLP's cache went where the test put it
+    assert not (tmp_path / "out").exists()
+
+
+def broken_copy(checkpoint, tmp_path, name, breaks) -> str:
+    copy = tmp_path / name
+    shutil.copytree(checkpoint, copy)
+    breaks(copy)
+    return str(copy)
+
+
+def truncate_weights(directory):
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+
+
+def widen_config(directory):
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    config["intermediate_size"] *= 2
+    (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "breaks,reason",
+    [
+        (truncate_weights, "(SafeTensorError::"),
+        (widen_config, "(Error(s) in loading state_dict"),
+    ],
+)
+def test_a_broken_checkpoint_is_one_line_naming_it(tmp_path, capsys, tiny_checkpoint, breaks, reason):
+    model = broken_copy(tiny_checkpoint, tmp_path, "broken", breaks)
+    code, err = run(capsys, *base(tmp_path / "out", TRAIN, "--model", model))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: --model {model}: cannot load the checkpoint {reason}"), err
+
+
+def test_a_bug_while_loading_a_checkpoint_keeps_its_traceback(tmp_path, capsys, tiny_checkpoint, monkeypatch):
+    """Only what the user's files cause becomes one error line; a bug of ours (here a TypeError planted in the
+    loader, after PaddleNLP read the files) reaches the user as a traceback, not as "cannot load the checkpoint"."""
+    from ernie_ft.models import weights
+
+    def planted(net):
+        raise TypeError("planted bug")
+
+    monkeypatch.setattr(weights, "apply_layer_norm_eps", planted)
+    with pytest.raises(TypeError, match="planted bug"):
+        main(base(tmp_path / "out", TRAIN, "--model", tiny_checkpoint))
+    assert "error:" not in capsys.readouterr().err
 
 
 def test_an_existing_output_is_never_overwritten_silently(tmp_path, capsys):

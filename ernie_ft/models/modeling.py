@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import pickle
 import sys
 
 import numpy as np
@@ -54,6 +55,12 @@ MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform")
 PER_TOKEN = ("token", "span")
 """Heads with one output row per token; 'sequence' has one per input, 'mlm' one per masked position."""
 WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
+FILE_ERRORS = (OSError, ValueError, EOFError, pickle.UnpicklingError)
+"""What a user's model files (or the hub) cause while a model loads: missing, unreadable or truncated files, JSON or
+safetensors that do not parse (ValueError), a network failure (requests' errors are OSErrors). Any other exception
+is a bug and keeps its traceback."""
+SHAPE_MISMATCH = "Error(s) in loading state_dict"
+"""How Paddle's RuntimeError for weights whose shapes differ from the config's begins."""
 
 
 def _scratch_preset(spec: str) -> dict:
@@ -153,7 +160,7 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(model.model)
-    except Exception as e:  # PaddleNLP raises OSError, ValueError or requests errors when offline
+    except FILE_ERRORS as e:  # PaddleNLP raises OSError (requests' errors among them) or ValueError when offline
         raise _offline_hint(model.model, str(e)) from None
     vocab_file = getattr(tokenizer, "vocab_file", None) or tokenizer.init_kwargs.get("vocab_file")
     if not vocab_file or not os.path.isfile(vocab_file):
@@ -229,7 +236,9 @@ def _pretrained(cls, model: ModelConfig, source: str, head: str, overrides: dict
         return cls.from_pretrained(model.model, **overrides), None
     except UserError:
         raise
-    except Exception as e:
+    except (*FILE_ERRORS, RuntimeError) as e:
+        if isinstance(e, RuntimeError) and not str(e).startswith(SHAPE_MISMATCH):
+            raise  # a bug of ours or of a library: its traceback
         if source == "directory":
             raise UserError(
                 f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
