@@ -4,11 +4,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import paddle
 import pytest
-from conftest import DATA, ROOT
+from conftest import ROOT
 
 from ernie_ft.config import ParallelConfig
 from ernie_ft.errors import UserError
@@ -99,7 +98,7 @@ def test_launch_passes_the_visible_gpus_and_the_command_without_launch_flags(gpu
     gpus(4)
     started = {}
     monkeypatch.setattr(
-        launch, "run_launcher", lambda command, env: started.update(command=command, env=env) or (0, None)
+        launch, "run_launcher", lambda command, env, meet=None: started.update(command=command, env=env) or (0, None)
     )
     argv = ["classify", "--train", "t.tsv", "--gpus", "2,3", "--epochs", "1"]
     assert launch.launch(argv, ParallelConfig(gpus="2,3"), str(tmp_path)) == 0
@@ -147,16 +146,17 @@ def paddle_sees_a_gpu() -> bool:
 @pytest.mark.skipif(paddle_sees_a_gpu(), reason="the command would train: this checks a machine without GPUs")
 @pytest.mark.parametrize("request_", ["0,1,2,3", "0"])
 def test_the_command_line_refuses_gpus_on_this_machine_in_one_line(request_, tmp_path):
+    """Refused up front: before any data is read (the --train file does not exist, yet the error is about the GPUs),
+    any model is built or any process is launched."""
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
-    started = time.monotonic()
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
             "ernie_ft.classify",
             "--train",
-            str(DATA / "sentiment_train.tsv"),
+            str(tmp_path / "never-read.tsv"),
             "--model",
             "scratch:tiny",
             "--output",
@@ -170,7 +170,6 @@ def test_the_command_line_refuses_gpus_on_this_machine_in_one_line(request_, tmp
         text=True,
         timeout=120,
     )
-    elapsed = time.monotonic() - started
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
@@ -179,7 +178,6 @@ def test_the_command_line_refuses_gpus_on_this_machine_in_one_line(request_, tmp
         assert launcher_noise not in proc.stderr + proc.stdout
     assert proc.stdout == ""
     assert not out.exists()
-    assert elapsed < 30, f"took {elapsed:.1f} s"
 
 
 def test_the_launchers_ports_lie_below_the_ephemeral_range(monkeypatch):
