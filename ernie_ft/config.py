@@ -175,6 +175,10 @@ class ParallelConfig:
     node_rank: Optional[int] = None
     """This node's rank, 0 to N-1 for ``nnodes`` N (give it on every node or on none); node 0 writes the output.
     Default: the node at ``master`` is 0, the others in no fixed order."""
+    rendezvous_timeout: float = 600
+    """Seconds a node of several waits at ``master`` for the others to join before it stops with an error (exit 2):
+    long enough for a scheduler to start every node (pulling a container image can take minutes), short enough
+    that a node whose peer has failed frees its machine."""
     tensor_parallel: int = 1
     """Split every attention and feed-forward matrix across this many processes; the rest replicate data."""
     lr_scaling: str = "linear"
@@ -189,6 +193,8 @@ class ParallelConfig:
             raise UserError("--nproc must be at least 1")
         if self.tensor_parallel < 1:
             raise UserError("--tensor-parallel must be at least 1")
+        if not self.rendezvous_timeout > 0:
+            raise UserError(f"--rendezvous-timeout must be a number of seconds above 0, not {self.rendezvous_timeout}")
         if self.gpus is not None and not all(g.strip().isdigit() for g in self.gpus.split(",")):
             raise UserError(f"--gpus {self.gpus}: give GPU numbers separated by commas, e.g. --gpus 0,1,2,3")
         if self.gpus is not None and self.nproc > 1:

@@ -13,7 +13,7 @@ import numpy as np
 import paddle
 import pytest
 from conftest import DATA, saved_weights
-from helpers.nodes import Nodes, run_nodes
+from helpers.nodes import Nodes, reserve_port, run_nodes, running
 from helpers.rounding import ADAM_EPSILON
 
 from ernie_ft.cli import task_command
@@ -171,7 +171,11 @@ def test_needs_launch_on_several_nodes(monkeypatch):
 def test_launch_joins_the_master_with_the_flags_and_not_the_environment(monkeypatch, tmp_path):
     started = {}
     monkeypatch.setattr(
-        launch, "run_launcher", lambda command, env: started.update(command=command, env=env) or (0, None)
+        launch,
+        "run_launcher",
+        lambda command, env, rendezvous=None: (
+            started.update(command=command, env=env, rendezvous=rendezvous) or (0, None)
+        ),
     )
     for name, value in [("PADDLE_MASTER", "10.9.9.9:1"), ("PADDLE_NNODES", "5"), ("PADDLE_TRAINER_ID", "3")]:
         monkeypatch.setenv(name, value)  # as a scheduler or operator may leave them: the flags decide
@@ -198,6 +202,9 @@ def test_launch_joins_the_master_with_the_flags_and_not_the_environment(monkeypa
     assert not {"PADDLE_MASTER", "PADDLE_NNODES", "PADDLE_TRAINER_ID"} & env.keys()
     assert json.loads(env[worker.ARGV_VARIABLE]) == ["ernie_ft", "classify", "--train", "t.tsv"]
     assert env[worker.OUTPUT_VARIABLE] == str(tmp_path / "out")  # rank 0 takes the output's lock
+    meet = started["rendezvous"]  # this node waits at the master 600 s by default, then stops
+    assert (meet.endpoint, meet.nodes, meet.node_rank, meet.timeout) == ("127.0.0.1:8090", 2, 1, 600)
+    assert env[worker.STARTED_VARIABLE] == meet.marker and not os.path.exists(os.path.dirname(meet.marker))
 
 
 def test_a_running_job_in_the_output_directory_stops_a_node_before_it_starts(monkeypatch, tmp_path):
@@ -255,3 +262,37 @@ def test_nodes_that_hang_are_killed_with_their_own_sessions_at_the_deadline(tmp_
     assert nodes.procs[0].returncode == -9
     stat = Path(f"/proc/{child}/stat")
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # dead (a zombie until reaped)
+
+
+# --- a node whose peers never come ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host, rank, wait, says",
+    [
+        # the lone node serves the master (it is on this host) and waits there for node 0; 8 s: time for its
+        # launcher to start the store and join it on a loaded machine (the message names who joined)
+        ("127.0.0.1", ["--node-rank", "1"], 8, "waited 8 s at the master {master} for node 0 of 2 (node 1 joined"),
+        # no node serves 127.0.0.2: this one is not at that address
+        ("127.0.0.2", [], 3, "waited 3 s for the master {master}, which never answered"),
+    ],
+)
+def test_a_node_whose_peer_never_comes_stops_at_its_rendezvous_timeout(host, rank, wait, says, tmp_path):
+    out, console = tmp_path / "out", tmp_path / "node.txt"
+    with reserve_port() as held:
+        master = f"{host}:{held.getsockname()[1]}"
+        command = [sys.executable, "-m", "ernie_ft.classify", *NODE, "--output", str(out), *rank, "--master", master]
+        nodes = Nodes([[*command, "--rendezvous-timeout", str(wait)]], [console], [out])
+        assert nodes.wait(timeout=240) == [2], console.read_text()  # the deadline is a guard, not a measurement
+        left = running(master)  # the launcher (and the master's store it served) killed with its process group
+    errors = [line for line in console.read_text().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: --rendezvous-timeout {wait}: "), errors
+    assert says.format(master=master) in errors[0] and "--nnodes 2 --master " + master in errors[0]
+    assert left == []
+    assert not (out / "last").exists() and not (out / "train_log.jsonl").exists()
+
+
+def test_the_rendezvous_timeout_is_refused_unless_above_zero(tmp_path, capsys):
+    args = ["--train", str(DATA / "sentiment_train.tsv"), "--model", "scratch:tiny", "--output", str(tmp_path / "o")]
+    assert main([*args, "--rendezvous-timeout", "0"]) == 2
+    assert "--rendezvous-timeout must be a number of seconds above 0" in capsys.readouterr().err

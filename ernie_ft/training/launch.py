@@ -34,6 +34,7 @@ from typing import Optional
 from ernie_ft.config import master_address
 from ernie_ft.errors import UserError
 from ernie_ft.training.lock import LOCK
+from ernie_ft.training.rendezvous import Rendezvous, watch
 from ernie_ft.training.worker import ARGV_VARIABLE, OUTPUT_VARIABLE
 
 # flag -> number of values it takes
@@ -177,10 +178,15 @@ def launch(argv: list[str], parallel, output: str) -> int:
     command += [sys.executable, "-m", "ernie_ft.training.worker"]
     print(f"launching {describe_processes(processes, parallel)}; logs in {logs}", file=sys.stderr)
     started = time.time()
+    env = launcher_env(argv, output, parallel)
+    rendezvous = Rendezvous.start(parallel, master_endpoint(parallel.master)) if parallel.master else None
     try:
-        status, signum = run_launcher(command, launcher_env(argv, output, parallel))
+        env.update(rendezvous.env() if rendezvous else {})
+        status, signum = run_launcher(command, env, rendezvous)
     finally:
         release_output(held)
+        if rendezvous:
+            rendezvous.close()
     if signum is not None:
         print(stopped(output, started, logs, parallel.nodes), file=sys.stderr)
         return 128 + signum
@@ -308,11 +314,12 @@ def port_range() -> str:
     return f"{max(1024, low - 12000)}:{max(1025, low - 1)}"
 
 
-def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
+def run_launcher(command: list[str], env: dict, rendezvous: Optional[Rendezvous] = None) -> tuple[int, Optional[int]]:
     """Run the launcher to its end: (its exit status, the signal that stopped the job or None).
 
     Ctrl-C and SIGTERM are passed on to the launcher, which passes SIGTERM to the workers; a second
-    Ctrl-C makes it kill them after 10 seconds.
+    Ctrl-C makes it kill them after 10 seconds. With a ``rendezvous`` (several nodes), a node whose peers do
+    not all join within its timeout is stopped (``rendezvous.watch``: UserError, nothing left running).
     """
     received: list[int] = []
     process = subprocess.Popen(command, env=env, start_new_session=True)
@@ -323,7 +330,9 @@ def run_launcher(command: list[str], env: dict) -> tuple[int, Optional[int]]:
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        status = process.wait()
+        status = watch(process, rendezvous) if rendezvous is not None else None
+        if status is None:
+            status = process.wait()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

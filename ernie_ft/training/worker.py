@@ -19,6 +19,7 @@ from ernie_ft.errors import UserError
 
 ARGV_VARIABLE = "ERNIE_FT_WORKER_ARGV"
 OUTPUT_VARIABLE = "ERNIE_FT_WORKER_OUTPUT"  # set on several nodes: the output directory rank 0 locks
+STARTED_VARIABLE = "ERNIE_FT_WORKER_STARTED"  # set on several nodes: the file a worker creates (``rendezvous.py``)
 
 
 def leave(status: int) -> None:
@@ -55,6 +56,17 @@ def hold_output() -> None:
         lock_output(output)
 
 
+def announce_start() -> None:
+    """Create the file ``STARTED_VARIABLE`` names, if any: the launcher started this worker, so every node of the
+    job has joined (the command's watch over the rendezvous, ``rendezvous.watch``, stops waiting)."""
+    marker = os.environ.get(STARTED_VARIABLE)
+    if marker:
+        try:
+            open(marker, "a").close()
+        except OSError:  # the command has ended and removed its directory: nothing waits for it
+            pass
+
+
 def _status(exit: SystemExit) -> int:
     if exit.code is None or isinstance(exit.code, int):
         return exit.code or 0
@@ -66,6 +78,7 @@ if __name__ == "__main__":
     module, *args = json.loads(os.environ[ARGV_VARIABLE])
     sys.argv = [module, *args]
     signal.signal(signal.SIGTERM, _leave_on_signal)  # the command puts its own in place while it runs
+    announce_start()
     try:
         hold_output()
         runpy.run_module(module, run_name="__main__", alter_sys=True)

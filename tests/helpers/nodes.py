@@ -61,6 +61,21 @@ def tree(pid: int) -> list[int]:
     return found
 
 
+def running(text: str) -> list[int]:
+    """The live processes (zombies left out) whose command line contains ``text`` (a node's --master)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if text in cmdline and state != "Z":
+                found.append(int(entry))
+    return found
+
+
 def kill_tree(pid: int, timeout: float = 30) -> None:
     """SIGKILL ``pid`` and every process below it, and return once each has died (its pidfd turns readable)."""
     handles = []
