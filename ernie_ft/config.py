@@ -51,6 +51,13 @@ class DataConfig:
     """Processes for tokenisation."""
     cache_dir: Optional[str] = None
     """Tokenisation cache. Default: $ERNIE_FT_CACHE or ~/.cache/ernie_ft."""
+    dev_split: Optional[float] = None
+    """Without --dev: hold out this fraction of --train as dev (e.g. 0.1), the same examples on every run."""
+    header: Optional[bool] = None
+    """Whether a TSV/CSV/Excel file's first row names its columns. Default: found from the file (known column
+    names, or a first row whose values appear nowhere else in their columns)."""
+    sheet: Optional[str] = None
+    """The sheet of an .xlsx workbook to read. Default: the first."""
 
     def overlap(self) -> int:
         """Tokens shared by consecutive windows."""
@@ -65,6 +72,10 @@ class DataConfig:
             raise UserError(f"--stride {self.stride} must be between 0 and half of --max-len ({self.max_len // 2})")
         if self.num_proc < 1:
             raise UserError("--num-proc must be at least 1")
+        if self.dev_split is not None and not 0 < self.dev_split < 1:
+            raise UserError(f"--dev-split {self.dev_split}: give the fraction of --train to hold out, e.g. 0.1")
+        if self.dev_split is not None and self.dev:
+            raise UserError("--dev-split holds out part of --train as dev; give either --dev FILE or --dev-split")
         self.label_name_map()  # a malformed mapping fails here, before any file is read
 
     def label_name_map(self) -> dict[str, str]:

@@ -13,7 +13,7 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples, record_examples
 from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
 from ernie_ft.errors import UserError
-from ernie_ft.task import TaskHooks, check_known_labels, label_order
+from ernie_ft.task import TaskHooks, check_known_labels, label_order, split_dev
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
@@ -24,8 +24,10 @@ def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True)
 
 
 def data_columns(data: DataConfig) -> dict:
-    """The columns ``data`` names, as ``read_examples`` and ``record_examples`` take them."""
-    return {"text_column": data.text_column, "pair_column": data.text_pair_column, "label_column": data.label_column}
+    """The columns ``data`` names and how its tables are read (``header``, ``sheet``), as ``read_examples`` and
+    ``record_examples`` take them."""
+    columns = {"text_column": data.text_column, "pair_column": data.text_pair_column, "label_column": data.label_column}
+    return {**columns, "header": data.header, "sheet": data.sheet}
 
 
 def name_labels(examples: list, names: dict[str, str], flag: str) -> list:
@@ -61,6 +63,10 @@ class Classification(TaskHooks):
     def read_records(self, records, data, flag):
         examples = record_examples(records, **data_columns(data), require_label=False, flag=flag)
         return name_labels(examples, data.label_name_map(), flag)
+
+    def held_out(self, train, data):
+        """``--dev-split`` of train as dev, never taking a label's last training example."""
+        return split_dev(train, data.dev_split, lambda e: e.label if isinstance(e.label, tuple) else (e.label,))
 
     def fit_labels(self, train):
         labels = label_order([e.label for e in train])

@@ -99,7 +99,7 @@ def add_field_flags(group, cls, fields=None, typed: bool = False) -> None:
         default = f.default if f.default is not dataclasses.MISSING else None
         help_text = _help(docs.get(f.name, ""), cls) + (f" (default: {default})" if default not in (None, "") else "")
         help_text = help_text.replace("%", "%%")  # argparse formats help
-        if type_name(f) == "bool":
+        if type_name(f) in ("bool", "Optional[bool]"):  # Optional: --header, --no-header or neither
             group.add_argument(flag_name(f.name), action=argparse.BooleanOptionalAction, help=help_text)
         elif typed:
             group.add_argument(

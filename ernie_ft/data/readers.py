@@ -11,9 +11,11 @@ import csv
 import io
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ernie_ft.data import annotations, tables
 from ernie_ft.errors import UserError
 
 KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2", "query", "title", "content")
@@ -140,28 +142,45 @@ def _quote(s: str) -> str:
 
 
 def read_records(
-    path: str, flag: str = "--train", *, header_names: Iterable[str] = ()
+    path: str,
+    flag: str = "--train",
+    *,
+    header_names: Iterable[str] = (),
+    header: bool | None = None,
+    sheet: str | None = None,
 ) -> tuple[list[str], list[tuple[int, dict]]]:
-    """Return (columns, [(line_number, {column: value}), ...]) for a TSV, CSV or JSONL file.
+    """Return (columns, [(line_number, {column: value}), ...]) for a TSV, CSV, Excel or JSONL file.
 
     The format comes from the extension, else from the first line ('{' -> JSONL, a tab -> TSV,
     else CSV). A .txt file is one text per line (column "text") unless its first line holds a
-    tab, then TSV. A TSV/CSV first row is a header when it holds a KNOWN_COLUMNS name or one of
-    `header_names`; otherwise columns are named "0", "1", ... JSONL columns are every
-    record's keys (a text pair's key may be on some records only). Blank lines are skipped; line numbers
-    are 1-based record starts. A directory
+    tab, then TSV. A TSV/CSV/Excel first row is a header when it holds a KNOWN_COLUMNS name or one of
+    `header_names`, or when its content says so (``tables.looks_like_header``); ``header`` True or False
+    decides instead. Without a header, columns are named "0", "1", ... An .xlsx workbook's first sheet
+    (or ``sheet``) is read as pandas reads it; line numbers are its row numbers. JSONL columns are every
+    record's keys (a text pair's key may be on some records only); doccano JSONL and Label Studio JSON
+    exports become {"text", "label": [names]} records (``annotations``). Blank lines are skipped; line
+    numbers are 1-based record starts. A directory
     written by ``datasets``' ``save_to_disk`` is read with ``datasets`` (line numbers are row numbers).
     """
-    columns, rows, _ = _parse(path, flag, header_names)
+    columns, rows, _, _ = _parse(path, flag, header_names, header=header, sheet=sheet, labelled=False)
     return columns, rows
 
 
-def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
-    """read_records plus the layout: "header", "positional" (no header line) or "lines" (.txt)."""
+def _parse(path: str, flag: str, header_names: Iterable[str] = (), *, header=None, sheet=None, labelled=True, key=None):
+    """read_records plus the layout ("header", "detected" (a header found by its content), "positional" (no
+    header line) or "lines" (.txt)) and what the loading line says of the file ("" for plain JSONL and .txt).
+    ``key``: the key of a Label Studio task's data that holds the text."""
     where = f"{flag}: {path}"
     if os.path.isdir(path) and _is_saved_dataset(path):
-        return (*_saved_dataset(where, path), "header")
+        return (*_saved_dataset(where, path), "header", "")
+    kind = tables.binary_kind(path) if os.path.isfile(path) else None
+    if kind is not None:
+        return _name_fields(where, "Excel", tables.excel_rows(path, where, sheet), header_names, header)
     text = read_text_file(path, flag)
+    export = annotations.load(text, where, key)
+    if export is not None:
+        columns, rows = annotations.classification_rows(export, where, labelled)
+        return columns, rows, "header", export.summary
     lines = text.split("\n")  # not splitlines(): that also splits on \x1c, \u2028 and lone \r
     first = next(line for line in lines if line.strip())
     fmt = _FORMATS.get(os.path.splitext(path)[1].lower())
@@ -170,9 +189,9 @@ def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
     elif fmt is None:
         fmt = "jsonl" if first.lstrip().startswith("{") else "tsv" if "\t" in first else "csv"
     if fmt == "jsonl":
-        return (*parse_jsonl(where, path, lines), "header")
+        return (*parse_jsonl(where, path, lines), "header", "")
     if fmt == "lines":
-        return ["text"], [(n, {"text": s}) for n, s in enumerate(lines, 1) if s.strip()], "lines"
+        return ["text"], [(n, {"text": s}) for n, s in enumerate(lines, 1) if s.strip()], "lines", ""
     # TSV has no quoting: Chinese reviews contain stray quotes that csv would pair across lines.
     rows = [(n, s.split("\t")) for n, s in enumerate(lines, 1) if s.strip()] if fmt == "tsv" else _csv_rows(where, text)
     if not rows:  # e.g. a CSV of separators and quotes only: every row is empty fields
@@ -180,7 +199,7 @@ def _parse(path: str, flag: str, header_names: Iterable[str] = ()):
             f"{where} has no row with any text (only separators, quotes or blank fields); "
             "give a file with a text in each row"
         )
-    return _name_fields(where, fmt, rows, header_names)
+    return _name_fields(where, fmt.upper(), rows, header_names, header)
 
 
 def _is_saved_dataset(path: str) -> bool:
@@ -225,10 +244,12 @@ def _csv_rows(where: str, text: str) -> list[tuple[int, list[str]]]:
     return rows
 
 
-def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str]):
+def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str], header: bool | None = None):
+    """(columns, records, layout, the loading line's words) of a table's rows [(line, fields), ...]."""
     first_line, first = rows[0][0], [field.strip() for field in rows[0][1]]
     known = {name.lower() for name in (*KNOWN_COLUMNS, *header_names)}
-    headerless = not any(field.lower() in known for field in first)
+    by_name = any(field.lower() in known for field in first)
+    headerless = not (by_name or tables.looks_like_header(rows)) if header is None else not header
     columns, body = ([str(i) for i in range(len(first))], rows) if headerless else (first, rows[1:])
     twice = next((c for c in columns if columns.count(c) > 1), None)
     if twice is not None:  # a dict would keep only the last of them, silently
@@ -240,21 +261,25 @@ def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str]):
         if len(fields) != len(columns):
             raise UserError(_field_count_message(where, fmt, n, fields, columns, headerless, first_line))
         records.append((n, dict(zip(columns, fields))))
-    return columns, records, "positional" if headerless else "header"
+    layout = "positional" if headerless else "header" if by_name else "detected"
+    if layout == "header" and header is None and fmt != "Excel":  # a header of known names goes without saying
+        return columns, records, layout, ""
+    summary = tables.header_summary(first_line, first, not headerless, header)
+    return columns, records, layout, f"{fmt}, {len(records)} row{'s' * (len(records) != 1)}, {summary}"
 
 
 def _field_count_message(where, fmt, n, fields, columns, headerless, first_line) -> str:
     shape = f"like line {first_line}" if headerless else f"({', '.join(columns)})"
-    if fmt == "csv" and any("\n" in field for field in fields):
+    if fmt == "CSV" and any("\n" in field for field in fields):
         hint = "this record runs over several lines, so a double quote is probably left open"
     elif len(fields) > len(columns):
         hint = (
             "a tab inside the text splits it, so replace tabs in the text with spaces"
-            if fmt == "tsv"
+            if fmt == "TSV"
             else 'a comma inside the text must be quoted: "good price, fast delivery"'
         )
     else:
-        hint = f"separate the fields with a {'tab (spaces do not count)' if fmt == 'tsv' else 'comma'}"
+        hint = f"separate the fields with a {'tab (spaces do not count)' if fmt == 'TSV' else 'comma'}"
     return f"{where}:{n}: expected {len(columns)} fields {shape}, found {len(fields)}; {hint}"
 
 
@@ -313,14 +338,17 @@ def read_examples(
     require_label: bool = True,
     flag: str = "--train",
     check: Callable[[Example, str], None] | None = None,
+    header: bool | None = None,
+    sheet: str | None = None,
 ) -> list[Example]:
-    """Return the Examples in a TSV/CSV/JSONL file, or in a .txt file of one text per line.
+    """Return the Examples in a TSV/CSV/Excel/JSONL file (doccano and Label Studio exports included), or in a
+    .txt file of one text per line. ``header``/``sheet``: as ``read_records`` takes them.
 
     Columns are names or 0-based position strings. Defaults: text = first of TEXT_COLUMNS present,
     pair = text_b or sentence2 if present, label = "label" (None means the same). A headerless
     file's label is its first or last column, whichever has fewer distinct values (tie: last),
     and the rest are text then pair; with require_label=False it is text[, pair]. Labels come back
-    as stripped strings (JSON 1 and 1.0 -> "1", true -> "true", a list -> items joined by ","),
+    as stripped strings (JSON 1 and 1.0 -> "1", true -> "true"), a JSON list as a tuple of them,
     or None when not required and absent. Any problem raises UserError with the line.
 
     A column given as ``TrainedColumn`` (prediction reusing the training run's settings) applies
@@ -329,16 +357,25 @@ def read_examples(
 
     ``check(example, where)``, when given, is called on every example once all are read, ``where`` being the
     place of its text for a message (``--input: a.jsonl:3``); it raises UserError for a text the caller refuses.
+
+    A table whose header was found by its content, set by ``header`` or missing, an Excel sheet and an annotation
+    tool's export get a loading line on stderr once read: the format, the header (or none), how many records.
     """
     named = [c for c in (text_column, pair_column, label_column) if c and not str(c).isdigit()]
-    columns, rows, layout = _parse(path, flag, named)
+    key = str(text_column) if text_column and not str(text_column).isdigit() else None
+    columns, rows, layout, summary = _parse(
+        path, flag, named, header=header, sheet=sheet, labelled=require_label, key=key
+    )
     where = f"{flag}: {path}"
     given = (text_column, pair_column, label_column)
 
     def locate(line: int) -> Location:
         return Location(f"{where}:{line}")
 
-    return _examples(where, path, columns, rows, layout, given, require_label, locate, check)
+    examples = _examples(where, path, columns, rows, layout, given, require_label, locate, check)
+    if summary:  # the loading line, for what the reader had to find out: the header, the tool, the sheet
+        print(f"{where}: {summary}", file=sys.stderr)
+    return examples
 
 
 def record_examples(
@@ -350,9 +387,13 @@ def record_examples(
     require_label: bool = False,
     flag: str = "inputs",
     check: Callable[[Example, str], None] | None = None,
+    header: bool | None = None,
+    sheet: str | None = None,
 ) -> list[Example]:
     """The Examples ``read_examples`` gives for a JSON Lines file of ``records`` (dicts in memory, e.g. a
     served request's inputs): the same texts, labels and line numbers (from 1), with ``flag`` as their source.
+    ``header`` and ``sheet`` are for tables and files: records in memory have neither (taken so that callers
+    pass one set of reading settings to both).
 
     A bad field raises UserError naming it (``inputs[2].text: ...``); as in a JSON Lines file the columns are
     the records' keys (``record_keys``), so what concerns the columns names ``inputs[0]``.
@@ -391,8 +432,12 @@ def _examples(where, source, columns, rows, layout, given, require_label, locate
         headerless,
         must_exist=require_label and label_column != "label",
     )
-    if headerless:
-        text, pair, label = _headerless_roles(where, columns, rows, text, pair, label, require_label)
+    unnamed = layout == "detected" and text is None and label is None and default_column(columns, TEXT_COLUMNS) is None
+    if headerless or unnamed:  # a header of other names (评论, 情感): the roles by content, as without one
+        # ... and a named end column of repeated values is the label even where none is needed (prediction)
+        ends = {columns[0], columns[-1]} if unnamed and len(columns) > 1 else set()
+        labelled = require_label or any(len({r.get(c) for _, r in rows}) < len(rows) for c in ends)
+        text, pair, label = _headerless_roles(where, columns, rows, text, pair, label, labelled)
     else:
         text = text or default_column(columns, TEXT_COLUMNS)
         if pair_column is None:
@@ -441,7 +486,7 @@ def _fitting(given: tuple, columns: list[str], layout: str) -> tuple:
             return column
         if column.isdigit():
             return str(column) if positions_fit else None
-        return str(column) if layout == "header" and column.lower() in lowered else None
+        return str(column) if layout in ("header", "detected") and column.lower() in lowered else None
 
     return tuple(fit(column) for column in given)
 
@@ -480,10 +525,12 @@ def _headerless_roles(where, columns, rows, text, pair, label, require_label):
         pair = free.pop(0)
     if text is None or free or (require_label and label is None):
         count = f"{len(columns)} column{'s' * (len(columns) != 1)}"
-        raise UserError(
-            f"{where} has no header line and {count}, which does not fit text[, text pair] "
-            "and a label; add a header line naming the columns, e.g. text_a, text_b, label"
-        )
+        if columns != [str(i) for i in range(len(columns))]:  # a header of names the reader does not know
+            shape, fix = f"the columns {', '.join(columns)}", "name them with --text-column and --label-column"
+        else:
+            shape = f"no header line and {count}"
+            fix = "add a header line naming the columns, e.g. text_a, text_b, label"
+        raise UserError(f"{where} has {shape}, which does not fit text[, text pair] and a label; {fix}")
     return text, pair, label
 
 

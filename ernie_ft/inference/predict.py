@@ -122,7 +122,7 @@ def inference_data(trained: dict, overrides: dict, task=None) -> DataConfig:
         if settings.get(key) is not None:
             settings[key] = TrainedColumn(settings[key])
     settings.update({k: v for k, v in overrides.items() if v is not None})
-    settings.update(train=None, dev=None, test=None)
+    settings.update(train=None, dev=None, test=None, header=None, sheet=None)  # they describe the training files
     return DataConfig(**settings)
 
 

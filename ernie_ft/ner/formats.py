@@ -1,4 +1,5 @@
-"""NER files in and out: CoNLL (BIO, BIOES/BMES, IO), CLUENER JSONL and span JSONL.
+"""NER files in and out: CoNLL (BIO, BIOES/BMES, IO), CLUENER JSONL and span JSONL; doccano JSONL and Label
+Studio JSON exports in (``data.annotations``).
 
 Every format becomes the same internal example: the text and its entities as character spans
 ``(start, end_exclusive, type)``. Tag schemes are converted at the edge, in ``tags_to_spans`` and
@@ -13,10 +14,11 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
+from ernie_ft.data import annotations
 from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 
-FORMATS = ("auto", "conll", "cluener", "spans", "text")
+FORMATS = ("auto", "conll", "cluener", "spans", "text", "doccano", "label-studio")
 SCHEMES = ("bio", "bioes", "bmes", "io")
 OVERLAPPING = ("error", "keep-longest")
 # BILOU's L/U are BIOES's E/S; BMES's M is an inside tag.
@@ -33,6 +35,7 @@ class NerExample:
     line: int
     source: str
     tokens: Optional[tuple] = None  # (start, end) of each CoNLL token line, to write the file back
+    relations: tuple = ()  # ((start, end, type) head, (start, end, type) tail, relation) from doccano/Label Studio
 
 
 def parse_tag(tag: str, where: str) -> tuple[str, Optional[str]]:
@@ -129,7 +132,8 @@ def check_spans(spans: list, text: str, where: str, overlapping: str = "error") 
             raise UserError(
                 f"{where}: entity {text[b[0] : b[1]]!r} [{b[0]}, {b[1]}) {b[2]} overlaps "
                 f"{text[a[0] : a[1]]!r} [{a[0]}, {a[1]}) {a[2]}; a tagger labels each character once. "
-                "Fix the file, or pass --overlapping keep-longest to keep the longer entity"
+                "Fix the file, pass --overlapping keep-longest to keep the longer entity, or train a nested "
+                "entity model (it comes with ner --nested)"
             )
         dropped.append(span)
     return tuple(sorted(kept)), dropped
@@ -155,9 +159,20 @@ def read_ner(
     """Examples from a CoNLL, CLUENER JSONL or span JSONL file (or plain text lines when unlabelled)."""
     text = read_text_file(path, flag)
     lines = text.split("\n")
+    where = f"{flag}: {path}"
+    if fmt in ("auto", "doccano", "label-studio"):
+        export = annotations.load(text, where)
+        if export is not None and fmt in ("auto", export.tool.lower().replace(" ", "-")):
+            return _annotation_examples(export, where, path, labelled, overlapping)
+        if fmt != "auto" or text.lstrip().startswith("["):
+            found = "no annotation tool's export" if export is None else f"a {export.tool} export"
+            raise UserError(
+                f"{where}:1: {'--format ' + fmt + ' was given but this is ' if fmt != 'auto' else 'a JSON array, '}"
+                f"{found}; NER reads CoNLL, CLUENER or span JSONL, doccano JSONL and Label Studio JSON (a JSON "
+                "array of tasks with data and annotations)"
+            )
     if fmt == "auto":
         fmt = detect_format(lines)
-    where = f"{flag}: {path}"
     if fmt == "text":
         if labelled:
             raise UserError(
@@ -267,6 +282,26 @@ def _span_list(record: dict, text: str, at: str) -> list:
             )
         spans.append((start, end, e["type"]))
     return spans
+
+
+def _annotation_examples(export, where: str, path: str, labelled: bool, overlapping: str) -> list[NerExample]:
+    """The examples of a doccano or Label Studio export (``annotations.Export``): its spans checked as every
+    format's are (ends exclusive), its relations kept on the examples."""
+    if labelled and not export.has_spans and any(r.labels for r in export.records):
+        raise UserError(
+            f"{where}:{export.records[0].line}: this {export.tool} file labels classes, not entity spans; train "
+            "it with python -m ernie_ft classify"
+        )
+    records = annotations.labelled_records(export, where) if labelled else export.records
+    examples, dropped = [], []
+    for r in records:
+        at = f"{where}:{r.line}" + (f": task {r.task}" if export.tool == "Label Studio" else "")
+        spans, lost = check_spans(list(r.spans), r.text, at, overlapping) if labelled else ((), [])
+        dropped += [(r.line, r.text, span) for span in lost]
+        examples.append(NerExample(r.text, spans, r.line, path, relations=r.relations if labelled else ()))
+    print(f"{where}: {export.summary}", file=sys.stderr)
+    _note_dropped(where, dropped)
+    return examples
 
 
 def _read_conll(where: str, path: str, lines: list[str], labelled: bool, overlapping: str) -> list[NerExample]:

@@ -28,7 +28,7 @@ from ernie_ft.ner.formats import (
     read_ner_records,
     tags_to_spans,
 )
-from ernie_ft.task import TaskHooks, check_known_labels
+from ernie_ft.task import TaskHooks, check_known_labels, split_dev
 
 _CONTINUATION: dict = {}
 
@@ -118,7 +118,8 @@ class NER(TaskHooks):
     Viterbi decode that only yields valid tag sequences."""
     format: str = "auto"
     """Input format: auto, conll (a token and its tag per line; BIO, BIOES/BMES or IO tags), cluener
-    (JSONL, inclusive ends), spans (JSONL, exclusive ends) or text (unlabelled, one per line)."""
+    (JSONL, inclusive ends), spans (JSONL, exclusive ends), text (unlabelled, one per line), doccano (JSONL)
+    or label-studio (a JSON export); auto tells them apart by their content."""
     overlapping: str = "error"
     """Overlapping entities in a file: error, or keep-longest (drop the shorter one, reported)."""
     constrained: bool = True
@@ -132,6 +133,7 @@ class NER(TaskHooks):
             "NER files are read by --format (conll, cluener, spans or text; see data/README.md), not by column",
         ),
         "window_pooling": "each token is tagged from the one window where it has most context",
+        **dict.fromkeys(("header", "sheet"), "NER files are JSON or CoNLL, not tables"),
     }
     """Data settings NER never reads: no flag, and a recipe that sets one is an error."""
 
@@ -152,6 +154,10 @@ class NER(TaskHooks):
 
     def read_records(self, records, data, flag):
         return read_ner_records(records, flag, labelled=False, overlapping=self.overlapping)
+
+    def held_out(self, train, data):
+        """``--dev-split`` of train as dev, never taking an entity type's last training example."""
+        return split_dev(train, data.dev_split, lambda e: {t for *_, t in e.entities})
 
     def fit_labels(self, train):
         types = sorted({t for e in train for *_, t in e.entities})

@@ -63,6 +63,8 @@ class Pretraining(TaskHooks):
         **dict.fromkeys(
             ("stride", "window_pooling"), "a corpus is packed into --max-len blocks, not cut into overlapping windows"
         ),
+        "dev_split": "pretraining holds out documents with --dev-fraction",
+        **dict.fromkeys(("header", "sheet"), "a corpus table's header is found from its content"),
     }
     """Data settings pretraining never reads: no flag, and a recipe that sets one is an error."""
     flat_fields: ClassVar[tuple] = ("masked_positions", "masked_labels", "masked_weights", "replace_uniform")

@@ -1,0 +1,328 @@
+"""Files as annotation tools export them: doccano JSONL and Label Studio's JSON, recognised by their content.
+
+``load`` tells such a file from the project's own formats and turns every record or task into one
+``Annotated``: its text, its class names (doccano ``label`` names, Label Studio ``choices``), its entity
+spans ``(start, end_exclusive, type)`` and its relations ``(head span, tail span, type)``. The readers
+make classification records (``classification_rows``) or NER examples of them; a file that is none of
+these returns None and is read as before.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ernie_ft.errors import UserError
+
+_SPACE = " \t\r\n"
+
+
+@dataclass(frozen=True)
+class Annotated:
+    """One record (doccano) or task (Label Studio): ``line`` is where it starts in the file."""
+
+    line: int
+    task: Optional[str]
+    text: str
+    labels: tuple = ()
+    spans: tuple = ()
+    relations: tuple = ()
+    labelled: bool = True  # False: the record carries no annotation at all
+
+
+@dataclass
+class Export:
+    """An annotation tool's file: its records and the sentence the loading line shows."""
+
+    tool: str  # "doccano" or "Label Studio"
+    records: list = field(default_factory=list)
+    summary: str = ""
+    text_key: str = "text"  # the key the text was under (Label Studio: of data), the column classify names it by
+
+    @property
+    def has_spans(self) -> bool:
+        return any(r.spans for r in self.records)
+
+
+def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]:
+    """(line, value) of each JSON value in ``text``: the items of a JSON array (``array``), else the values
+    one after another (JSON Lines, or pretty-printed objects as doccano's examples are)."""
+    decoder, values, line, pos = json.JSONDecoder(), [], 1, 0
+
+    def skip(pos: int, separators: str) -> int:
+        while pos < len(text) and text[pos] in separators:
+            pos += 1
+        return pos
+
+    if array:
+        pos = skip(text.index("[") + 1, _SPACE)
+    while True:
+        pos = skip(pos, _SPACE + ("," if array and values else ""))
+        if pos >= len(text) or (array and text[pos] == "]"):
+            return values
+        line = text.count("\n", 0, pos) + 1
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise UserError(
+                f"{where}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); fix the file or export it again"
+            ) from None
+        values.append((line, value))
+
+
+def load(text: str, where: str, text_key: Optional[str] = None) -> Optional[Export]:
+    """The doccano or Label Studio export in ``text`` (a whole file; ``where`` is "FLAG: PATH"), or None when
+    the content is neither. ``text_key``: the key of Label Studio's ``data`` that holds the text."""
+    start = text.lstrip()
+    if start.startswith("["):
+        try:
+            tasks = _json_values(text, where, array=True)
+        except UserError:
+            return None  # not JSON: the caller's own reader names what is wrong
+        if tasks and isinstance(tasks[0][1], dict) and {"data", "annotations", "predictions"} & set(tasks[0][1]):
+            return _label_studio(tasks, where, text_key)
+        return None
+    if not start.startswith("{"):
+        return None
+    first_line = start.split("\n", 1)[0]
+    try:
+        first = json.loads(first_line)
+    except json.JSONDecodeError:
+        try:  # a pretty-printed object, as doccano's own examples are
+            first = _json_values(text, where, array=False)[0][1]
+        except UserError:
+            return None
+    if not _is_doccano(first):
+        return None
+    return _doccano(_json_values(text, where, array=False), where)
+
+
+def _is_doccano(record) -> bool:
+    """Whether a JSON record has doccano's layout rather than the project's own JSONL or CLUENER's."""
+    if not isinstance(record, dict):
+        return False
+    label = record.get("label")
+    entities = record.get("entities")
+    return (
+        ("data" in record and "text" not in record)
+        or "relations" in record
+        or (isinstance(label, list) and bool(label))
+        or (isinstance(entities, list) and any(isinstance(e, dict) and "start_offset" in e for e in entities))
+    )
+
+
+# ----------------------------------------------------------------------------------------------- doccano
+
+
+def _doccano(values: list, where: str) -> Export:
+    records, kinds, old_key = [], set(), False
+    for line, record in values:
+        at = f"{where}:{line}"
+        if not isinstance(record, dict):
+            raise UserError(f"{at}: expected a doccano record (a JSON object with text and label), not {record!r:.40}")
+        text = record.get("text", record.get("data"))
+        old_key |= "text" not in record and "data" in record
+        if not isinstance(text, str) or not text.strip():
+            raise UserError(f'{at}: missing or empty "text" (doccano 1.7+) or "data" (older doccano); fill it in')
+        if "entities" in record:
+            spans, relations = _doccano_entities(record, at)
+            records.append(Annotated(line, _id(record), text, (), spans, relations))
+            kinds.add("entities and relations" if "relations" in record else "entities")
+        elif "label" in record:
+            labels, spans = _doccano_label(record["label"], at)
+            records.append(Annotated(line, _id(record), text, labels, spans))
+            kinds.add("sequence labelling" if spans else "text classification")
+        else:
+            records.append(Annotated(line, _id(record), text, labelled=False))
+    layout = " and ".join(sorted(kinds)) or "texts without labels"
+    relations = sum(len(r.relations) for r in records)
+    summary = f"doccano JSONL ({layout}{', the older data key' if old_key else ''}), {_count(records, 'record')}"
+    return Export("doccano", records, summary + (f", {relations} relations kept" if relations else ""))
+
+
+def _count(items: list, noun: str) -> str:
+    return f"{len(items)} {noun}{'s' * (len(items) != 1)}"
+
+
+def _id(record: dict) -> Optional[str]:
+    return None if record.get("id") is None else str(record["id"])
+
+
+def _doccano_label(label, at: str) -> tuple[tuple, tuple]:
+    """(class names, spans) of a doccano ``label``: a list of names, or of ``[start, end, type]``."""
+    if not isinstance(label, list):
+        label = [label]  # a single name, as some exports write it
+    if all(isinstance(item, list) for item in label):
+        spans = []
+        for item in label:
+            if not (len(item) == 3 and all(isinstance(x, int) for x in item[:2]) and isinstance(item[2], str)):
+                raise UserError(f"{at}: label item {item!r:.40} is not [start, end, type] (end exclusive)")
+            spans.append(tuple(item))
+        return (), tuple(spans)
+    if any(isinstance(item, (list, dict)) for item in label):
+        raise UserError(f"{at}: label mixes names and [start, end, type] spans; a record holds one kind")
+    return tuple(str(item) for item in label), ()
+
+
+def _doccano_entities(record: dict, at: str) -> tuple[tuple, tuple]:
+    """(spans, relations) of doccano's ``entities`` + ``relations`` layout."""
+    entities, by_id = record.get("entities"), {}
+    if not isinstance(entities, list):
+        raise UserError(f'{at}: "entities" must be a list of {{"start_offset", "end_offset", "label"}} objects')
+    spans = []
+    for e in entities:
+        ok = isinstance(e, dict) and isinstance(e.get("start_offset"), int) and isinstance(e.get("end_offset"), int)
+        if not ok or not isinstance(e.get("label"), str):
+            raise UserError(f'{at}: entity {e!r:.60} needs integer "start_offset", "end_offset" and a string "label"')
+        span = (e["start_offset"], e["end_offset"], e["label"])
+        by_id[e.get("id")] = span
+        spans.append(span)
+    relations = []
+    for r in record.get("relations") or []:
+        if not isinstance(r, dict) or r.get("from_id") not in by_id or r.get("to_id") not in by_id:
+            raise UserError(f"{at}: relation {r!r:.60} does not name two of the record's entity ids (from_id, to_id)")
+        relations.append((by_id[r["from_id"]], by_id[r["to_id"]], str(r.get("type", r.get("label", "")))))
+    return tuple(spans), tuple(relations)
+
+
+# ------------------------------------------------------------------------------------------ Label Studio
+
+
+def _label_studio(tasks: list, where: str, text_key: Optional[str]) -> Export:
+    records, counts = [], {"cancelled": 0, "predicted": 0, "unannotated": 0, "keys": set()}
+    for line, task in tasks:
+        at = f"{where}:{line}: task {task.get('id', '?') if isinstance(task, dict) else '?'}"
+        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
+            raise UserError(f'{at}: not a Label Studio task (an object with "data" and "annotations")')
+        key = _text_key(task["data"], text_key, at)
+        counts["keys"].add(key)
+        text = task["data"][key]
+        annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict)]
+        done = [a for a in annotations if not a.get("was_cancelled")]
+        counts["cancelled"] += len(annotations) - len(done)
+        if not done and task.get("predictions"):
+            done = [p for p in task["predictions"] if isinstance(p, dict)]
+            counts["predicted"] += 1
+        if not done:
+            counts["unannotated"] += 1
+            records.append(Annotated(line, str(task.get("id")), text, labelled=False))
+            continue
+        records.append(_task_record(line, task, text, _most_recent(done).get("result") or [], at))
+    return Export("Label Studio", records, _ls_summary(records, counts), text_key or "text")
+
+
+def _most_recent(annotations: list[dict]) -> dict:
+    """The annotation last updated (``updated_at``, else ``created_at``); on a tie or without dates, the last one."""
+
+    def when(i: int) -> tuple:
+        return str(annotations[i].get("updated_at") or annotations[i].get("created_at") or ""), i
+
+    return annotations[max(range(len(annotations)), key=when)]
+
+
+def _text_key(data: dict, text_key: Optional[str], at: str) -> str:
+    """The key of ``data`` that holds the task's text: ``text_key``, else "text"."""
+    key = text_key or "text"
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        found = ", ".join(data) or "none"
+        raise UserError(
+            f"{at}: no text under data.{key} (data keys: {found}); export a text labelling project (an image or "
+            "audio task has no text), or name the key that holds the text with --text-column (classify)"
+        )
+    return key
+
+
+def _task_record(line: int, task: dict, text: str, result: list, at: str) -> Annotated:
+    """The class names, spans and relations of one annotation's ``result`` list."""
+    labels, spans, regions, relations = [], [], {}, []
+    for item in result:
+        if not isinstance(item, dict):
+            continue
+        kind, value = item.get("type"), item.get("value") or {}
+        if kind == "choices":
+            labels += [str(c) for c in value.get("choices") or []]
+        elif kind == "labels":
+            start, end = value.get("start"), value.get("end")
+            if not (isinstance(start, int) and isinstance(end, int)):
+                raise UserError(f"{at}: region {item.get('id')} has no integer start and end character offsets")
+            if "text" in value and text[start:end] != value["text"]:
+                raise UserError(
+                    f"{at}: entity {value['text']!r} at [{start}, {end}) but the text there is {text[start:end]!r}; "
+                    "the offsets do not match the task's text (was data.text edited after labelling?)"
+                )
+            for type_ in value.get("labels") or []:
+                spans.append((start, end, str(type_)))
+                regions.setdefault(item.get("id"), spans[-1])
+        elif kind == "relation":
+            relations.append(item)
+    pairs = [
+        (regions[r["from_id"]], regions[r["to_id"]], ",".join(r.get("labels") or []))
+        for r in relations
+        if r.get("from_id") in regions and r.get("to_id") in regions
+    ]
+    return Annotated(line, str(task.get("id")), text, tuple(labels), tuple(spans), tuple(pairs))
+
+
+def _ls_summary(records: list, counts: dict) -> str:
+    parts = [f"{counts['cancelled']} cancelled annotations skipped"] if counts["cancelled"] else []
+    if counts["predicted"]:
+        parts.append(f"{counts['predicted']} tasks labelled by their predictions (no annotation)")
+    if counts["unannotated"]:
+        parts.append(f"{counts['unannotated']} tasks without annotations or predictions")
+    keys = ", ".join(f"data.{k}" for k in sorted(counts["keys"]))
+    return (
+        f"Label Studio JSON export, {_count(records, 'task')}, text from {keys}; each task's most recent non-cancelled "
+        f"annotation is used" + "".join(f"; {p}" for p in parts)
+    )
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+def classification_rows(export: Export, where: str, labelled: bool) -> tuple[list[str], list[tuple[int, dict]]]:
+    """(columns, [(line, {"text", "label": [names]})]) for a classifier; the label stays a list of names.
+
+    Records without any annotation are an error when labels are needed (a Label Studio task nobody
+    labelled is skipped instead, and counted in the summary); a file of entity spans is an error."""
+    if export.has_spans:
+        first = next(r for r in export.records if r.spans)
+        raise UserError(
+            f"{where}:{first.line}: this {export.tool} file labels entity spans, not classes; train it with "
+            "python -m ernie_ft ner"
+        )
+    rows = []
+    for r in export.records:
+        if not r.labelled and labelled:
+            if export.tool == "Label Studio":
+                continue
+            raise UserError(_unknown(export, where, r))
+        key = export.text_key
+        rows.append((r.line, {key: r.text, "label": list(r.labels)} if r.labelled else {key: r.text}))
+    if not rows:
+        raise UserError(f"{where}: no task has a non-cancelled annotation or a prediction; label some tasks first")
+    # a record's label list stays readable without required labels (classify --multi-label: a text may have none)
+    has_labels = labelled or any("label" in row for _, row in rows)
+    return [export.text_key, "label"] if has_labels else [export.text_key], rows
+
+
+def _unknown(export: Export, where: str, record: Annotated) -> str:
+    return (
+        f"{where}:{record.line}: a {export.tool} record with neither label nor entities; this layout is unknown "
+        'here: each record needs "label" (names, or [start, end, type] spans) or "entities"'
+    )
+
+
+def labelled_records(export: Export, where: str) -> list[Annotated]:
+    """The records that carry annotations: a doccano record without any is an error, a Label Studio task without
+    any is skipped (counted in the summary)."""
+    kept = []
+    for r in export.records:
+        if not r.labelled and export.tool == "doccano":
+            raise UserError(_unknown(export, where, r))
+        if r.labelled:
+            kept.append(r)
+    if not kept:
+        raise UserError(f"{where}: no task has a non-cancelled annotation or a prediction; label some tasks first")
+    return kept

@@ -1,0 +1,285 @@
+"""Files as users have them: doccano and Label Studio exports, headers of any names, Excel, --dev-split.
+
+Each layout is covered by small files written here; the exports under ../shared/data/annotation-exports
+are read too when present (skipped otherwise).
+"""
+
+import json
+
+import pytest
+from conftest import shared
+
+from ernie_ft.config import DataConfig
+from ernie_ft.data.readers import read_examples, read_records
+from ernie_ft.errors import UserError
+from ernie_ft.ner.formats import read_ner
+from ernie_ft.task import load_task, split_dev
+
+EXPORTS = "annotation-exports"
+
+
+def write(tmp_path, name, content) -> str:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False), "utf-8")
+    return str(path)
+
+
+def jsonl(records) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+def error_of(call, *args, **kwargs) -> str:
+    with pytest.raises(UserError) as info:
+        call(*args, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def ls_task(task_id, text, results, **extra):
+    """A Label Studio task with one annotation holding ``results``."""
+    return {"id": task_id, "data": {"text": text}, "annotations": [{"id": task_id, "result": results}], **extra}
+
+
+def region(rid, start, end, text, label):
+    value = {"start": start, "end": end, "text": text, "labels": [label]}
+    return {"id": rid, "type": "labels", "from_name": "label", "to_name": "text", "value": value}
+
+
+def choice(*names):
+    return {"type": "choices", "from_name": "sentiment", "to_name": "text", "value": {"choices": list(names)}}
+
+
+# ------------------------------------------------------------------------------------------------- doccano
+
+
+def test_doccano_classification_keeps_label_lists_and_trains_single_label(tmp_path, capsys):
+    path = write(
+        tmp_path,
+        "cls.jsonl",
+        jsonl([{"id": 1, "text": "菜很好吃", "label": ["正面"]}, {"data": "太咸了", "label": ["负面"]}]),
+    )
+    columns, rows = read_records(path)
+    assert columns == ["text", "label"]
+    assert rows == [(1, {"text": "菜很好吃", "label": ["正面"]}), (2, {"text": "太咸了", "label": ["负面"]})]
+    examples = load_task("classify").read(path, DataConfig(), "--train")
+    assert [(e.text, e.label, e.line) for e in examples] == [("菜很好吃", "正面", 1), ("太咸了", "负面", 2)]
+    assert "doccano JSONL (text classification, the older data key), 2 records" in capsys.readouterr().err
+
+
+def test_doccano_shared_classification_example():
+    examples = load_task("classify").read(
+        str(shared(EXPORTS, "doccano_text_classification_example.jsonl")), DataConfig(), "--train"
+    )
+    assert [e.label for e in examples] == ["negative", "positive", "positive"]
+
+
+def test_doccano_sequence_labelling_spans_are_exact(tmp_path, capsys):
+    text = "张三在北京大学读书"
+    path = write(tmp_path, "ner.jsonl", jsonl([{"text": text, "label": [[3, 7, "ORG"], [0, 2, "PER"]]}]))
+    [example] = read_ner(path, "--train")
+    assert example.entities == ((0, 2, "PER"), (3, 7, "ORG")) and example.line == 1
+    assert "doccano JSONL (sequence labelling), 1 record" in capsys.readouterr().err
+    shared_file = shared(EXPORTS, "doccano_sequence_labeling_example.jsonl")
+    examples = read_ner(str(shared_file), "--train")
+    assert [e.entities for e in examples] == [
+        ((0, 2, "ORG"), (11, 17, "MISC")),
+        ((0, 15, "PERSON"),),
+        ((10, 15, "PERSON"),),
+    ]
+
+
+def test_doccano_entities_and_relations_are_kept(tmp_path):
+    record = {
+        "id": 7,
+        "text": "马云创办了阿里巴巴",
+        "entities": [
+            {"id": 1, "start_offset": 0, "end_offset": 2, "label": "人物"},
+            {"id": 2, "start_offset": 5, "end_offset": 9, "label": "公司"},
+        ],
+        "relations": [{"id": 3, "from_id": 1, "to_id": 2, "type": "创办"}],
+    }
+    # pretty-printed, as doccano's own example is
+    [example] = read_ner(write(tmp_path, "rel.jsonl", json.dumps(record, ensure_ascii=False, indent=2)), "--train")
+    assert example.entities == ((0, 2, "人物"), (5, 9, "公司"))
+    assert example.relations == (((0, 2, "人物"), (5, 9, "公司"), "创办"),)
+    [english] = read_ner(str(shared(EXPORTS, "doccano_relation_extraction_example.jsonl")), "--train")
+    assert english.entities[0] == (0, 6, "ORG") and len(english.relations) == 3
+    assert english.relations[1] == ((0, 6, "ORG"), (44, 54, "PERSON"), "foundedBy")
+
+
+def test_doccano_line_with_neither_label_nor_entities_is_an_unknown_layout(tmp_path):
+    path = write(tmp_path, "d.jsonl", jsonl([{"text": "好", "label": [[0, 1, "X"]]}, {"text": "差", "meta": {}}]))
+    message = error_of(read_ner, path, "--train")
+    assert f"{path}:2:" in message and "neither label nor entities" in message
+    path = write(tmp_path, "c.jsonl", jsonl([{"data": "好", "label": ["正面"]}, {"data": "差"}]))
+    assert f"{path}:2:" in error_of(read_examples, path)
+
+
+# ------------------------------------------------------------------------------------------- Label Studio
+
+
+def test_label_studio_choices_cancelled_several_annotations_and_predictions(tmp_path, capsys):
+    cancelled = {"id": 9, "was_cancelled": True, "result": [choice("负面")], "updated_at": "2024-05-01T00:00:00Z"}
+    older = {"id": 10, "result": [choice("负面")], "updated_at": "2024-01-01T00:00:00Z"}
+    newer = {"id": 11, "result": [choice("正面")], "updated_at": "2024-03-01T00:00:00Z"}
+    tasks = [
+        {"id": 1, "data": {"text": "好吃"}, "annotations": [cancelled, newer, older]},
+        {"id": 2, "data": {"text": "难吃"}, "annotations": [cancelled], "predictions": [{"result": [choice("负面")]}]},
+        {"id": 3, "data": {"text": "还没标"}, "annotations": []},
+        {"id": 4, "data": {"text": "一般"}, "annotations": [{"id": 12, "result": [choice("中性")]}]},
+    ]
+    path = write(tmp_path, "export.json", tasks)
+    examples = load_task("classify").read(path, DataConfig(), "--train")
+    assert [(e.text, e.label) for e in examples] == [("好吃", "正面"), ("难吃", "负面"), ("一般", "中性")]
+    err = capsys.readouterr().err
+    assert "Label Studio JSON export" in err and "most recent non-cancelled annotation" in err
+    assert "2 cancelled annotations skipped" in err and "1 task" in err and "predictions" in err
+    # prediction reads every task's text, the unlabelled one too
+    unlabelled = read_examples(path, require_label=False)
+    assert [e.text for e in unlabelled] == ["好吃", "难吃", "还没标", "一般"]
+
+
+def test_label_studio_entities_and_text_key(tmp_path):
+    tasks = [
+        ls_task(5, "李四去上海", [region("a", 0, 2, "李四", "PER"), region("b", 3, 5, "上海", "LOC")]),
+        {"id": 6, "data": {"sentence": "王五在家"}, "annotations": [{"result": [region("c", 0, 2, "王五", "PER")]}]},
+    ]
+    path = write(tmp_path, "ner.json", tasks[:1])
+    [example] = read_ner(path, "--train")
+    assert example.entities == ((0, 2, "PER"), (3, 5, "LOC"))
+    other = write(tmp_path, "sentence.json", tasks[1:])
+    assert "no text under data.text (data keys: sentence)" in error_of(read_ner, other, "--train")
+    classification = write(tmp_path, "c.json", [dict(tasks[1], annotations=[{"result": [choice("在家")]}])])
+    [record] = load_task("classify").read(classification, DataConfig(text_column="sentence"), "--train")
+    assert (record.text, record.label) == ("王五在家", "在家")
+
+
+def test_label_studio_span_text_that_does_not_match_its_offsets_names_the_task(tmp_path):
+    path = write(tmp_path, "bad.json", [ls_task(42, "李四去上海", [region("a", 0, 2, "上海", "LOC")])])
+    message = error_of(read_ner, path, "--train")
+    assert path in message and "task 42" in message and "'上海'" in message and "'李四'" in message
+
+
+def test_label_studio_image_export_and_unknown_json_array_are_one_error_line(tmp_path):
+    image = shared(EXPORTS, "label_studio_min_example.json")
+    message = error_of(read_ner, str(image), "--train")
+    assert "task 87" in message and "data.text" in message and "image" in message
+    path = write(tmp_path, "array.json", [{"sentence": "好", "tags": []}])
+    message = error_of(read_ner, path, "--train")
+    assert f"{path}:1:" in message and "not" in message and "Label Studio" in message
+
+
+# ------------------------------------------------------------------------------------------------ overlaps
+
+
+def test_overlapping_entities_name_the_line_and_the_options(tmp_path):
+    path = write(tmp_path, "o.jsonl", jsonl([{"text": "北京大学", "label": [[0, 4, "ORG"], [0, 2, "LOC"]]}]))
+    message = error_of(read_ner, path, "--train")
+    assert f"{path}:1" in message and "--overlapping keep-longest" in message and "ner --nested" in message
+    [kept] = read_ner(path, "--train", overlapping="keep-longest")
+    assert kept.entities == ((0, 4, "ORG"),)
+    real = shared(EXPORTS, "doccano_relation_zh.jsonl")  # one span labelled with two types
+    assert "--nested" in error_of(read_ner, str(real), "--train")
+
+
+# ------------------------------------------------------------------------------------------------ dev split
+
+
+def test_dev_split_is_reproducible_disjoint_and_keeps_every_label_in_train(capsys):
+    from ernie_ft.data.readers import Example
+
+    train = [
+        Example(f"文本{i}", None, "甲" if i % 5 else ("乙" if i < 40 else "丙"), i + 1, "t.tsv") for i in range(60)
+    ]
+
+    def labels(e):
+        return (e.label,)
+
+    rest, dev = split_dev(train, 0.25, labels)
+    again_rest, again_dev = split_dev(list(train), 0.25, labels)
+    assert (rest, dev) == (again_rest, again_dev) and len(dev) == 15
+    assert not set(rest) & set(dev) and sorted(rest + dev, key=lambda e: e.line) == train
+    assert {e.label for e in rest} == {"甲", "乙", "丙"}  # 丙 has 4 examples: at most 3 go to dev
+    assert "15 of the 60 examples of t.tsv held out as dev" in capsys.readouterr().err
+    assert split_dev(train, None) == (train, None)
+    assert "holds out none" in error_of(split_dev, train[:3], 0.1)
+
+
+def test_dev_split_is_a_fraction_and_excludes_dev():
+    assert "--dev-split" in error_of(DataConfig, dev_split=1.5)
+    message = error_of(DataConfig, dev="d.tsv", dev_split=0.1)
+    assert "--dev FILE" in message and "--dev-split" in message
+
+
+# ---------------------------------------------------------------------------------------------- headers
+
+
+def test_a_header_of_other_names_is_found_by_its_content(tmp_path, capsys):
+    path = write(tmp_path, "zh.csv", "评论,情感\n这家店很好吃,正面\n太难吃了,负面\n服务不错,正面\n")
+    examples = read_examples(path)
+    assert [(e.text, e.label, e.line) for e in examples] == [
+        ("这家店很好吃", "正面", 2),
+        ("太难吃了", "负面", 3),
+        ("服务不错", "正面", 4),
+    ]
+    assert "CSV, 3 rows, header: line 1 (评论, 情感)" in capsys.readouterr().err
+    texts = write(tmp_path, "texts.csv", "评论\n这家店很好吃\n太难吃了\n服务不错\n")
+    assert [e.text for e in read_examples(texts, require_label=False)] == ["这家店很好吃", "太难吃了", "服务不错"]
+    # a data row, not a header: its label occurs again below it
+    plain = write(tmp_path, "plain.csv", "这家店很好吃,正面\n太难吃了,负面\n服务不错,正面\n")
+    assert len(read_examples(plain)) == 3
+    assert "no header, columns numbered from 0" in capsys.readouterr().err
+
+
+def test_header_flags_override_what_the_content_says(tmp_path, capsys):
+    path = write(tmp_path, "a.tsv", "好吃\t正面\n难吃\t负面\n")
+    assert read_records(path)[0] == ["0", "1"]
+    assert read_records(path, header=True) == (["好吃", "正面"], [(2, {"好吃": "难吃", "正面": "负面"})])
+    known = write(tmp_path, "k.tsv", "text\tlabel\n好\t1\n")
+    columns, rows = read_records(known, header=False)
+    assert columns == ["0", "1"] and rows[0] == (1, {"0": "text", "1": "label"})
+    examples = read_examples(path, header=False, text_column="0", label_column="1")
+    assert [(e.text, e.label, e.line) for e in examples] == [("好吃", "正面", 1), ("难吃", "负面", 2)]
+    examples = load_task("classify").read(
+        write(tmp_path, "zh.csv", "评论,情感\n好,正面\n差,负面\n"), DataConfig(header=True), "--train"
+    )
+    assert [(e.text, e.label) for e in examples] == [("好", "正面"), ("差", "负面")]
+    assert "(--header)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------- Excel
+
+
+def test_xlsx_is_read_as_a_table_with_its_sheets(tmp_path, capsys):
+    openpyxl = pytest.importorskip("openpyxl")
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "说明"
+    sheet.append(["这个表只有说明"])
+    data = book.create_sheet("数据")
+    for row in (["评论", "评分"], ["很好吃", 5], [None, None], ["一般", 3], ["太咸", 1.0], ["不错", 5]):
+        data.append(row)
+    path = str(tmp_path / "reviews.xlsx")
+    book.save(path)
+    examples = read_examples(path, sheet="数据")
+    assert [(e.text, e.label, e.line) for e in examples] == [
+        ("很好吃", "5", 2),
+        ("一般", "3", 4),
+        ("太咸", "1", 5),
+        ("不错", "5", 6),
+    ]
+    assert "Excel, 4 rows, header: line 1 (评论, 评分)" in capsys.readouterr().err
+    assert [e.text for e in read_examples(path, require_label=False)] == ["这个表只有说明"]
+    assert "its sheets: 说明, 数据" in error_of(read_examples, path, sheet="训练")
+
+
+def test_xls_and_missing_openpyxl_are_one_line_each(tmp_path, monkeypatch):
+    xls = write(tmp_path, "old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 64)
+    assert ".xls" in error_of(read_examples, xls) and "save it as .xlsx" in error_of(read_examples, xls)
+    monkeypatch.setitem(__import__("sys").modules, "openpyxl", None)
+    path = write(tmp_path, "book.xlsx", b"PK\x03\x04")
+    assert "pip install openpyxl" in error_of(read_examples, path)
