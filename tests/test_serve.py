@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -436,6 +437,26 @@ def test_records_read_in_memory_are_the_examples_the_file_reader_gives(task_name
         assert str(tmp_path) not in str(from_memory)
 
 
+SCENARIO_SECONDS = 120
+"""The longest an in-process scenario may take: a regression that stops an answer fails the test, never hangs it."""
+
+
+async def until(client, path, done, seconds=60):
+    """GET ``path`` until ``done(its JSON body)``; an AssertionError with the last body after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        response = await client.get(path)
+        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else None
+        if response.status_code == 200 and done(body):
+            return body
+        assert time.monotonic() < deadline, f"{path} after {seconds} s: {response.status_code} {body}"
+        await asyncio.sleep(0.01)
+
+
+async def until_ready(client):
+    await until(client, "/readyz", lambda body: True)
+
+
 @pytest.mark.parametrize("forward_batch_size", [0, 5])
 def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classifier, forward_batch_size, monkeypatch):
     from ernie_ft.models import modeling
@@ -456,12 +477,11 @@ def test_batches_form_under_concurrency_and_each_answer_keeps_its_request(classi
         app = create_app(served, Limits(max_batch_size=16, max_wait_ms=50, forward_batch_size=forward_batch_size))
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
         async with app.router.lifespan_context(app), client:
-            while (await client.get("/readyz")).status_code != 200:
-                await asyncio.sleep(0.01)
+            await until_ready(client)
             answers = await asyncio.gather(*(client.post("/v1/predict", json={"inputs": [{"text": t}]}) for t in texts))
             return answers, (await client.get("/v1/stats")).json()
 
-    answers, stats = asyncio.run(scenario())
+    answers, stats = asyncio.run(asyncio.wait_for(scenario(), SCENARIO_SECONDS))
     for text, answer in zip(texts, answers):
         record = answer.json()["predictions"][0]
         assert record["text"] == text and _close(record, expected[text])
@@ -487,11 +507,10 @@ def test_a_request_alone_does_not_wait_for_company(classifier):
         app = create_app(served, Limits(max_wait_ms=600_000))
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
         async with app.router.lifespan_context(app), client:
-            while (await client.get("/readyz")).status_code != 200:
-                await asyncio.sleep(0.01)
+            await until_ready(client)
             return await client.post("/v1/predict", json={"inputs": [{"text": "很好"}]})
 
-    assert asyncio.run(asyncio.wait_for(scenario(), 120)).status_code == 200  # the warm-up too ran at once
+    assert asyncio.run(asyncio.wait_for(scenario(), SCENARIO_SECONDS)).status_code == 200  # the warm-up too ran at once
 
 
 def _run(served, texts):
@@ -517,23 +536,19 @@ def test_a_full_queue_answers_503_with_retry_after(classifier):
         app = create_app(served, Limits(max_batch_size=1, max_wait_ms=0, max_queue=2))
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
         async with app.router.lifespan_context(app), client:
-            while (await client.get("/readyz")).status_code != 200:
-                await asyncio.sleep(0.01)
+            await until_ready(client)
             served.logits = held
             first = asyncio.create_task(client.post("/v1/predict", json={"inputs": [{"text": "一"}]}))
             await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)  # in the model
             queued = [
                 asyncio.create_task(client.post("/v1/predict", json={"inputs": [{"text": t}]})) for t in ("二", "三")
             ]
-            stats = None
-            while stats is None or stats["queued"] < 2:
-                stats = (await client.get("/v1/stats")).json()
-                await asyncio.sleep(0.01)
+            await until(client, "/v1/stats", lambda stats: stats["queued"] >= 2)
             rejected = await client.post("/v1/predict", json={"inputs": [{"text": "四"}]})
             gate.set()
             return rejected, await asyncio.gather(first, *queued)
 
-    rejected, served_ok = asyncio.run(scenario())
+    rejected, served_ok = asyncio.run(asyncio.wait_for(scenario(), SCENARIO_SECONDS))
     assert rejected.status_code == 503 and rejected.headers["retry-after"] == "1"
     assert rejected.json()["error"]["field"] == "queue"
     assert [r.status_code for r in served_ok] == [200, 200, 200]  # nothing lost behind the full queue
@@ -542,16 +557,13 @@ def test_a_full_queue_answers_503_with_retry_after(classifier):
 # ------------------------------------------------------------------ a real server process
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
+    """``serve --port 0`` in a process of its own: the system gives it a free port, which the server names in its
+    "serving ... on http://HOST:PORT/" line (no port found free here, released and handed over: another process could
+    take it in between)."""
+
     def __init__(self, model_dir, tmp_path, *extra):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = None
         self.log = open(tmp_path / "serve.log", "w+")
         self.proc = subprocess.Popen(
             [
@@ -562,7 +574,7 @@ class Server:
                 "--model",
                 model_dir,
                 "--port",
-                str(self.port),
+                "0",
                 "--device",
                 "cpu",
                 *extra,
@@ -575,6 +587,10 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
+            self.url = self.url or served_url(self.output())
+            if self.url is None:  # the model is still loading
+                time.sleep(0.1)
+                continue
             try:
                 if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
                     return
@@ -586,13 +602,23 @@ class Server:
     def output(self):
         self.log.flush()
         self.log.seek(0)
-        return self.log.read()
+        text = self.log.read()
+        self.log.seek(0, os.SEEK_END)
+        return text
 
     def stop(self):
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+def served_url(output: str) -> str | None:
+    """The address in the line ``serve`` prints once it listens, or None before it is printed."""
+    found = re.search(r"^serving .* on (http://127\.0\.0\.1:(\d+))/$", output, re.MULTILINE)
+    if found:
+        assert int(found[2]) > 0, found[0]  # the port the system gave, not the 0 asked for
+    return found and found[1]
 
 
 def test_sigterm_drains_in_flight_requests_then_exits_0(classifier, tmp_path):
@@ -628,6 +654,20 @@ def test_sigterm_drains_in_flight_requests_then_exits_0(classifier, tmp_path):
         assert [r.json()["predictions"][0]["text"] for r in results] == texts
     finally:
         server.stop()
+
+
+def test_a_port_in_use_is_one_error_line(classifier, capsys):
+    from ernie_ft.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", classifier, "--port", str(port), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use); --port 0 picks a free "
+        "port"
+    ]
 
 
 def test_serve_reports_a_bad_model_directory_in_one_line(tmp_path, capsys):

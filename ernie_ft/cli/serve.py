@@ -22,7 +22,12 @@ def build_parser(prog: str) -> Parser:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)"
     )
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="port to listen on (default: 8000; 0: a free one, named in the 'serving ... on http://HOST:PORT/' line)",
+    )
     parser.add_argument(
         "--name",
         help="what /v1/info and the page call the model (default: the --model directory's last part; never a path)",

@@ -107,23 +107,49 @@ def serve(
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
     served = ServedModel(model_dir, engine, device, trust_pickle, task, name)
+    sock = listen(host, port)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
     # found: a no-op one, so that a drained server exits 0 (SIG_DFL would end it with -15).
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    print(
-        f"serving {served.task.name} model {model_dir} ({served.engine}, {workers} worker"
-        f"{'s' if workers > 1 else ''}) on http://{host}:{port}/",
-        flush=True,
-    )
     options = {"host": host, "port": port, "log_level": log_level, "timeout_graceful_shutdown": 30}
     if workers == 1:
-        uvicorn.run(create_app(served, limits), **options)
-        return 0
-    settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task, name)
-    os.environ[WorkerSettings.ENV] = settings.to_json()
+        config = uvicorn.Config(create_app(served, limits), **options)
+    else:
+        settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task, name)
+        os.environ[WorkerSettings.ENV] = settings.to_json()
+        config = uvicorn.Config("ernie_ft.serving:app_from_env", factory=True, workers=workers, **options)
+    print(
+        f"serving {served.task.name} model {model_dir} ({served.engine}, {workers} worker"
+        f"{'s' if workers > 1 else ''}) on http://{host}:{sock.getsockname()[1]}/",
+        flush=True,
+    )
     del served
-    uvicorn.run("ernie_ft.serving:app_from_env", factory=True, workers=workers, **options)
+    with sock:
+        if workers == 1:
+            uvicorn.Server(config).run(sockets=[sock])
+        else:
+            from uvicorn.supervisors import Multiprocess
+
+            Multiprocess(config, sockets=[sock]).run()
     return 0
+
+
+def listen(host: str, port: int):
+    """The socket the server accepts on, bound here so that the line ``serve`` prints names the port it got: with
+    ``--port 0`` the system picks a free one (what the tests do), never a port found free, released and bound again
+    (another process can take it in between). A port that cannot be had is one error line."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        reason = f"--host {host} --port {port}: cannot listen there ({e.strerror})"
+        raise UserError(f"{reason}; --port 0 picks a free port") from None
+    sock.set_inheritable(True)  # uvicorn's worker processes accept on it too
+    return sock
 
 
 EXPORTS = {"paddle": "-exported", "onnx": "-onnx", "int8": "-int8"}
