@@ -100,9 +100,11 @@ class DataConfig:
 class ModelConfig:
     model: str = "scratch:tiny"
     """PaddleNLP model name (e.g. ernie-3.0-medium-zh), a checkpoint directory (ernie_ft, PaddleNLP, or a Hugging
-    Face transformers BERT/ERNIE checkpoint), or scratch:tiny / scratch:nano."""
+    Face transformers BERT/ERNIE checkpoint), or a randomly initialised scratch:tiny, scratch:nano, scratch:medium
+    or scratch:LxH (L layers of width H, e.g. scratch:2x128)."""
     vocab: Optional[str] = None
-    """Vocabulary file for a scratch model (one token per line). Default: built from the training data."""
+    """Vocabulary file for a scratch model (one token per line), or a tokenizer directory (a checkpoint's: its
+    vocabulary and tokenization settings). Default: built from the training data."""
     dropout: Optional[float] = None
     """Override the hidden and attention dropout of the model."""
     vocab_extension: Optional[str] = None
@@ -110,6 +112,13 @@ class ModelConfig:
     trust_pickle: bool = False
     """Load a --model directory whose weights are a pickle (model_state.pdparams), which can run code: only for a
     source you trust."""
+
+
+SCRATCH_LR = 1e-3
+"""The default --lr of a randomly initialised model: the rate docs/results.md shows learning from random weights
+on each built-in task (ChnSentiCorp, CLUENER, CMRC 2018; the sample data in data/ as well)."""
+PRETRAINED_LR = 5e-5
+"""The default --lr of a pretrained model: the usual rate for fine-tuning BERT and ERNIE."""
 
 
 @dataclass
@@ -120,8 +129,9 @@ class TrainConfig:
     """Passes over the training data."""
     batch_size: int = 32
     """Inputs per device and step (before gradient accumulation)."""
-    lr: float = 5e-5
-    """Peak learning rate for one device."""
+    lr: Optional[float] = None
+    """Peak learning rate for one device. Default: ``SCRATCH_LR`` for a randomly initialised model (scratch:...),
+    ``PRETRAINED_LR`` for a pretrained one (a PaddleNLP name or a checkpoint directory)."""
     warmup: float = 0.1
     """Fraction of the steps with a linear learning-rate warm-up."""
     weight_decay: float = 0.01
@@ -167,6 +177,8 @@ class TrainConfig:
             raise UserError("--adam-epsilon must be greater than 0")
         if not 0 <= self.warmup < 1:
             raise UserError("--warmup is a fraction of the steps, between 0 and 1")
+        if self.lr is not None and not self.lr > 0:
+            raise UserError(f"--lr must be greater than 0, not {self.lr}")
 
 
 @dataclass
@@ -251,6 +263,17 @@ class ParallelConfig:
         """What the single-device --lr is multiplied by for this many replicas (and accumulation steps)."""
         k = replicas * (grad_accum if self.scale_lr_with_accum else 1)
         return {"linear": float(k), "sqrt": math.sqrt(k), "none": 1.0}[self.lr_scaling]
+
+
+def learning_rate(cfg: RunConfig) -> tuple[float, Optional[str]]:
+    """(the peak learning rate for one device, None when --lr gave it or else what the default is for): --lr from
+    the flags or the recipe wins; without it the default for the model's kind, ``SCRATCH_LR`` for a randomly
+    initialised model (``scratch:...``), ``PRETRAINED_LR`` for anything with pretrained weights."""
+    if cfg.train.lr is not None:
+        return cfg.train.lr, None
+    if cfg.model.model.startswith("scratch:"):
+        return SCRATCH_LR, "a randomly initialised model"
+    return PRETRAINED_LR, "a pretrained model"
 
 
 def master_address(master: str) -> tuple[str, int]:

@@ -103,7 +103,7 @@ def test_the_site_builds_strictly_with_the_examples_in_it(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     api = (site / "python-api" / "index.html").read_text(encoding="utf-8")
-    for example in EXAMPLES:  # pymdownx.snippets put each example's code on the page
+    for example in EXAMPLES:  # each example's code is on the page (copied in: see test_pages_read_on_github...)
         first_def = re.search(r"^(?:def|class) (\w+)", example.read_text(encoding="utf-8"), re.M).group(1)
         assert first_def in api, f"{example.name} is not included in python-api.md"
     assert (site / "input-formats" / "index.html").read_text(encoding="utf-8").count("sentiment_train.tsv") > 0
@@ -153,3 +153,25 @@ def test_the_link_checker_sees_links_and_skips_code(tmp_path):
         encoding="utf-8",
     )
     assert list(relative_links(page)) == [("docs/a.md", 1), ("b.md#part", 1), ("pic.png", 6)]
+
+
+INLINED = re.compile(r"<!-- inlined: ([^ :]+)(?::(\d+))? -->\n\n(.*?)\n\n<!-- end inlined -->", re.S)
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=[str(p.relative_to(ROOT)) for p in MARKDOWN])
+def test_pages_read_on_github_as_they_are_and_their_copies_equal_the_files(page):
+    """No page includes a file (pymdownx.snippets' --8<-- lines show as they are on GitHub): a file's text is
+    copied in between ``<!-- inlined: PATH[:FIRST LINE] -->`` and ``<!-- end inlined -->``, in a fence or not, and
+    stays equal to the file, which the examples' test runs."""
+    text = page.read_text(encoding="utf-8")
+    assert "--8<--" not in text, f"{page.name} includes a file; copy it in (see this test)"
+    for path, first, body in INLINED.findall(text):
+        lines = (ROOT / path).read_text(encoding="utf-8").splitlines(keepends=True)[int(first or 1) - 1 :]
+        fence = re.fullmatch(r"```\w*\n(.*\n)```", body, re.S)
+        assert (fence.group(1) if fence else body + "\n") == "".join(lines), f"{page.name}: its copy of {path} differs"
+    assert text.count("<!-- inlined: ") == len(INLINED.findall(text)), f"{page.name}: an inlined copy is not closed"
+
+
+def test_the_api_page_holds_every_example():
+    inlined = {path for path, _, _ in INLINED.findall((DOCS / "python-api.md").read_text(encoding="utf-8"))}
+    assert inlined == {str(p.relative_to(ROOT)) for p in EXAMPLES}

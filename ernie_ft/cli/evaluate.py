@@ -18,9 +18,9 @@ def build_parser(prog: str) -> Parser:
     flags.add_input(parser, labelled=True)
     parser.add_argument(
         "--output-dir",
-        help="where to write metrics and pictures (default: eval-<input name>/ in the "
-        "run's directory; -2, -3, ... when that holds another checkpoint's or "
-        "file's evaluation)",
+        help="where to write metrics and pictures (default: eval-<input name>/ in the run's directory, or inside "
+        "the model directory when it is an export; -2, -3, ... when that holds another checkpoint's or file's "
+        "evaluation)",
     )
     flags.add_batch_size(parser)
     flags.add_text_columns(parser)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from ernie_ft.cli import flags
 from ernie_ft.cli.parsers import Parser
 from ernie_ft.inference import FORMATS
+from ernie_ft.inference.libraries import LOG
 from ernie_ft.inference.onnx import DEFAULT_INT8, QUANTIZATIONS
 
 
@@ -40,6 +42,12 @@ def build_parser(prog: str) -> Parser:
         help="texts to calibrate int8-static on, in any format the task reads (default: a sample of the run's "
         "training file)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show what Paddle, paddle2onnx and ONNX Runtime print while they trace, convert and fuse the graph "
+        "(default: written to export.log in the output)",
+    )
     flags.add_trust_pickle(parser)
     flags.add_task(parser)
     return parser
@@ -59,6 +67,7 @@ def run(args: argparse.Namespace) -> None:
         format=args.format,
         quantize=args.quantize,
         calibration=args.calibration,
+        verbose=args.verbose,
     )
     if args.format == "hf":
         print(
@@ -69,3 +78,6 @@ def run(args: argparse.Namespace) -> None:
     engine = "ONNX Runtime" if args.format == "onnx" else "Paddle Inference"
     engine += " in int8" if args.quantize else ""
     print(f"exported to {out}: python -m ernie_ft predict --model {out} --input FILE runs it with {engine}")
+    log = os.path.join(out, LOG)
+    if os.path.isfile(log) and os.path.getsize(log):
+        print(f"what Paddle, paddle2onnx and ONNX Runtime printed: {log} (--verbose shows it here)")

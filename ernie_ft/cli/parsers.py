@@ -12,7 +12,7 @@ import dataclasses
 import re
 import sys
 
-from ernie_ft.config import field_docs, suggest, type_name
+from ernie_ft.config import field_docs, flag_name, suggest, type_name
 
 # Spellings of other toolkits (HF transformers' TrainingArguments, PaddleNLP's examples) -> ernie_ft's flag,
 # keyed with hyphens (``--learning_rate`` is looked up as ``--learning-rate``). They stay errors rather than
@@ -81,11 +81,6 @@ class Parser(argparse.ArgumentParser):
         hyphens = flag.replace("_", "-")
         ours = hyphens if hyphens in known else OTHER_SPELLINGS.get(hyphens)
         return ours if ours and ours.split()[0] in known else None
-
-
-def flag_name(name: str) -> str:
-    """A field's flag: ``max_len`` -> ``--max-len``."""
-    return "--" + name.replace("_", "-")
 
 
 def add_field_flags(group, cls, fields=None, typed: bool = False) -> None:

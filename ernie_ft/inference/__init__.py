@@ -12,3 +12,9 @@ PRECISION = {"onnxruntime-int8": "int8"}
 FORMATS = ("paddle", "onnx", "hf")
 """What ``export`` writes: 'paddle', the static graph for Paddle Inference; 'onnx', that graph converted to ONNX
 as well (``inference.onnx``)."""
+
+
+def runtime_and_precision(engine: str) -> tuple[str, str]:
+    """(what runs the model, its weights' precision) for a concrete engine, as ``/v1/info``, the page, ``predict`` and
+    ``evaluate`` name them: ('onnxruntime', 'int8') for 'onnxruntime-int8', ('inference', 'fp32') for 'inference'."""
+    return engine.split("-")[0], PRECISION.get(engine, "fp32")

@@ -16,9 +16,21 @@ SOURCE = "source.json"
 """In each evaluation directory: the checkpoint and the input file it scored (absolute paths)."""
 
 
+def evaluation_home(model_dir: str) -> str:
+    """Where ``evaluate``'s default directories go for the checkpoint ``model_dir``: inside it when it is an export
+    (a Paddle Inference graph, ONNX, or a transformers directory, which records no ernie_ft run), so that its
+    evaluations travel with it; else in the directory of the run it belongs to (``run/`` for ``run/best``)."""
+    from ernie_ft.inference.onnx import onnx_file
+    from ernie_ft.inference.static_graph import graph_file
+    from ernie_ft.training.checkpoint import RUN_FILE
+
+    exported = graph_file(model_dir) or onnx_file(model_dir) or not os.path.isfile(os.path.join(model_dir, RUN_FILE))
+    return model_dir if exported else os.path.dirname(model_dir)
+
+
 def default_output_dir(run_dir: str, source: dict) -> str:
-    """``eval-<input name>/`` in the run's directory, or ``eval-<input name>-2/``, ``-3/``, ... when that holds
-    the evaluation of another checkpoint of the run or of another file of the same name: a default never
+    """``eval-<input name>/`` in ``run_dir`` (``evaluation_home``), or ``eval-<input name>-2/``, ``-3/``, ... when
+    that holds the evaluation of another checkpoint or of another file of the same name: a default never
     replaces a different evaluation, and scoring the same checkpoint on the same file again reuses its directory."""
     stem = "eval-" + os.path.splitext(os.path.basename(source["input"]))[0]
     for n in itertools.count(1):
@@ -44,7 +56,7 @@ class EvaluateOptions:
     input: str
     """Labelled file, in any format the checkpoint's task reads."""
     output_dir: Optional[str] = None
-    """Where metrics and pictures go; None: ``default_output_dir``."""
+    """Where metrics and pictures go; None: ``default_output_dir`` in ``evaluation_home``."""
     batch_size: int = 64
     """Inputs per forward pass."""
     text_column: Optional[str] = None
@@ -68,8 +80,9 @@ class EvaluateOptions:
 def evaluate(options: EvaluateOptions) -> dict:
     """Score the checkpoint on the labelled input: print the task's report, write ``metrics.json`` and the
     report's pictures to the output directory; returns the metrics."""
-    from ernie_ft.inference.predict import load_for_inference, run_inference
+    from ernie_ft.inference.predict import engine_line, load_for_inference, resolve_engine, run_inference
 
+    engine = resolve_engine(options.model, options.engine)
     loaded, data = load_for_inference(
         options.model,
         options.device,
@@ -79,7 +92,7 @@ def evaluate(options: EvaluateOptions) -> dict:
             "label_column": options.label_column,
             "allow_new_labels": options.allow_new_labels or None,
         },
-        options.engine,
+        engine,
         options.trust_pickle,
         options.task,
     )
@@ -87,13 +100,13 @@ def evaluate(options: EvaluateOptions) -> dict:
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
     model_dir = os.path.abspath(loaded.directory)
     source = {"model": model_dir, "input": os.path.abspath(options.input)}
-    out_dir = options.output_dir or default_output_dir(os.path.dirname(model_dir), source)
+    out_dir = options.output_dir or default_output_dir(evaluation_home(model_dir), source)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, ensure_ascii=False, indent=1)
     with open(os.path.join(out_dir, SOURCE), "w", encoding="utf-8") as f:
         json.dump(source, f, ensure_ascii=False, indent=1)
-    print(f"{options.input}: {len(examples)} examples")
+    print(f"{options.input}: {len(examples)} examples; {engine_line(engine)}")
     report = loaded.task.report(logits, features, examples, loaded.labels, data, out_dir)
     print(
         report if report is not None else " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 from ernie_ft.errors import UserError
 from ernie_ft.inference import FORMATS
+from ernie_ft.inference.libraries import LOG
 from ernie_ft.inference.static_graph import PREFIX, InferenceModel, graph_file
 
 __all__ = ["PREFIX", "InferenceModel", "calibration_batches", "export", "graph_file"]
@@ -28,6 +30,7 @@ def export(
     format: str = "paddle",
     quantize: str | None = None,
     calibration: str | None = None,
+    verbose: bool = False,
 ) -> str:
     """Write the static model beside a copy of the checkpoint ``model_dir`` (a checkpoint or a run's directory;
     its weights as safetensors, whatever the source held); returns the output directory.
@@ -35,12 +38,13 @@ def export(
     ``task``: a task spec that replaces the one the checkpoint recorded; the export records it instead.
     ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``), and with ``quantize`` (one of
     ``onnx.QUANTIZATIONS``) ``model.int8.onnx``; static quantization calibrates on the texts of ``calibration``
-    (a file the task reads), by default on the run's training file.
+    (a file the task reads), by default on the run's training file. What the libraries print while the graph is
+    traced and converted goes to ``export.log`` in the output (``libraries.LOG``), or with ``verbose`` to the terminal.
     """
     static = _check_options(format, quantize, calibration)
     import paddle
 
-    from ernie_ft.inference import onnx
+    from ernie_ft.inference import libraries, onnx
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
     from ernie_ft.training.checkpoint import load_model, resolve_model_dir, write_run_file
 
@@ -62,37 +66,54 @@ def export(
         )
     batches, sample = calibration_batches(loaded, calibration) if static else (None, None)
     spec = [paddle.static.InputSpec([None, None], "int64", name) for name in ("input_ids", "token_type_ids")]
-    static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
     tmp = output.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
+    log = None if verbose else os.path.join(tmp, libraries.LOG)
     try:
-        shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS, onnx.MANIFEST, "*.onnx"))
+        shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS, onnx.MANIFEST, "*.onnx", *OWN))
         if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
             loaded.model.save_pretrained(tmp, safe_serialization=True)
         if task:  # the export runs with the task the user named
             write_run_file(tmp, task, loaded.run)
-        paddle.jit.save(static, os.path.join(tmp, PREFIX))
+        with libraries.to_file(log):
+            static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
+            paddle.jit.save(static, os.path.join(tmp, PREFIX))
+            if format == "onnx":
+                config = loaded.model.config
+                manifest = onnx.convert(
+                    tmp,
+                    graph_file(tmp),
+                    os.path.join(tmp, f"{PREFIX}.pdiparams"),
+                    os.path.join(tmp, SAFE_WEIGHTS),
+                    config.num_attention_heads,
+                    config.hidden_size,
+                    loaded.pipeline.pad_id,
+                    quantize,
+                    batches,
+                    sample,
+                )
         if format == "onnx":
-            config = loaded.model.config
-            manifest = onnx.convert(
-                tmp,
-                graph_file(tmp),
-                os.path.join(tmp, f"{PREFIX}.pdiparams"),
-                os.path.join(tmp, SAFE_WEIGHTS),
-                config.num_attention_heads,
-                config.hidden_size,
-                loaded.pipeline.pad_id,
-                quantize,
-                batches,
-                sample,
-            )
             print(onnx.describe(manifest))
-    except BaseException:
+    except BaseException as error:
+        _keep_log(log, output, error)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)
     return output
+
+
+OWN = (LOG, "eval-*")
+"""What an export holds of its own that exporting it again does not copy: the libraries' log and evaluations."""
+
+
+def _keep_log(log: str | None, output: str, error: BaseException) -> None:
+    """After a failed export (not a user error), the libraries' log beside ``output``, where the user is told."""
+    if log is None or isinstance(error, UserError) or not os.path.isfile(log) or not os.path.getsize(log):
+        return
+    kept = output.rstrip("/") + "-" + os.path.basename(log)
+    shutil.move(log, kept)
+    print(f"the libraries' messages during the failed export: {kept}", file=sys.stderr)
 
 
 CALIBRATION_WINDOWS = 256
@@ -105,6 +126,8 @@ def _check_options(format: str, quantize: str | None, calibration: str | None) -
 
     if format not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    if format == "onnx":
+        onnx.check_dependencies(quantize)
     if quantize is not None:
         if quantize not in onnx.QUANTIZATIONS:
             raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")

@@ -8,12 +8,16 @@ under transformers' names (``models.hf.NAMES``), the tokenizer (``TextPipeline.s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shlex
 import shutil
 
+from ernie_ft.config import SECTIONS, flag_name
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
+from ernie_ft.task import task_options
 
 ARCHITECTURES = {
     "sequence": "ForSequenceClassification",
@@ -126,17 +130,38 @@ def write_card(directory: str, loaded, name: str, architecture: str, differences
 
 
 def _command(loaded) -> str:
-    """The training command, rebuilt from the run's recorded settings (the flags that say what was trained)."""
-    run = loaded.run
-    name = loaded.task.name
-    parts = [f"python -m ernie_ft.{name}" if name in ("classify", "ner", "qa") else f"python -m ernie_ft --task {name}"]
-    for section, key in (("model", "model"), ("data", "train"), ("data", "dev"), ("data", "max_len")):
-        if run.get(section, {}).get(key):
-            parts.append(f"--{key.replace('_', '-')} {run[section][key]}")
-    for key in ("epochs", "batch_size", "lr", "seed"):
-        if key in run.get("train", {}):
-            parts.append(f"--{key.replace('_', '-')} {run['train'][key]}")
-    return " ".join(parts)
+    """The command that trains the run again, rebuilt from its recorded config: the task's command, then every setting
+    that differs from its default (the config sections' and the task's own) and ``--model`` always, as the flag the
+    command line generates for it (``config.flag_name``; booleans ``--x`` / ``--no-x``)."""
+    task, run = loaded.task, loaded.run
+    spec = task.name
+    builtin = spec in ("classify", "ner", "qa")
+    parts = ["python", "-m", f"ernie_ft.{spec}"] if builtin else ["python", "-m", "ernie_ft", "--task", spec]
+    sections = [(run.get(name, {}), dataclasses.fields(cls)) for name, cls in SECTIONS.items()]
+    for values, fields in [*sections, (run.get("task", {}), task_options(type(task)))]:
+        for f in fields:
+            given = f.name in values and (values[f.name] != _default(f) or f.name == "model")
+            if not given or _learned(f.name, values):
+                continue
+            value, flag = values[f.name], flag_name(f.name)
+            if isinstance(value, bool):
+                parts.append(flag if value else "--no-" + flag[2:])
+            elif f.name == "train" and getattr(task, "reads_corpus", False):
+                parts += ["--corpus", *str(value).split(os.pathsep)]
+            else:
+                parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+
+
+def _learned(name: str, values: dict) -> bool:
+    """A task option the run learned rather than was given (thresholds tuned on dev): the command tunes it again."""
+    return name == "thresholds" and bool(values.get("tune_thresholds"))
 
 
 def _metrics(directory: str) -> list[tuple[str, str, float]]:

@@ -62,6 +62,29 @@ def _import_onnxruntime(flag: str):
     return onnxruntime
 
 
+REQUIRED = (
+    ("paddle2onnx", "paddle2onnx", "to convert the graph", False),
+    ("onnxruntime", "onnxruntime", "to optimize the graph", False),
+    ("sympy", "sympy", "for ONNX Runtime's optimizer", False),
+    ("ml_dtypes", "ml_dtypes", "for ONNX Runtime's quantizer", True),
+    ("onnx_graphsurgeon", "onnx-graphsurgeon", "for paddle2onnx's constant folding (else no LayerNorm fuses)", False),
+)
+"""(module, package, why, only with --quantize): what ``--format onnx`` imports, each in the ``onnx`` extra and pinned
+in constraints.txt. One missing stops the export with a line naming it: nothing is installed at run time."""
+
+
+def check_dependencies(quantize: str | None = None) -> None:
+    """UserError naming the first of ``REQUIRED`` that cannot be imported, and how to install it."""
+    for module, package, why, quantizing in REQUIRED:
+        if quantizing and not quantize:
+            continue
+        try:
+            __import__(module)
+        except ImportError:
+            flag = "--quantize" if quantizing else "--format onnx"
+            raise UserError(f"{flag} needs {package} {why}: pip install {package} (or 'ernie_ft[onnx]')") from None
+
+
 def sha256(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -86,22 +109,16 @@ def convert(
     encoder's shape, for the optimizer's patterns; ``pad_id``: the padding token, which attention masks.
     ``calibration``: batches of model inputs (numpy) for static quantization, read from ``calibration_source``.
     """
-    try:
-        import paddle2onnx
-    except ImportError:
-        raise UserError("--format onnx needs paddle2onnx: pip install paddle2onnx") from None
-    _import_onnxruntime("--format onnx")
-    try:
-        import sympy  # noqa: F401  (ONNX Runtime's optimizer needs it for shape inference, and imports it late)
-    except ImportError:
-        raise UserError(f"--format onnx needs sympy for ONNX Runtime's optimizer: {INSTALL} sympy") from None
+    check_dependencies(quantize)
+    import paddle2onnx
     from onnxruntime.transformers import optimizer
 
-    # paddle2onnx's graph optimiser (polygraphy) would otherwise pip-install packages while it runs
-    os.environ.setdefault("POLYGRAPHY_AUTOINSTALL_DEPS", "0")
+    from ernie_ft.inference.libraries import no_installs
+
     path = os.path.join(directory, ONNX_FILE)
     raw = path + ".raw"
-    paddle2onnx.export(graph, params, save_file=raw, opset_version=OPSET, enable_onnx_checker=True)
+    with no_installs():  # paddle2onnx switches Polygraphy's pip install on while it runs
+        paddle2onnx.export(graph, params, save_file=raw, opset_version=OPSET, enable_onnx_checker=True)
     # Python fusions only (opt_level 0): the session applies ONNX Runtime's own graph optimisations when it loads
     optimized = optimizer.optimize_model(raw, model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
     fused = {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}

@@ -12,7 +12,7 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
-from ernie_ft.inference import ENGINES, PRECISION
+from ernie_ft.inference import ENGINES, PRECISION, runtime_and_precision
 from ernie_ft.models import kernels
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import task_options, unused_data_settings
@@ -143,13 +143,19 @@ def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool
     return examples, split.features, logits
 
 
+def engine_line(engine: str) -> str:
+    """How ``predict`` and ``evaluate`` say what ran the model: 'engine onnxruntime, int8'."""
+    return "engine {}, {}".format(*runtime_and_precision(engine))
+
+
 def predict(options: PredictOptions) -> None:
-    """``python -m ernie_ft predict``: one JSON line per input record."""
+    """``python -m ernie_ft predict``: one JSON line per input record; on standard error, how many and the engine."""
+    engine = resolve_engine(options.model, options.engine)
     loaded, data = load_for_inference(
         options.model,
         options.device,
         {"text_column": options.text_column, "text_pair_column": options.text_pair_column},
-        options.engine,
+        engine,
         options.trust_pickle,
         options.task,
     )
@@ -174,7 +180,8 @@ def predict(options: PredictOptions) -> None:
     finally:
         if options.output:
             out.close()
-            print(f"wrote {len(records)} predictions to {options.output}", file=sys.stderr)
+    where = f" to {options.output}" if options.output else ""
+    print(f"wrote {len(records)} predictions{where} ({engine_line(engine)})", file=sys.stderr)
 
 
 class Predictor:

@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict
 from typing import Optional
 
-from ernie_ft.inference import PRECISION
+from ernie_ft.inference import runtime_and_precision
 from ernie_ft.inference.predict import Predictor
 from ernie_ft.serving.limits import Limits
 
@@ -53,8 +53,8 @@ class ServedModel(Predictor):
             "head": self.task.head,
             "labels": self.labels,
             "model": self.name,
-            "engine": self.engine.split("-")[0],
-            "precision": PRECISION.get(self.engine, "fp32"),
+            "engine": runtime_and_precision(self.engine)[0],
+            "precision": runtime_and_precision(self.engine)[1],
             "inputs": {"required": list(self.required), "optional": list(self.optional)},
             "limits": asdict(limits),
         }

@@ -15,19 +15,22 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ernie_ft.config import RunConfig, TrainConfig
+from ernie_ft.config import RunConfig, TrainConfig, learning_rate
 from ernie_ft.data.batching import LengthGroupedSampler, collate, padding_fraction
 from ernie_ft.data.dataset import Split, default_cache_dir, featurize, read_splits
 from ernie_ft.errors import Interrupted, UserError
 from ernie_ft.evaluation import lower_is_better
 from ernie_ft.models import modeling
 from ernie_ft.models.modeling import compute_logits, forward, task_batching, to_tensors
-from ernie_ft.training import checkpoint, runtime
+from ernie_ft.training import checkpoint
 from ernie_ft.training.lock import release_output
-from ernie_ft.training.parallel import Parallel
-from ernie_ft.training.runlog import RunLog
+from ernie_ft.training.runlog import RunLog, collapse_advice
+
+if TYPE_CHECKING:  # runtime and parallel import Paddle: setup imports them once the inputs are checked
+    from ernie_ft.training import runtime
+    from ernie_ft.training.parallel import Parallel
 
 
 @dataclass
@@ -92,15 +95,34 @@ def build_optimizer(model, tc: TrainConfig, scheduler):
     )
 
 
-def setup(task, cfg: RunConfig) -> Run:
-    """Read and check the data, build the model and optimizer for this job's processes, and on
-    ``--resume`` load the saved state. Nothing is written before the inputs and the model are checked."""
-    runtime.quiet_libraries()
-    data, tc = cfg.data, cfg.train
-    if not tc.output:
+def check_inputs(task, cfg: RunConfig) -> tuple[dict, list]:
+    """Every split read and checked, and the output directory: (examples, labels). Paddle is not imported yet, so
+    a wrong input fails at once."""
+    if not cfg.train.output:
         raise UserError("--output is required (the directory for the model, metrics and logs)")
-    examples, labels = read_splits(task, data)
-    checkpoint.check_output(tc.output, cfg.resume, cfg.overwrite)
+    if modeling.kind(cfg.model.model) == "scratch":
+        modeling.scratch_config(cfg.model.model)
+    examples, labels = read_splits(task, cfg.data)
+    checkpoint.check_output(cfg.train.output, cfg.resume, cfg.overwrite)
+    return examples, labels
+
+
+def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> Run:
+    """Read and check the data (unless ``inputs`` holds what ``check_inputs`` returned), build the model and
+    optimizer for this job's processes, and on ``--resume`` load the saved state. Nothing is written before the
+    inputs and the model are checked; Paddle is imported once the inputs are."""
+    examples, labels = check_inputs(task, cfg) if inputs is None else inputs
+    import logging
+
+    # reading a saved dataset imported ``datasets`` before PaddleNLP, which warns about its own downloads then
+    logging.getLogger("PaddleNLP").addFilter(lambda record: "imported before paddlenlp" not in record.getMessage())
+    from ernie_ft.training import runtime
+    from ernie_ft.training.parallel import Parallel
+
+    runtime.quiet_libraries()
+    base_lr, default_for = learning_rate(cfg)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, lr=base_lr))  # saved with the checkpoints
+    data, tc = cfg.data, cfg.train
     parallel = Parallel(cfg.parallel.tensor_parallel)
     device = runtime.select_device(runtime.device_for(tc.device, cfg.parallel.gpus, parallel.size))
     # the cores of this node are shared by its own processes (the launcher's PADDLE_LOCAL_SIZE), not every node's
@@ -155,14 +177,24 @@ def setup(task, cfg: RunConfig) -> Run:
             f"{f'{len(labels)} labels; ' if labels else ''}"
             f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
             f"{global_batch * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
-            f"accumulation {tc.grad_accum}; lr {lr:.3g} (--lr {tc.lr:.3g} scaled {cfg.parallel.lr_scaling}); "
+            f"accumulation {tc.grad_accum}; {describe_lr(lr, tc.lr, default_for, cfg.parallel.lr_scaling)}; "
             f"best checkpoint by dev {tc.metric or task.metric}",
             file=sys.stderr,
         )
     if cfg.resume:
         resume(state, tc.output, parallel)
-    log = RunLog(tc.output, total_steps, state["progress"].step, enabled=parallel.is_main)
+    advice = collapse_advice(tc.lr, cfg.model.model.startswith("scratch:"), hasattr(task, "class_weights"))
+    log = RunLog(tc.output, total_steps, state["progress"].step, enabled=parallel.is_main, advice=advice)
     return Run(task, cfg, labels, pipeline, splits, parallel, precision, trained, sampler, total_steps, state, log)
+
+
+def describe_lr(lr: float, base: float, default_for: Optional[str], scaling: str) -> str:
+    """The learning rate as the run's first lines state it: ``lr`` (scaled with the replicas) from --lr ``base``,
+    or from the default for ``default_for`` (None: --lr was given)."""
+    if default_for is None:
+        return f"lr {lr:.3g} (--lr {base:.3g} scaled {scaling})"
+    scaled = "" if lr == base else f", {base:.3g}, scaled {scaling}"
+    return f"lr {lr:.3g} (the default for {default_for}{scaled}; --lr to change)"
 
 
 def resume(state: dict, output: str, parallel: Parallel) -> None:
@@ -384,10 +416,11 @@ def finish(run: Run) -> dict:
     return results
 
 
-def train(task, cfg: RunConfig) -> dict:
-    """The training command: fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json."""
+def train(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> dict:
+    """The training command: fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json.
+    ``inputs``: what ``check_inputs`` returned, when the caller checked them already."""
     try:
-        return fit(setup(task, cfg), exiting=True)
+        return fit(setup(task, cfg, inputs), exiting=True)
     finally:
         release_output(cfg.train.output or "")
 

@@ -1,0 +1,191 @@
+"""A new user's first hour (issue 38): an export that installs nothing and prints ernie_ft's own lines, a model card
+whose command trains the run again, evaluations of an export that stay inside it, the engine named, and a page with
+the fields the model was trained with."""
+
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import DATA, ROOT
+
+PIP_RECORDER = """#!/bin/sh
+echo "$0 $*" >> "{log}"
+exit 1
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tiny_checkpoint, tmp_path_factory):
+    """A classifier trained with settings away from their defaults: its own column names, a test file, windows."""
+    from ernie_ft.cli import main
+
+    root = tmp_path_factory.mktemp("first-hour")
+    rows = [line.split("\t") for line in (DATA / "sentiment_train.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    train = root / "reviews.tsv"  # columns named as the user's file names them: review, sentiment
+    train.write_text("review\tsentiment\n" + "".join(f"{text}\t{label}\n" for label, text in rows), encoding="utf-8")
+    out = root / "run"
+    flags = ["--train", str(train), "--test", str(train), "--text-column", "review", "--label-column", "sentiment"]
+    flags += ["--model", tiny_checkpoint, "--output", str(out), "--epochs", "1", "--batch-size", "16"]
+    flags += ["--lr", "0.003", "--max-len", "48", "--stride", "8", "--window-pooling", "max", "--seed", "7"]
+    flags += ["--warmup", "0.2", "--threads", "1", "--recompute"]
+    assert main(["classify", *flags]) == 0
+    return out, flags
+
+
+def recorders(tmp_path):
+    """A directory of stand-ins for pip that record every call and fail, and the file they record to."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "installs.txt"
+    bin_dir.mkdir()
+    for name in ("pip", "pip3", "pip-polygraphy"):
+        (bin_dir / name).write_text(PIP_RECORDER.format(log=log))
+        (bin_dir / name).chmod(0o755)
+    return bin_dir, log
+
+
+def offline_env(bin_dir) -> dict:
+    """An environment with the package index unreachable, pip recording instead of installing, and Polygraphy's
+    automatic install asked for (as a user or a library may set it)."""
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PIP_INDEX_URL": "http://127.0.0.1:9/",
+        "PIP_NO_INDEX": "1",
+        "POLYGRAPHY_AUTOINSTALL_DEPS": "1",
+        "POLYGRAPHY_INSTALL_CMD": str(bin_dir / "pip-polygraphy"),
+    }
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["no_installs", "without"])
+def test_polygraphy_installs_nothing_inside_no_installs(guarded, tmp_path):
+    """What paddle2onnx does (set POLYGRAPHY_AUTOINSTALL_DEPS=1, then import Polygraphy) and a module Polygraphy
+    misses: inside ``no_installs`` no install command runs and the variable is back afterwards; without it (the
+    control) Polygraphy runs its install command."""
+    bin_dir, installs = recorders(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import contextlib, os
+        from ernie_ft.inference.libraries import no_installs
+        with no_installs() if {guarded} else contextlib.nullcontext():
+            os.environ["POLYGRAPHY_AUTOINSTALL_DEPS"] = "1"  # paddle2onnx.export, before it imports Polygraphy
+            from polygraphy import mod
+            try:
+                mod.lazy_import("ernie_ft_no_such_module").anything
+            except Exception as error:
+                print("refused:", type(error).__name__)
+        print("after:", os.environ.get("POLYGRAPHY_AUTOINSTALL_DEPS"))
+        """
+    )
+    env = {**offline_env(bin_dir), "POLYGRAPHY_AUTOINSTALL_DEPS": "0"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "refused: PolygraphyException" in done.stdout
+    if guarded:
+        assert not installs.exists() and "after: 0" in done.stdout
+    else:
+        assert "ernie_ft_no_such_module" in installs.read_text()
+
+
+def test_an_onnx_export_offline_installs_nothing_and_prints_only_our_lines(run, tmp_path, capsys):
+    """export --format onnx --quantize int8 with the package index unreachable, every pip a recorder and Polygraphy's
+    auto-install asked for: it succeeds, nothing was installed, the terminal has ernie_ft's three lines, the libraries'
+    lines are in export.log, and constant folding ran (onnx-graphsurgeon is a declared dependency): LayerNorms fuse.
+    Then evaluate and predict on the export: the evaluation stays inside it and both name the engine."""
+    from ernie_ft.cli import main
+
+    bin_dir, installs = recorders(tmp_path)
+    exported = tmp_path / "deploy" / "s1-int8"
+    command = ["export", "--model", str(run[0]), "--output", str(exported), "--format", "onnx", "--quantize", "int8"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ernie_ft", *command], env=offline_env(bin_dir), cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not installs.exists(), installs.read_text()
+    lines = done.stdout.splitlines()
+    assert done.stderr == "" and len(lines) == 3, done.stdout + done.stderr
+    assert lines[0].startswith("ONNX Runtime fusions: ") and "SkipLayerNormalization x" in lines[0]
+    assert "MultiHeadAttention x2" in lines[0] and lines[1].startswith(f"exported to {exported}: ")
+    assert lines[2].startswith(f"what Paddle, paddle2onnx and ONNX Runtime printed: {exported / 'export.log'} ")
+    log = (exported / "export.log").read_text()
+    assert "[Paddle2ONNX]" in log and "Folding Constants" in log
+    assert "Running installation command" not in log
+
+    assert main(["evaluate", "--model", str(exported), "--input", str(DATA / "sentiment_dev.tsv"),
+                 "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert f"metrics: {exported / 'eval-sentiment_dev' / 'metrics.json'}" in printed
+    assert "sentiment_dev.tsv: 60 examples; engine onnxruntime, int8" in printed
+    assert sorted(os.listdir(exported.parent)) == ["s1-int8"]  # nothing written beside the export
+    assert main(["predict", "--model", str(exported), "--input", str(DATA / "predict.txt")]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == "wrote 10 predictions (engine onnxruntime, int8)"
+
+
+def test_a_run_evaluates_into_its_directory_and_export_verbose_writes_no_log(run, tmp_path, capsys):
+    from ernie_ft.cli import main
+
+    out = run[0]
+    assert main(["evaluate", "--model", str(out), "--input", str(DATA / "sentiment_dev.tsv"),
+                 "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert f"metrics: {out / 'eval-sentiment_dev' / 'metrics.json'}" in printed and "engine dygraph, fp32" in printed
+    exported = tmp_path / "paddle"
+    assert main(["export", "--model", str(out), "--output", str(exported), "--verbose"]) == 0
+    assert (exported / "inference.json").is_file() and not (exported / "export.log").exists()
+    assert "what Paddle" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "module, flags, says",
+    [
+        ("onnx_graphsurgeon", (), "--format onnx needs onnx-graphsurgeon "),
+        ("ml_dtypes", ("--quantize", "int8"), "--quantize needs ml_dtypes "),
+    ],
+)
+def test_a_missing_onnx_dependency_is_one_error_line(run, module, flags, says, tmp_path, capsys, monkeypatch):
+    """Each module the export needs (``onnx.REQUIRED``), missing, stops it with one line naming the package to
+    install: Polygraphy never gets to install it."""
+    import builtins
+
+    from ernie_ft.cli import main
+
+    real_import = builtins.__import__
+
+    def missing(name, *args, **kwargs):
+        if name == module:
+            raise ImportError(f"No module named {module!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", missing)
+    output = tmp_path / "out"
+    assert main(["export", "--model", str(run[0]), "--output", str(output), "--format", "onnx", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    package = says.split()[-1]
+    assert err.count("\n") == 0 and err.startswith(f"error: {says}") and f": pip install {package} " in err, err
+    assert not output.exists()
+
+
+def test_the_model_cards_command_trains_the_run_again(run, tmp_path):
+    """export --format hf: the card's command, parsed by the training command line, gives the run's config (every
+    setting away from its default is a flag there, with its value); --text-column, --label-column, --test included."""
+    import yaml
+
+    from ernie_ft.cli import main
+    from ernie_ft.cli.train import parse_train_args
+    from ernie_ft.task import resolve_task
+
+    out, flags = run
+    exported = tmp_path / "hf"
+    assert main(["export", "--model", str(out), "--output", str(exported), "--format", "hf"]) == 0
+    card = (exported / "README.md").read_text(encoding="utf-8")
+    command = shlex.split(card.split("```bash\n")[1].split("\n```")[0])
+    assert command[:3] == ["python", "-m", "ernie_ft.classify"]
+    for flag, value in zip(flags, [*flags[1:], "--"]):
+        if flag.startswith("--") and not value.startswith("--"):
+            assert command[command.index(flag) + 1] == value, flag
+    assert "--recompute" in command
+    rebuilt = parse_train_args(command[3:], "classify", "", resolve_task("classify")).to_dict()
+    recorded = yaml.safe_load((out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]
+    for section in ("data", "model", "train", "parallel", "task"):
+        assert rebuilt[section] == recorded[section], section
