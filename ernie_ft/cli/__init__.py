@@ -17,6 +17,7 @@ name (``from ernie_ft.cli.evaluate import build_parser``). Library modules never
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Callable, Optional
@@ -70,6 +71,27 @@ def run_guarded(action: Callable) -> int:
             signal.signal(s, handler)
 
 
+def check_paths(args) -> None:
+    """``--model`` (a directory) and ``--input`` (a file) checked before a command imports Paddle, so a wrong path
+    fails at once; what the file holds is for the readers to check."""
+    model, path = getattr(args, "model", None), getattr(args, "input", None)
+    if model is not None and not os.path.isdir(model):
+        raise UserError(f"--model {model}: directory not found")
+    if path is None or os.path.isdir(path):  # a directory may be a saved dataset: the reader says
+        return
+    if not os.path.exists(path):
+        raise UserError(f"--input: {path} not found; check the path (relative paths start at {os.getcwd()})")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"--input: {path} cannot be read: permission denied")
+    if os.path.getsize(path) == 0:
+        raise UserError(f"--input: {path} is empty; it needs one record per line")
+
+
+def checked(run: Callable, args) -> Callable:
+    """``run(args)`` after ``check_paths``."""
+    return lambda: check_paths(args) or run(args)
+
+
 def _raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
@@ -96,17 +118,17 @@ def predict(
     """``fill_mask``: only a pretrain checkpoint fits (``pretrain predict``); ``task``: the task spec to load
     the checkpoint with unless ``--task`` names one (``python -m ernie_ft --task SPEC predict``)."""
     args = predict_command.build_parser(prog).parse_args(argv)
-    return run_guarded(lambda: predict_command.run(args, fill_mask=fill_mask, task=task))
+    return run_guarded(checked(lambda a: predict_command.run(a, fill_mask=fill_mask, task=task), args))
 
 
 def evaluate(argv: list[str], prog: str = "python -m ernie_ft evaluate") -> int:
     args = evaluate_command.build_parser(prog).parse_args(argv)
-    return run_guarded(lambda: evaluate_command.run(args))
+    return run_guarded(checked(evaluate_command.run, args))
 
 
 def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
     args = export_command.build_parser(prog).parse_args(argv)
-    return run_guarded(lambda: export_command.run(args))
+    return run_guarded(checked(export_command.run, args))
 
 
 def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
@@ -116,7 +138,7 @@ def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
 
 def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
     args = serve_command.build_parser(prog).parse_args(argv)
-    return run_guarded(lambda: serve_command.run(args))
+    return run_guarded(checked(serve_command.run, args))
 
 
 # The command table: name -> (function(argv, prog) -> exit status, one line of help).

@@ -51,11 +51,11 @@ def build_parser(prog: str) -> Parser:
         "--student",
         dest="model",
         metavar="MODEL",
-        help="the student, anything --model of classify takes: scratch:tiny (the default), scratch:nano, a PaddleNLP "
-        "name or a checkpoint directory (recipe: model: model:)",
+        help="the student, anything --model of classify takes: scratch:tiny (the default), scratch:nano, scratch:LxH "
+        "(L layers of width H, e.g. scratch:2x128), a PaddleNLP name or a checkpoint directory (recipe: model: model:)",
     )
     group.add_argument("--unlabelled", nargs="+", metavar="FILE", help=docs["unlabelled"])
-    own = ("temperature", "alpha", "transfer", "transfer_weight")
+    own = ("temperature", "alpha", "transfer", "transfer_weight", "student_vocab")
     add_field_flags(group, Distillation, [f for f in distill_options() if f.name in own])
     parser.inapplicable = {"--model": "the student model is --student MODEL"}
     for section, cls in SECTIONS.items():
@@ -112,7 +112,7 @@ def with_transfer(config: RunConfig, teacher: str) -> RunConfig:
             f"beside the student; use data parallelism (--nproc, --gpus){'' if ner else ' or --transfer logits'}"
         )
     model = config.model
-    if model.model.startswith("scratch:") and model.vocab is None:
+    if model.model.startswith("scratch:") and model.vocab is None and not config.task.get("student_vocab"):
         vocab = os.path.join(teacher, "vocab.txt")
         config = dataclasses.replace(config, model=dataclasses.replace(model, vocab=vocab))
     return config

@@ -42,6 +42,10 @@ class NerDistillation(NER):
     """Only logits for NER."""
     transfer_weight: float = 1.0
     """Not used for NER (no intermediate layers)."""
+    student_vocab: Optional[str] = None
+    """A scratch student's vocabulary: full (the teacher's) or used (the teacher's cut to the tokens of the texts)."""
+    _teacher_ids: object = dataclasses.field(default=None, init=False, repr=False)
+    """The teacher's token id of each student id (a tensor) when the student's vocabulary is a cut of its own."""
     _train: Optional[list] = dataclasses.field(default=None, init=False, repr=False)
     """The training examples: the labelled ones first, then ``_labelled`` on the unlabelled texts."""
     _labelled: int = dataclasses.field(default=0, init=False, repr=False)
@@ -93,7 +97,7 @@ class NerDistillation(NER):
         features = super().featurize(examples, encodings, pipeline, labels, data)
         if examples is not self._train:
             return features
-        transfers.check_pipeline(
+        self._teacher_ids = transfers.check_pipeline(
             pipeline, self.teacher_dir, f"--teacher {self.teacher}", "the NER teacher reads the student's windows"
         )
         for f in features:
@@ -122,7 +126,7 @@ class NerDistillation(NER):
         from ernie_ft.models.modeling import forward
 
         with paddle.no_grad():
-            teacher_logits = forward(self._teacher, batch)
+            teacher_logits = forward(self._teacher, transfers.teacher_batch(batch, self._teacher_ids))
         return self.soft_loss(logits, teacher_logits, batch["labels"])
 
     def soft_loss(self, logits, teacher_logits, labels):

@@ -25,6 +25,7 @@ from ernie_ft.data.readers import TrainedColumn, read_examples
 from ernie_ft.distill import settings
 from ernie_ft.distill import teacher as teachers
 from ernie_ft.distill import transfer as transfers
+from ernie_ft.distill import vocab as vocabs
 from ernie_ft.errors import UserError
 
 
@@ -51,6 +52,10 @@ class Distillation(Classification):
     transfer_weight: float = 1.0
     """Weight of the hidden-state and attention losses (--transfer hidden, hidden+attention), added to the loss on
     the logits."""
+    student_vocab: Optional[str] = None
+    """A scratch student's vocabulary: full (the teacher's, with its tokenization settings) or used (the teacher's
+    cut to the special tokens and those the training and unlabelled texts use: a smaller embedding). Default: built
+    from the training texts, or the teacher's vocab.txt where the teacher reads the student's token ids."""
     _train: Optional[list] = dataclasses.field(default=None, init=False, repr=False)
     """The training examples (``read`` of --train): the split whose windows get the teacher's logits."""
     _max_len: Optional[int] = dataclasses.field(default=None, init=False, repr=False)
@@ -97,7 +102,7 @@ class Distillation(Classification):
         logits, with intermediate layers the student's token ids are checked against the teacher's."""
         features = super().featurize(examples, encodings, pipeline, labels, data)
         if examples is self._train and self._transfer is not None:
-            transfers.check_pipeline(
+            self._transfer.teacher_ids = transfers.check_pipeline(
                 pipeline, self.teacher_dir, f"--transfer {self.transfer}", "hidden states are compared token by token"
             )
             if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":
@@ -156,13 +161,16 @@ def distill(config: RunConfig) -> dict:
     task, classify or ner (their run config has no task settings); OUTPUT/distill.json records the teacher and the
     settings. Returns the metrics."""
     from ernie_ft.distill.ner import NerDistillation
-    from ernie_ft.training.trainer import train
+    from ernie_ft.training.trainer import check_inputs, train
 
     given = config.task.get("teacher")  # none: Distillation says it is required
     ner = given and teachers.teacher_task(teachers.teacher_dir(given)) == "ner"
     task = (NerDistillation if ner else Distillation)(**config.task)
     teacher = task.teacher_dir
-    metrics = train(task, dataclasses.replace(config, task={}))
+    vocabs.check(config, task.student_vocab)
+    inputs = check_inputs(task, config) if task.student_vocab == "used" else None  # its texts cut the vocabulary
+    config = vocabs.student_config(config, task, inputs)
+    metrics = train(task, dataclasses.replace(config, task={}), inputs)
     if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":  # one process, or the first of a launched job
         record = {
             "teacher": os.path.abspath(teacher),
@@ -171,6 +179,7 @@ def distill(config: RunConfig) -> dict:
             "alpha": task.alpha,
             "transfer": task.transfer,
             "transfer_weight": task.transfer_weight,
+            "student_vocab": task.student_vocab,
         }
         with open(os.path.join(config.train.output, "distill.json"), "w", encoding="utf-8") as f:
             json.dump(record, f, ensure_ascii=False, indent=1)

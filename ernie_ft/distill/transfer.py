@@ -129,6 +129,8 @@ class Transfer:
         import paddle
 
         self.mode, self.teacher = mode, teacher
+        self.teacher_ids = None
+        """The teacher's token id of each student id (a tensor) when the student's vocabulary is a cut of its own."""
         self.student_taps, self.teacher_taps = Taps(student, training_only=True), Taps(teacher, training_only=False)
         s, t = self.student_taps, self.teacher_taps
         if mode == "hidden+attention" and s.heads != t.heads:
@@ -183,7 +185,7 @@ class Transfer:
         from ernie_ft.models.modeling import forward
 
         with paddle.no_grad():
-            return forward(self.teacher, batch)
+            return forward(self.teacher, teacher_batch(batch, self.teacher_ids))
 
     def losses(self, batch) -> dict:
         """{'hidden': the sum over mapped layers of the hidden states' MSE, and with attention 'attention': the
@@ -226,29 +228,49 @@ def check_max_len(teacher, max_len: int | None) -> None:
         )
 
 
+def _rules(pipeline) -> tuple:
+    """A pipeline's settings that decide its tokens, besides the vocabulary (a jieba user dictionary changes words,
+    not ids)."""
+    extension = pipeline.extension
+    keys = ("lowercase", "rules", "strip_accents", "tokenize_chinese_chars")  # the last three: newer pipelines
+    return [getattr(pipeline, k, None) for k in keys], extension and (extension.digest, pipeline.exact_spans)
+
+
 def same_token_ids(student, teacher) -> bool:
     """Whether two text pipelines give every text the same token ids: the same vocabulary, casing, tokenization
-    rules and vocabulary extension (a jieba user dictionary changes words, not ids)."""
-
-    def rules(pipeline):
-        extension = pipeline.extension
-        keys = ("lowercase", "rules", "strip_accents", "tokenize_chinese_chars")  # the last three: newer pipelines
-        settings = [getattr(pipeline, k, None) for k in keys]
-        return pipeline.vocab, settings, extension and (extension.digest, pipeline.exact_spans)
-
-    return rules(student) == rules(teacher)
+    rules and vocabulary extension."""
+    return student.vocab == teacher.vocab and _rules(student) == _rules(teacher)
 
 
-def check_pipeline(pipeline, teacher_dir: str, flag: str, why: str) -> None:
-    """Refuse a student whose token ids are not the teacher's: the teacher reads the student's windows. ``flag`` and
-    ``why`` open and explain the error."""
+def check_pipeline(pipeline, teacher_dir: str, flag: str, why: str):
+    """The teacher's token id of each of the student's (``vocab.teacher_ids``, a tensor) when the student's
+    vocabulary is a cut of the teacher's with its rules (--student-vocab used), None when the ids are the same; else
+    a UserError: the teacher reads the student's windows. ``flag`` and ``why`` open and explain the error."""
+    from ernie_ft.distill.vocab import teacher_ids
     from ernie_ft.text.pipeline import TextPipeline
 
     teacher = TextPipeline.from_dir(teacher_dir)
-    if not same_token_ids(pipeline, teacher):
+    if same_token_ids(pipeline, teacher):
+        return None
+    cut = pipeline.extension is None and pipeline.vocab.keys() <= teacher.vocab.keys()
+    if not (cut and _rules(pipeline) == _rules(teacher)):
         raise UserError(
             f"{flag}: the student's text pipeline (vocabulary {pipeline.vocab_file}, {pipeline.vocab_size} "
             f"tokens) gives other token ids than the teacher's ({teacher.vocab_size} tokens, its casing and rules): "
             f"{why}; give a scratch student --vocab {teacher.vocab_file} (the default), or a student model with the "
             "teacher's vocabulary"
         )
+    import paddle
+
+    return paddle.to_tensor(teacher_ids(pipeline, teacher))
+
+
+def teacher_batch(batch: dict, ids) -> dict:
+    """``batch`` as the teacher reads it: its token ids (``ids``: a tensor of the teacher's id of each student id,
+    from ``check_pipeline``; None: the same ids)."""
+    if ids is None:
+        return batch
+    import paddle
+
+    student = batch["input_ids"]
+    return {**batch, "input_ids": paddle.gather(ids, student.flatten()).reshape(student.shape)}

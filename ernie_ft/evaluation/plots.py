@@ -93,9 +93,21 @@ def _save(figure, path: str) -> str:
     return path
 
 
-def _smooth(values: np.ndarray, window: int) -> np.ndarray:
-    kernel = np.ones(window) / window
-    return np.convolve(values, kernel, mode="valid")
+def smooth(values, span: float) -> np.ndarray:
+    """An exponential moving average of ``values`` (weight 2 / (span + 1) on each new value), debiased as Adam's
+    moments are: the first point is the first value, and a constant series stays that constant."""
+    values = np.asarray(values, dtype=np.float64)
+    weight = 2.0 / (span + 1.0)
+    out, average = np.empty_like(values), 0.0
+    for i, value in enumerate(values):
+        average = (1 - weight) * average + weight * value
+        out[i] = average / (1 - (1 - weight) ** (i + 1))
+    return out
+
+
+def smoothing_span(points: int) -> float:
+    """The EMA span for a loss curve of ``points`` logged values: a tenth of them, at least 2."""
+    return max(2.0, points / 10)
 
 
 def plot_training_curves(history: list[dict], path: str, metric: str) -> str:
@@ -103,7 +115,8 @@ def plot_training_curves(history: list[dict], path: str, metric: str) -> str:
 
     In: `history` records in time order, each {"step", "loss"} (a training-loss log) or
     {"step", "split": "dev", <metric>: float, ...} (an evaluation); `metric` names the dev value.
-    Out: writes a PNG at `path` (loss panel on top, dev panel below with the best point marked;
+    Out: writes a PNG at `path` (loss panel on top, each logged loss faint and their EMA bold (``smooth``), dev
+    panel below with the best point marked;
     either panel is left out when it has no records) and returns `path`.
     """
     train = [
@@ -138,24 +151,10 @@ def plot_training_curves(history: list[dict], path: str, metric: str) -> str:
         if train:
             steps, values = map(np.asarray, zip(*train))
             ax = axes[0]
-            ax.plot(
-                steps,
-                values,
-                color="tab:blue",
-                alpha=0.35 if len(values) >= 20 else 1.0,
-                linewidth=1,
-                label="training loss",
-            )
-            if len(values) >= 20:
-                # Per-batch loss is noisy; a moving average shows the trend.
-                window = max(5, len(values) // 20)
-                ax.plot(
-                    steps[window - 1 :],
-                    _smooth(values, window),
-                    color="tab:blue",
-                    linewidth=2,
-                    label=f"moving average ({window} logs)",
-                )
+            # each point is one batch's loss, noisy (length-grouped batches differ): the trend is its EMA
+            ax.plot(steps, values, color="tab:blue", alpha=0.3, linewidth=1, label="training loss (one batch)")
+            span = smoothing_span(len(values))
+            ax.plot(steps, smooth(values, span), color="tab:blue", linewidth=2, label=f"EMA (span {span:g} logs)")
             ax.set_ylabel("training loss")
             ax.legend(loc="best", fontsize=8)
         if not train and not dev:

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import os
 import pickle
+import re
 import sys
 
 import numpy as np
@@ -63,12 +64,32 @@ SHAPE_MISMATCH = "Error(s) in loading state_dict"
 """How Paddle's RuntimeError for weights whose shapes differ from the config's begins."""
 
 
-def _scratch_preset(spec: str) -> dict:
+def scratch_shape(layers: int, hidden: int) -> dict:
+    """The shape of ``scratch:LxH``: ``layers`` encoder layers of width ``hidden``; hidden // 64 attention heads (at
+    least 1, fewer while they do not divide the width), a feed-forward layer 4 x hidden wide, 512 positions."""
+    heads = max(1, hidden // 64)
+    while hidden % heads:
+        heads -= 1
+    return dict(
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=512,
+    )
+
+
+def scratch_config(spec: str) -> dict:
+    """The shape of a scratch model (``scratch:NAME`` of ``SCRATCH``, or ``scratch:LxH``); another is a UserError."""
     name = spec.split(":", 1)[1]
+    shape = re.fullmatch(r"(\d+)x(\d+)", name)
+    if shape and 1 <= int(shape[1]) <= 48 and 8 <= int(shape[2]) <= 8192:
+        return scratch_shape(int(shape[1]), int(shape[2]))
     if name not in SCRATCH:
+        hint = " A shape scratch:LxH takes 1 to 48 layers of width 8 to 8192." if shape else suggest(name, SCRATCH)
         raise UserError(
-            f"--model {spec}: unknown scratch preset.{suggest(name, SCRATCH)} "
-            f"Presets: {', '.join('scratch:' + k for k in SCRATCH)}"
+            f"--model {spec}: unknown scratch model.{hint} Presets: {', '.join('scratch:' + k for k in SCRATCH)}, "
+            "or scratch:LxH for L layers of width H (e.g. scratch:2x128, scratch:1x64)"
         )
     return SCRATCH[name]
 
@@ -132,7 +153,7 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
     if data.user_dict:  # else a checkpoint keeps its own
         options["user_dict"] = data.user_dict
     if source == "scratch":
-        _scratch_preset(model.model)
+        scratch_config(model.model)
         vocab = model.vocab
         if vocab is None:
             tokens = build_vocab(train_texts())
@@ -140,6 +161,9 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
             os.makedirs(data.cache_dir, exist_ok=True)
             vocab = os.path.join(data.cache_dir, f"vocab-{digest}.txt")
             write_vocab(tokens, vocab)
+        elif os.path.isdir(vocab):  # a tokenizer directory: its vocabulary with its settings (distill --student-vocab)
+            saved = {k: v for k, v in options.items() if v is not None or k != "vocab_extension"}
+            return TextPipeline.from_dir(vocab).replace(**saved)
         elif not os.path.isfile(vocab):
             raise UserError(f"--vocab: {vocab} not found")
         return TextPipeline(vocab, **options)
@@ -205,7 +229,7 @@ def build_model(
             pad_token_id=pipeline.pad_id,
             type_vocab_size=4,
             use_task_id=False,
-            **_scratch_preset(model.model),
+            **scratch_config(model.model),
             **overrides,
         )
         return cls(config)

@@ -7,17 +7,58 @@ import os
 import sys
 import time
 
+from ernie_ft.config import SCRATCH_LR
+
 
 def _fmt_metrics(metrics: dict) -> str:
     return " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+
+
+def collapsed(metrics: dict) -> str | None:
+    """What an evaluation's predictions collapsed to, or None: classification metrics (``per_class``) where every
+    text got one label (the others, present in the split, never predicted), or NER metrics with no entity
+    predicted (``predicted`` 0, ``f1`` 0) where the split has some."""
+    per_class = metrics.get("per_class")
+    if isinstance(per_class, dict):
+        keys = {"precision", "recall", "support"}
+        rows = {k: v for k, v in per_class.items() if isinstance(v, dict) and keys <= set(v)}
+        present = [k for k, v in rows.items() if v["support"] > 0]
+        total = sum(v["support"] for v in rows.values())
+        for label, row in rows.items():  # predicted count = true positives / precision = support / precision
+            alone = len(present) > 1 and all(rows[k]["recall"] == 0 for k in present if k != label)
+            every = row["precision"] > 0 and round(row["support"] / row["precision"]) == total
+            if alone and every and row["recall"] == 1:
+                return f"every text got the label {label!r} (the model does not tell the labels apart yet)"
+        return None
+    if metrics.get("predicted") == 0 and metrics.get("f1") == 0 and metrics.get("support", 0) > 0:
+        return "no entity was predicted (the model finds none yet)"
+    return None
+
+
+def collapse_advice(lr: float, scratch: bool, class_weights: bool) -> str:
+    """What to try when predictions collapse, for a run at ``lr`` of a randomly initialised (``scratch``) or
+    pretrained model; ``class_weights``: the task takes --class-weights."""
+    higher = f"{max(2 * lr, SCRATCH_LR):.0e}".replace("e-0", "e-")
+    tries = (
+        [f"a higher --lr (this run: {lr:.3g}; e.g. --lr {higher} for a randomly initialised model)"]
+        if scratch
+        else [f"another --lr (this run: {lr:.3g}; 2e-5 to 1e-4 usually suit a pretrained model)"]
+    )
+    tries.append("more --epochs")
+    if scratch:
+        tries.append("a pretrained --model (e.g. ernie-3.0-medium-zh)")
+    if class_weights:
+        tries.append("--class-weights balanced when one label dominates the training file")
+    return "try " + ", ".join(tries[:-1]) + " or " + tries[-1]
 
 
 class RunLog:
     """Writes ``train_log.jsonl`` (losses), ``evaluations.jsonl``, VisualDL scalars under ``vdl/``
     and, at the end, ``curves.png``. A progress bar on a terminal; plain lines otherwise."""
 
-    def __init__(self, output: str, total_steps: int, start_step: int = 0, enabled: bool = True):
-        self.enabled = enabled
+    def __init__(self, output: str, total_steps: int, start_step: int = 0, enabled: bool = True, advice: str = ""):
+        """``advice``: what to try when an evaluation's predictions collapse (``collapse_advice``)."""
+        self.enabled, self.advice, self.collapses = enabled, advice, 0
         if not enabled:  # data-parallel ranks other than 0 write nothing
             return
         from tqdm import tqdm
@@ -81,6 +122,11 @@ class RunLog:
         for k, v in scalars.items():
             self.writer.add_scalar(f"{split}/{k}", v, step)
         self.say(f"{split} @ step {step}: {_fmt_metrics(scalars)}{'  (best)' if best else ''}")
+        what = collapsed(metrics)
+        if what:  # the advice in full once, then a short line
+            self.collapses += 1
+            advice = f"; if it stays so, {self.advice}" if self.collapses == 1 and self.advice else ""
+            self.say(f"warning: {split} @ step {step}: {what}{advice}")
 
     def close(self, metric: str) -> str:
         """Finish the logs and draw the loss and dev-metric curves; returns the PNG path."""
