@@ -52,7 +52,7 @@ class DataConfig:
     cache_dir: Optional[str] = None
     """Tokenisation cache. Default: $ERNIE_FT_CACHE or ~/.cache/ernie_ft."""
     dev_split: Optional[float] = None
-    """Without --dev: hold out this fraction of --train as dev (e.g. 0.1), the same examples on every run."""
+    """Without --dev: hold out this fraction of the training examples as dev (e.g. 0.1), the same ones on every run."""
     header: Optional[bool] = None
     """Whether a TSV/CSV/Excel file's first row names its columns. Default: found from the file (known column
     names, or a first row whose values appear nowhere else in their columns)."""

@@ -8,6 +8,8 @@ import json
 
 import pytest
 from conftest import shared
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples, read_records
@@ -283,3 +285,109 @@ def test_xls_and_missing_openpyxl_are_one_line_each(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "openpyxl", None)
     path = write(tmp_path, "book.xlsx", b"PK\x03\x04")
     assert "pip install openpyxl" in error_of(read_examples, path)
+
+
+# ---------------------------------------------------------------------------------- through the command line
+
+
+def doccano_reviews(path) -> str:
+    good, bad = ["菜很好吃", "服务热情", "环境干净", "分量很足"], ["太咸了", "态度很差", "上菜太慢", "不卫生"]
+    rows = [
+        {"id": i, "text": (good if i % 2 else bad)[i % 4] + "。" * (i % 3), "label": ["正面" if i % 2 else "负面"]}
+        for i in range(24)
+    ]
+    path.write_text(jsonl(rows), "utf-8")
+    return str(path)
+
+
+def label_studio_people(path) -> str:
+    tasks = []
+    for i, (name, city) in enumerate([("张三", "北京"), ("李四", "上海"), ("王五", "广州")] * 6):
+        text = f"{name}昨天去{city}开会"
+        results = [region(f"p{i}", 0, 2, name, "PER"), region(f"c{i}", 5, 7, city, "LOC")]
+        tasks.append(ls_task(100 + i, text, results))
+    path.write_text(json.dumps(tasks, ensure_ascii=False), "utf-8")
+    return str(path)
+
+
+def cli(command, train, out, *extra):
+    from ernie_ft.cli import task_command
+
+    args = ["--train", train, "--dev-split", "0.25", "--model", "scratch:tiny", "--output", str(out), "--epochs", "1"]
+    return task_command(command)([*args, "--batch-size", "8", "--max-len", "32", "--threads", "1", *extra])
+
+
+def test_classify_trains_on_a_doccano_file_with_a_held_out_dev(tmp_path, capsys):
+    train = doccano_reviews(tmp_path / "reviews.jsonl")
+    assert cli("classify", train, tmp_path / "out") == 0
+    err = capsys.readouterr().err
+    assert "doccano JSONL (text classification), 24 records" in err and "6 of the 24 examples" in err
+    dev = json.loads((tmp_path / "out" / "metrics.json").read_text("utf-8"))["dev"]
+    assert sum(row["support"] for row in dev["per_class"].values()) == 6 and 0 <= dev["accuracy"] <= 1
+    assert set(json.loads((tmp_path / "out" / "best" / "labels.json").read_text("utf-8"))) == {"正面", "负面"}
+
+
+def test_ner_trains_on_a_label_studio_export_and_predicts_its_texts(tmp_path, capsys):
+    train = label_studio_people(tmp_path / "export.json")
+    assert cli("ner", train, tmp_path / "out") == 0
+    err = capsys.readouterr().err
+    assert "Label Studio JSON export, 18 tasks" in err and "4 of the 18 examples" in err
+    labels = json.loads((tmp_path / "out" / "best" / "labels.json").read_text("utf-8"))
+    assert set(labels) >= {"B-PER", "I-PER", "B-LOC", "I-LOC"}
+    out = tmp_path / "predictions.jsonl"
+    assert cli("ner", train, tmp_path / "refused", "--dev", train) == 2  # --dev and --dev-split: one or the other
+    assert "give either --dev FILE or --dev-split" in capsys.readouterr().err and not (tmp_path / "refused").exists()
+    from ernie_ft.cli import task_command
+
+    assert (
+        task_command("ner")(["predict", "--model", str(tmp_path / "out"), "--input", train, "--output", str(out)]) == 0
+    )
+    predictions = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
+    assert [p["text"] for p in predictions][:2] == ["张三昨天去北京开会", "李四昨天去上海开会"] and len(
+        predictions
+    ) == 18
+
+
+# ------------------------------------------------------------------------------------------------- fuzzing
+
+KEYS = ["text", "data", "label", "entities", "relations", "annotations", "predictions", "result", "value", "type"]
+KEYS += ["start", "end", "labels", "choices", "id", "was_cancelled", "start_offset", "end_offset", "from_id", "to_id"]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 12) | st.sampled_from(["", "好", "北京大学", "labels", "choices"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(JSON, min_size=1, max_size=4), array=st.booleans())
+def test_random_exports_parse_or_fail_with_one_user_error(tmp_path, values, array):
+    path = tmp_path / ("x.json" if array else "x.jsonl")
+    path.write_text(json.dumps(values, ensure_ascii=False) if array else jsonl(values), "utf-8")
+    for read in (lambda p: read_ner(p, "--train"), read_examples, lambda p: read_examples(p, require_label=False)):
+        try:
+            read(str(path))
+        except UserError as e:
+            assert str(path) in str(e) and "\n" not in str(e), e
+
+
+RESULT = st.fixed_dictionaries(
+    {"type": st.sampled_from(["labels", "choices", "relation", "textarea"]), "value": JSON},
+    optional={"id": st.sampled_from(["a", "b"]), "from_id": st.just("a"), "to_id": st.just("b"), "labels": JSON},
+)
+TASK = st.fixed_dictionaries(
+    {"id": st.integers(0, 9), "data": st.fixed_dictionaries({"text": st.sampled_from(["北京大学", "好", "x"])})},
+    optional={
+        "annotations": st.lists(
+            st.fixed_dictionaries({"result": st.lists(RESULT, max_size=3)}, optional={"was_cancelled": st.booleans()}),
+            max_size=3,
+        ),
+        "predictions": JSON,
+    },
+)
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tasks=st.lists(TASK, min_size=1, max_size=3))
+def test_random_label_studio_tasks_parse_or_fail_with_one_user_error(tmp_path, tasks):
+    test_random_exports_parse_or_fail_with_one_user_error.hypothesis.inner_test(tmp_path, tasks, True)

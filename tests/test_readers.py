@@ -415,3 +415,11 @@ def test_json_records_may_carry_a_text_pair_on_some_records_only(tmp_path):
     assert [(e.text, e.text_pair) for e in record_examples(records, label_column=None)] == expected
     empty = [{"text": "太差了", "text_pair": ""}]
     assert error_of(record_examples, empty, label_column=None).startswith("inputs[0].text_pair: empty text")
+
+
+def test_a_header_of_known_names_reads_quietly_and_a_found_one_is_named(tmp_path, capsys):
+    assert len(read_examples(write(tmp_path, "a.tsv", "label\ttext_a\n正面\t很好\n负面\t很差\n"))) == 2
+    assert capsys.readouterr().err == ""
+    found = write(tmp_path, "b.tsv", "情感\t评论\n正面\t很好吃\n负面\t太难吃\n正面\t还不错\n")
+    assert [(e.text, e.label) for e in read_examples(found)][0] == ("很好吃", "正面")
+    assert capsys.readouterr().err.strip() == f"--train: {found}: TSV, 3 rows, header: line 1 (情感, 评论)"

@@ -145,6 +145,16 @@ def _count(items: list, noun: str) -> str:
     return f"{len(items)} {noun}{'s' * (len(items) != 1)}"
 
 
+def _items(value) -> list:
+    """A JSON list as it is; anything else (absent, null, an object) as no items."""
+    return value if isinstance(value, list) else []
+
+
+def _names(value) -> list[str]:
+    """Label names: a JSON list of strings (or numbers), or a single one."""
+    return [str(v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, (str, int)) and v != ""]
+
+
 def _id(record: dict) -> Optional[str]:
     return None if record.get("id") is None else str(record["id"])
 
@@ -179,7 +189,7 @@ def _doccano_entities(record: dict, at: str) -> tuple[tuple, tuple]:
         by_id[e.get("id")] = span
         spans.append(span)
     relations = []
-    for r in record.get("relations") or []:
+    for r in _items(record.get("relations")):
         if not isinstance(r, dict) or r.get("from_id") not in by_id or r.get("to_id") not in by_id:
             raise UserError(f"{at}: relation {r!r:.60} does not name two of the record's entity ids (from_id, to_id)")
         relations.append((by_id[r["from_id"]], by_id[r["to_id"]], str(r.get("type", r.get("label", "")))))
@@ -198,17 +208,17 @@ def _label_studio(tasks: list, where: str, text_key: Optional[str]) -> Export:
         key = _text_key(task["data"], text_key, at)
         counts["keys"].add(key)
         text = task["data"][key]
-        annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict)]
+        annotations = [a for a in _items(task.get("annotations")) if isinstance(a, dict)]
         done = [a for a in annotations if not a.get("was_cancelled")]
         counts["cancelled"] += len(annotations) - len(done)
-        if not done and task.get("predictions"):
-            done = [p for p in task["predictions"] if isinstance(p, dict)]
+        if not done and _items(task.get("predictions")):
+            done = [p for p in _items(task["predictions"]) if isinstance(p, dict)]
             counts["predicted"] += 1
         if not done:
             counts["unannotated"] += 1
             records.append(Annotated(line, str(task.get("id")), text, labelled=False))
             continue
-        records.append(_task_record(line, task, text, _most_recent(done).get("result") or [], at))
+        records.append(_task_record(line, task, text, _items(_most_recent(done).get("result")), at))
     return Export("Label Studio", records, _ls_summary(records, counts), text_key or "text")
 
 
@@ -240,9 +250,9 @@ def _task_record(line: int, task: dict, text: str, result: list, at: str) -> Ann
     for item in result:
         if not isinstance(item, dict):
             continue
-        kind, value = item.get("type"), item.get("value") or {}
+        kind, value = item.get("type"), item.get("value") if isinstance(item.get("value"), dict) else {}
         if kind == "choices":
-            labels += [str(c) for c in value.get("choices") or []]
+            labels += _names(value.get("choices"))
         elif kind == "labels":
             start, end = value.get("start"), value.get("end")
             if not (isinstance(start, int) and isinstance(end, int)):
@@ -252,13 +262,13 @@ def _task_record(line: int, task: dict, text: str, result: list, at: str) -> Ann
                     f"{at}: entity {value['text']!r} at [{start}, {end}) but the text there is {text[start:end]!r}; "
                     "the offsets do not match the task's text (was data.text edited after labelling?)"
                 )
-            for type_ in value.get("labels") or []:
+            for type_ in _names(value.get("labels")):
                 spans.append((start, end, str(type_)))
                 regions.setdefault(item.get("id"), spans[-1])
         elif kind == "relation":
             relations.append(item)
     pairs = [
-        (regions[r["from_id"]], regions[r["to_id"]], ",".join(r.get("labels") or []))
+        (regions[r["from_id"]], regions[r["to_id"]], ",".join(_names(r.get("labels"))))
         for r in relations
         if r.get("from_id") in regions and r.get("to_id") in regions
     ]
