@@ -333,6 +333,11 @@ def suggest(name: str, choices) -> str:
     return f" Did you mean {close[0]}?" if close else ""
 
 
+def flag_name(name: str) -> str:
+    """A field's command-line flag: ``max_len`` -> ``--max-len`` (the flags ``cli.parsers`` generates)."""
+    return "--" + name.replace("_", "-")
+
+
 def type_name(f: dataclasses.Field) -> str:
     """A field's annotation as written ('Optional[int]'), whether or not annotations are postponed."""
     return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
