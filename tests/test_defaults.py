@@ -174,6 +174,13 @@ def test_a_cut_student_vocabulary_keeps_the_training_tokens_and_the_students_pre
 
     for text in train[:10]:
         assert np.allclose(logits(small, cut, text), logits(big, full, text), atol=1e-6)
+    # the teacher (full vocabulary) reads the student's ids (the cut one) through the id map of --transfer and NER
+    from ernie_ft.distill.transfer import teacher_batch
+
+    for text in train[:3]:
+        ids = paddle.to_tensor([[cut.cls_id, *cut.encode(text).ids, cut.sep_id]])
+        mapped = teacher_batch({"input_ids": ids}, rows_kept)["input_ids"]
+        assert np.allclose(big(mapped).numpy(), logits(big, full, text), atol=1e-6)
 
 
 def test_a_wrong_input_fails_before_paddle_is_imported(tmp_path):

@@ -546,3 +546,36 @@ def test_an_ner_teacher_refuses_what_it_cannot_teach_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_student_with_the_used_vocabulary_keeps_a_row_per_used_token_and_reads_the_teacher_through_the_id_map(
+    teacher, files, tmp_path
+):
+    """--student-vocab used with --transfer hidden: the student's vocab.txt is the teacher's cut to the special
+    tokens and the tokens of the labelled and unlabelled texts, its embedding has that many rows, the teacher
+    reads the student's windows through the id map, and the checkpoint predicts."""
+    from ernie_ft.distill.vocab import used_tokens
+    from ernie_ft.text.pipeline import TextPipeline
+
+    out = tmp_path / "used"
+    args = distill_args(teacher, files, out, "--student-vocab", "used", "--transfer", "hidden")
+    args[args.index("--epochs") + 1] = "2"
+    assert main(args) == 0
+    full = TextPipeline.from_dir(str(teacher / "best"))
+    texts = (files / "all.txt").read_text(encoding="utf-8").splitlines()
+    expected = used_tokens(full, texts)
+    assert (out / "best" / "vocab.txt").read_text(encoding="utf-8").splitlines() == expected
+    assert len(expected) < full.vocab_size
+    assert saved_weights(out / "best")["ernie.embeddings.word_embeddings.weight"].shape[0] == len(expected)
+    assert json.loads((out / "distill.json").read_text(encoding="utf-8"))["student_vocab"] == "used"
+    assert len(predicted(out, files / "all.txt", tmp_path)) == len(texts)
+
+
+def test_student_vocab_is_for_a_scratch_student_without_vocab(teacher, files, tmp_path, capsys):
+    for extra, message in (
+        (["--student-vocab", "used", "--vocab", OTHER_VOCAB], "--student-vocab used gives the student its vocabulary"),
+        (["--student-vocab", "some"], "--student-vocab must be one of full, used"),
+    ):
+        assert main(distill_args(teacher, files, tmp_path / "x", *extra)) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
