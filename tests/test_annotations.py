@@ -211,6 +211,21 @@ def test_dev_split_is_reproducible_disjoint_and_keeps_every_label_in_train(capsy
     assert "holds out none" in error_of(split_dev, train[:3], 0.1)
 
 
+def test_every_task_without_its_own_hook_holds_out_dev_split(capsys):
+    from ernie_ft.task import TaskHooks
+
+    rest, dev = TaskHooks().held_out(list(range(10)), DataConfig(dev_split=0.3))
+    assert len(dev) == 3 and sorted(rest + dev) == list(range(10))
+    assert TaskHooks().held_out([1, 2], DataConfig()) == ([1, 2], None)
+
+
+def test_prediction_inputs_find_their_own_header():
+    from ernie_ft.inference.predict import inference_data
+
+    data = inference_data({"header": False, "sheet": "训练", "dev_split": 0.1}, {})
+    assert (data.header, data.sheet) == (None, None)
+
+
 def test_dev_split_is_a_fraction_and_excludes_dev():
     assert "--dev-split" in error_of(DataConfig, dev_split=1.5)
     message = error_of(DataConfig, dev="d.tsv", dev_split=0.1)

@@ -48,7 +48,7 @@ class Export:
 def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]:
     """(line, value) of each JSON value in ``text``: the items of a JSON array (``array``), else the values
     one after another (JSON Lines, or pretty-printed objects as doccano's examples are)."""
-    decoder, values, line, pos = json.JSONDecoder(), [], 1, 0
+    decoder, values, line, pos, counted = json.JSONDecoder(), [], 1, 0, 0
 
     def skip(pos: int, separators: str) -> int:
         while pos < len(text) and text[pos] in separators:
@@ -61,7 +61,7 @@ def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]
         pos = skip(pos, _SPACE + ("," if array and values else ""))
         if pos >= len(text) or (array and text[pos] == "]"):
             return values
-        line = text.count("\n", 0, pos) + 1
+        line, counted = line + text.count("\n", counted, pos), pos  # counted so far: linear in the file
         try:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
@@ -105,7 +105,7 @@ def _is_doccano(record) -> bool:
     label = record.get("label")
     entities = record.get("entities")
     return (
-        ("data" in record and "text" not in record)
+        (isinstance(record.get("data"), str) and "text" not in record)
         or "relations" in record
         or (isinstance(label, list) and bool(label))
         or (isinstance(entities, list) and any(isinstance(e, dict) and "start_offset" in e for e in entities))

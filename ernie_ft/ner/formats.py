@@ -164,15 +164,12 @@ def read_ner(
         export = annotations.load(text, where)
         if export is not None and fmt in ("auto", export.tool.lower().replace(" ", "-")):
             return _annotation_examples(export, where, path, labelled, overlapping)
-        if fmt != "auto" or text.lstrip().startswith("["):
-            found = "no annotation tool's export" if export is None else f"a {export.tool} export"
-            raise UserError(
-                f"{where}:1: {'--format ' + fmt + ' was given but this is ' if fmt != 'auto' else 'a JSON array, '}"
-                f"{found}; NER reads CoNLL, CLUENER or span JSONL, doccano JSONL and Label Studio JSON (a JSON "
-                "array of tasks with data and annotations)"
-            )
+        if fmt != "auto":
+            _unknown_json(where, export, f"--format {fmt} was given but this is ")
     if fmt == "auto":
         fmt = detect_format(lines)
+        if fmt in ("conll", "text") and text.lstrip().startswith("["):
+            _unknown_json(where, None, "a JSON array, ")
     if fmt == "text":
         if labelled:
             raise UserError(
@@ -282,6 +279,14 @@ def _span_list(record: dict, text: str, at: str) -> list:
             )
         spans.append((start, end, e["type"]))
     return spans
+
+
+def _unknown_json(where: str, export, what: str) -> None:
+    found = "no annotation tool's export" if export is None else f"a {export.tool} export"
+    raise UserError(
+        f"{where}:1: {what}{found}; NER reads CoNLL, CLUENER or span JSONL, doccano JSONL and Label Studio JSON "
+        "(a JSON array of tasks with data and annotations)"
+    )
 
 
 def _annotation_examples(export, where: str, path: str, labelled: bool, overlapping: str) -> list[NerExample]:
