@@ -2,11 +2,15 @@
 whose command trains the run again, evaluations of an export that stay inside it, the engine named, and a page with
 the fields the model was trained with."""
 
+import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 from conftest import DATA, ROOT
@@ -189,3 +193,78 @@ def test_the_model_cards_command_trains_the_run_again(run, tmp_path):
     recorded = yaml.safe_load((out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]
     for section in ("data", "model", "train", "parallel", "task"):
         assert rebuilt[section] == recorded[section], section
+
+
+@pytest.fixture(scope="module")
+def pair_run(tiny_checkpoint, tmp_path_factory):
+    """A classifier of text pairs (text_a, text_b)."""
+    from ernie_ft.cli import main
+
+    out = tmp_path_factory.mktemp("pairs") / "run"
+    flags = ["--train", str(DATA / "pairs_train.tsv"), "--model", tiny_checkpoint, "--output", str(out)]
+    assert main(["classify", *flags, "--epochs", "1", "--max-len", "48", "--threads", "1"]) == 0
+    return out
+
+
+@contextlib.contextmanager
+def serving(model_dir):
+    """The app of ``model_dir`` served on a port the system picks, in a thread of this process; yields its URL."""
+    import uvicorn
+
+    from ernie_ft.serving.app import create_app
+    from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.model import ServedModel
+
+    app = create_app(ServedModel(str(model_dir), "dygraph", "cpu"), Limits())
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:  # polled until uvicorn says it listens, or the thread ended, or the deadline
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+
+
+def test_info_names_the_fields_the_model_was_trained_with(run, pair_run):
+    """The checkpoint records the input fields its training examples used; /v1/info tells them (trained_with) beside
+    every field the API takes, which stay the task's: a single-text model still answers a text_pair."""
+    from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.model import ServedModel
+
+    for model_dir, trained in ((run[0], ["text"]), (pair_run, ["text", "text_pair"])):
+        info = ServedModel(str(model_dir), "dygraph", "cpu").info(Limits())["inputs"]
+        assert info == {"required": ["text"], "optional": ["text_pair"], "trained_with": trained}, model_dir
+
+
+def test_the_page_shows_a_text_pair_box_only_for_a_model_trained_on_pairs(run, pair_run, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    chromium, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'p'}"):
+        options.add_argument(flag)
+    from selenium.webdriver.chrome.service import Service
+
+    browser = webdriver.Chrome(service=Service(driver, env={**os.environ, "TMPDIR": str(tmp_path)}), options=options)
+    try:
+        for model_dir, boxes in ((run[0], ["field-text"]), (pair_run, ["field-text", "field-text_pair"])):
+            with serving(model_dir) as url:
+                browser.get(url + "/")
+                WebDriverWait(browser, 60).until(ready.visibility_of_element_located((By.ID, "form")))
+                shown = [
+                    area.get_attribute("id") for area in browser.find_elements(By.CSS_SELECTOR, "#fields textarea")
+                ]
+                assert shown == boxes, model_dir
+    finally:
+        browser.quit()

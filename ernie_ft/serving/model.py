@@ -41,6 +41,9 @@ class ServedModel(Predictor):
         self.name = name or model_name(model_dir)
         self.on_gpu = paddle.device.get_device().startswith("gpu")
         self.required, self.optional = self.task.input_fields
+        self.trained_with = self.loaded.run.get("inputs")
+        """The input fields the training examples used (``trainer.trained_inputs``), None for a checkpoint that does
+        not record them: the page shows these, while the API takes every field of the task."""
 
     def example_input(self) -> dict:
         """The input the model warms up with: the task's ``example_input``, else a greeting in each required field."""
@@ -55,6 +58,10 @@ class ServedModel(Predictor):
             "model": self.name,
             "engine": runtime_and_precision(self.engine)[0],
             "precision": runtime_and_precision(self.engine)[1],
-            "inputs": {"required": list(self.required), "optional": list(self.optional)},
+            "inputs": {
+                "required": list(self.required),
+                "optional": list(self.optional),
+                "trained_with": list(self.trained_with or (*self.required, *self.optional)),
+            },
             "limits": asdict(limits),
         }

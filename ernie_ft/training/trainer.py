@@ -385,9 +385,22 @@ def save_best(run: Run) -> None:
         run.pipeline,
         run.labels,
         run.task.name,
-        {**run.cfg.to_dict(), "labels": run.labels},
+        {**run.cfg.to_dict(), "labels": run.labels, "inputs": trained_inputs(run.task, run.splits["train"].examples)},
         run.parallel,
     )
+
+
+def trained_inputs(task, examples) -> list[str]:
+    """The task's input fields the training examples used, which the checkpoint records for the server's page: the
+    required ones, and each optional one that some example held (a classifier's ``text_pair`` only after pairs); an
+    optional field the examples have no attribute for is kept."""
+    required, optional = task.input_fields
+    used = [
+        f
+        for f in optional
+        if not examples or not hasattr(examples[0], f) or any(getattr(e, f, None) is not None for e in examples)
+    ]
+    return [*required, *used]
 
 
 def finish(run: Run) -> dict:
