@@ -184,6 +184,9 @@ def test_overlapping_entities_name_the_line_and_the_options(tmp_path):
     assert f"{path}:1" in message and "--overlapping keep-longest" in message and "ner --nested" in message
     [kept] = read_ner(path, "--train", overlapping="keep-longest")
     assert kept.entities == ((0, 4, "ORG"),)
+    # doccano's "overlapping" example lists one entity twice with the same type: a tagger holds it, once
+    [same] = read_ner(str(shared(EXPORTS, "doccano_sequence_labeling_overlapping.jsonl")), "--train")
+    assert same.entities == ((0, 1, "LOC"),)
     real = shared(EXPORTS, "doccano_relation_zh.jsonl")  # one span labelled with two types
     assert "--nested" in error_of(read_ner, str(real), "--train")
 
