@@ -649,6 +649,23 @@ def test_continued_pretraining_with_a_vocabulary_extension_saves_a_model_that_lo
     source, result = tmp_path / "in.txt", tmp_path / "out.jsonl"
     source.write_text("服务很[MASK]\n", encoding="utf-8")
     assert main(["predict", "--model", str(out), "--input", str(source), "--output", str(result)]) == 0
+    (top,) = json.loads(result.read_text(encoding="utf-8"))["masks"]  # one [MASK], its 5 likeliest tokens
+    pipeline = TextPipeline.from_dir(str(out / "best"))
+    scores = [t["score"] for t in top]
+    assert len(top) == 5 and all(t["token"] in pipeline.vocab for t in top)
+    assert scores == sorted(scores, reverse=True) and 0 < sum(scores) <= 1 + 1e-5
+    if objective == "mlm":  # PaddleNLP's own class reads the grown checkpoint and ranks the same tokens alike
+        from paddlenlp.transformers import ErnieForMaskedLM
+
+        net = ErnieForMaskedLM.from_pretrained(str(out / "best"))
+        net.eval()
+        ids = [pipeline.cls_id, *pipeline.encode("服务很").ids, pipeline.mask_id, pipeline.sep_id]  # as predict
+        logits = net(paddle.to_tensor([ids]))[0, ids.index(pipeline.mask_id)].numpy().astype("float64")
+        probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        tokens = {i: t for t, i in pipeline.vocab.items()}
+        best = np.argsort(-probs)[:5]
+        assert [t["token"] for t in top] == [tokens[i] for i in best]
+        np.testing.assert_allclose(scores, probs[best], atol=1e-5)
 
 
 # -- bad input ------------------------------------------------------------------------------------------------

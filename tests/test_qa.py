@@ -298,6 +298,63 @@ def test_perfect_logits_give_back_every_gold_answer_cut_from_the_original_text(p
 # ---------------------------------------------------------------- the command line
 
 
+def test_the_loss_is_the_mean_of_the_start_and_end_cross_entropies():
+    """Against numpy on one batch: start targets scored on the start logits (channel 0), end on the end ones; logits
+    with a different winner per channel, so swapped targets or channels change the loss."""
+    import paddle
+    from helpers.rounding import U
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 3, size=(4, 16, 2)).astype("float32")
+    starts, ends = np.array([1, 5, 0, 9]), np.array([3, 5, 0, 14])
+    batch = {"start_positions": paddle.to_tensor(starts), "end_positions": paddle.to_tensor(ends)}
+    loss = float(QA().loss(paddle.to_tensor(logits), batch))
+
+    def cross_entropy(scores, targets):  # mean over the batch of -log softmax at the target, in float64
+        scores = scores.astype("float64")
+        top = scores.max(axis=1, keepdims=True)
+        log_norm = np.log(np.exp(scores - top).sum(axis=1)) + top[:, 0]
+        return float(np.mean(log_norm - scores[np.arange(len(targets)), targets]))
+
+    expected = (cross_entropy(logits[:, :, 0], starts) + cross_entropy(logits[:, :, 1], ends)) / 2
+    # float32 log-softmax over 16 positions: each term is off by at most ~(16 + 2) u of its magnitude (<= 20 here)
+    assert loss == pytest.approx(expected, rel=0, abs=18 * U * 20)
+    swapped = (cross_entropy(logits[:, :, 0], ends) + cross_entropy(logits[:, :, 1], starts)) / 2
+    assert abs(swapped - expected) > 0.1  # the negative control: the check can tell the two apart
+
+
+MEMORISE = [  # short contexts (one window at --max-len 64), answers of 2 to 6 characters
+    ("白沙角灯塔建于1903年，塔高三十六米，至今仍在使用。", "灯塔是哪一年建成的？", "1903年"),
+    ("青石镇距离省城约八十公里，坐火车两个小时就能到。", "青石镇距离省城有多远？", "约八十公里"),
+    ("老街的路面用青色石板铺成，两旁都是木结构的老房子。", "老街的路面是用什么铺成的？", "青色石板"),
+    ("竹编节每年农历三月举办，吸引了很多外地游客。", "竹编节在什么时候举办？", "每年农历三月"),
+    ("新图书馆在2021年9月开放，古籍修复室在五层。", "新图书馆是什么时候开放的？", "2021年9月"),
+    ("明前茶是在清明节之前采摘的茶叶，产量少，价格高。", "明前茶是在什么时候采摘的？", "清明节之前"),
+    ("王老师在东湖中学教了二十年数学，学生都很喜欢他。", "王老师教什么科目？", "数学"),
+    ("这座大桥全长一千二百米，连接了江的南北两岸。", "大桥全长多少米？", "一千二百米"),
+]
+
+
+def test_qa_training_memorises_a_small_set(tmp_path):
+    """8 questions trained on and evaluated on: exact match from 0 after the first step to (nearly) all. Every answer
+    is at least 2 tokens, so a span whose start and end targets were swapped is reversed and never an answer (that
+    plant kept EM at 0 at every evaluation; this run reaches 100 by step 9 of 12)."""
+    paragraphs = [
+        {"context": c, "qas": [{"id": f"m{i}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+        for i, (c, q, a) in enumerate(MEMORISE)
+    ]
+    data = tmp_path / "memorise.json"
+    data.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}, ensure_ascii=False), "utf-8")
+    out = tmp_path / "run"
+    args = ["--train", str(data), "--dev", str(data), "--model", "scratch:tiny", "--output", str(out)]
+    args += ["--epochs", "12", "--batch-size", "8", "--lr", "3e-3", "--max-len", "64", "--threads", "1"]
+    assert main([*args, "--seed", "1", "--eval-steps", "1", "--log-steps", "50"]) == 0
+    rows = [json.loads(line) for line in (out / "evaluations.jsonl").read_text(encoding="utf-8").splitlines()]
+    em = [row["em"] for row in rows]
+    assert len(em) == 12 and em[0] <= 12.5, em  # after one step: at most one question by chance
+    assert max(em) == 100.0 and em[-1] >= 87.5, em
+
+
 def train_args(model, out, train, dev, *extra):
     return [
         "--train",
@@ -336,9 +393,13 @@ def trained(tiny_checkpoint, tmp_path_factory):
 def test_training_writes_the_qa_metrics_of_dev_and_test(trained):
     metrics = json.loads((trained / "metrics.json").read_text(encoding="utf-8"))
     dev, test = metrics["dev"], metrics["test"]
-    assert dev["metric"] == "cmrc2018" and dev["questions"] == 22 and 0 <= dev["em"] <= dev["f1"] <= 100
+    # how good the answers are is not this run's claim (2 epochs of a random 2 x 32 model): that QA training learns
+    # is test_qa_training_memorises_a_small_set's
+    assert dev["metric"] == "cmrc2018" and dev["questions"] == 22
     assert test["questions"] == 17 and test["has_ans_questions"] == 12 and test["no_ans_questions"] == 5
     assert test["no_ans_em"] == 0.0  # trained without unanswerable questions: it always answers
+    for name in ("em", "f1"):  # the whole split's score is its two kinds' scores weighted by their counts
+        assert test[name] == pytest.approx((12 * test[f"has_ans_{name}"] + 5 * test[f"no_ans_{name}"]) / 17)
     assert json.loads((trained / "best" / "labels.json").read_text()) == ["span"]
     assert yaml.safe_load((trained / "best" / "ernie_ft.yaml").read_text())["run"]["task"] == {"doc_stride": 16}
     from paddlenlp.transformers import ErnieForQuestionAnswering
@@ -433,12 +494,12 @@ def test_cmrc2018_offsets_are_relocated_as_documented_and_a_short_run_works(tmp_
         return str(tmp_path / name), sum(len(p["qas"]) for a in document["data"] for p in a["paragraphs"])
 
     out = tmp_path / "run"
-    (train, _), (dev, questions) = head(trial_path, 6, "train.json"), head(dev_path, 4, "dev.json")
+    (train, _), (dev_file, questions) = head(trial_path, 6, "train.json"), head(dev_path, 4, "dev.json")
     args = [
         "--train",
         train,
         "--dev",
-        dev,
+        dev_file,
         "--model",
         "scratch:tiny",
         "--vocab",
@@ -458,4 +519,13 @@ def test_cmrc2018_offsets_are_relocated_as_documented_and_a_short_run_works(tmp_
     ]
     assert main(args) == 0
     dev = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["dev"]
-    assert dev["metric"] == "cmrc2018" and dev["questions"] == questions and 0 <= dev["f1"] <= 100
+    assert dev["metric"] == "cmrc2018" and dev["questions"] == questions
+    # what the run answers on the real data: text cut from each question's own context, scored as the run scored it
+    from ernie_ft.cli import evaluate
+
+    assert evaluate(["--model", str(out), "--input", dev_file, "--output-dir", str(tmp_path / "scored")]) == 0
+    answers = json.loads((tmp_path / "scored" / "predictions.json").read_text(encoding="utf-8"))
+    contexts = {e.id: e.context for e in read_qa(dev_file, "--dev")[0]}
+    assert sorted(answers) == sorted(contexts) and all(a and a in contexts[i] for i, a in answers.items())
+    scored = json.loads((tmp_path / "scored" / "metrics.json").read_text(encoding="utf-8"))
+    assert (scored["em"], scored["f1"]) == pytest.approx((dev["em"], dev["f1"]))
