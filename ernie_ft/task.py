@@ -148,6 +148,12 @@ class TaskHooks:
         """``evaluate``'s printed report (tables, pictures written to ``out_dir``); None: the metrics on one line."""
         return None
 
+    def learned_options(self, dev: Optional[dict]) -> dict:
+        """Task options learned in training that the best checkpoint records beside the run's (per-label thresholds
+        tuned on dev), from the best dev evaluation's metrics ``dev``; the task takes them on for the test
+        evaluation. {}: none."""
+        return {}
+
 
 _WITH_HOOKS: dict[type, type] = {}
 

@@ -1,14 +1,21 @@
-"""Text classification (single texts or pairs): ``python -m ernie_ft.classify``."""
+"""Text classification (single texts or pairs): ``python -m ernie_ft.classify``.
+
+One label per text by default (softmax); with ``--multi-label`` several labels or none (a sigmoid per label),
+and with ``--hierarchy-separator`` label paths whose every prefix is a node (``multilabel.py``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import numpy as np
 
+from ernie_ft.classify import labels as label_sources
+from ernie_ft.classify import multilabel
 from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples, record_examples
 from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
@@ -18,8 +25,9 @@ from ernie_ft.task import TaskHooks, check_known_labels, label_order, split_dev
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
     """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt, coded labels named
-    as --label-names says."""
+    as --label-names says; a JSON list of one label is that label, a longer one an error (--multi-label)."""
     examples = read_examples(path, **data_columns(data), require_label=labelled, flag=flag)
+    examples = [label_sources.single_label(e, flag) for e in examples]
     return name_labels(examples, data.label_name_map(), flag)
 
 
@@ -47,28 +55,109 @@ def name_labels(examples: list, names: dict[str, str], flag: str) -> list:
 
 @dataclass
 class Classification(TaskHooks):
-    """One label per text or text pair; long texts are windowed and their logits pooled."""
+    """One label per text or text pair (or, with ``multi_label``, several or none); long texts are windowed
+    and their logits pooled."""
 
     name: str = "classify"
     head: str = "sequence"
     metric: str = "accuracy"
+    multi_label: bool = False
+    """Several labels per text, or none: a sigmoid per label (binary cross-entropy), labels from a JSON list,
+    ``label_separator`` or ``label_columns``; the default dev metric becomes micro_f1."""
+    label_separator: Optional[str] = None
+    """With ``multi_label``: the labels of a text are in one column joined by this, e.g. '|' or ','."""
+    label_columns: Optional[str] = None
+    """With ``multi_label``: one 0/1 column per label, named COL,COL,... or by a pattern such as 'category_*'; the
+    label is the column's name."""
+    hierarchy_separator: Optional[str] = None
+    """Labels are paths (组织关系-裁员 with '-'): every prefix is a node with its own sigmoid, and a node is never
+    predicted without its parent; per-level metrics. Without ``multi_label`` one path per text."""
+    threshold: float = 0.5
+    """With ``multi_label``: the probability at which a label is predicted."""
+    tune_thresholds: bool = False
+    """With ``multi_label``: at each dev evaluation choose per label the threshold that maximises its dev F1; the
+    best checkpoint keeps them (``thresholds``) for predict, evaluate and serve."""
+    thresholds: Optional[str] = None
+    """Per-label thresholds as JSON {"label": 0.3, ...} (labels left out use ``threshold``); written into the
+    checkpoint by ``tune_thresholds``."""
+    top_k: int = 0
+    """With ``multi_label``: predict at most K labels per text (paths with a hierarchy), the most probable of
+    those over the threshold; 0: no limit."""
+    class_weights: Optional[str] = None
+    """Weigh labels against imbalance: 'balanced' (inverse frequency; with ``multi_label`` each label's positive
+    weight, negatives / positives) or a file of label<TAB>weight lines."""
     input_fields: ClassVar[tuple] = (("text",), ("text_pair",))
     _codes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     """Name -> code of --label-names (set by ``read``): named labels keep their codes' order."""
+    _weights: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
+    """The class weights per label (set by ``fit_labels`` with ``class_weights``)."""
+    _prior: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
+    """Each label's share of the training texts (set by ``fit_labels`` for label sets): ``bind`` starts the output
+    biases of a new head at its log-odds."""
+    tuning: bool = dataclasses.field(default=False, init=False, repr=False)
+    """True while training with ``tune_thresholds`` (set by ``fit_labels``): dev evaluations tune."""
+
+    def __post_init__(self):
+        options = self.label_separator or self.label_columns or self.top_k or self.tune_thresholds
+        if options and not self.multi_label:
+            flag = "--label-separator" if self.label_separator else "--label-columns" if self.label_columns else ""
+            flag = flag or ("--top-k" if self.top_k else "--tune-thresholds")
+            raise UserError(f"{flag} is for several labels per text: add --multi-label")
+        if not 0 < self.threshold < 1:
+            raise UserError(f"--threshold {self.threshold}: give a probability between 0 and 1")
+        if self.top_k < 0:
+            raise UserError("--top-k must be 0 (no limit) or more")
+        if self.label_columns and self.label_separator:
+            raise UserError("--label-columns and --label-separator are two sources of labels: give one")
+        if self.multi_label and self.metric == "accuracy":
+            self.metric = "micro_f1"
+        self.threshold_map()
+
+    @property
+    def sets(self) -> bool:
+        """Whether labels are sets of nodes scored by a sigmoid each (multi-label or a hierarchy)."""
+        return self.multi_label or bool(self.hierarchy_separator)
+
+    def threshold_map(self) -> dict:
+        """``thresholds`` as {label: probability} ({} when not given)."""
+        if not self.thresholds:
+            return {}
+        try:
+            value = json.loads(self.thresholds)
+            if isinstance(value, dict) and all(0 <= float(v) <= 1 for v in value.values()):
+                return {str(k): float(v) for k, v in value.items()}
+        except (ValueError, TypeError):
+            pass
+        raise UserError(f'--thresholds {self.thresholds}: give JSON such as {{"体育": 0.3, "娱乐": 0.6}}')
 
     def read(self, path, data, flag, labelled=True):
         self._codes = {name: code for code, name in data.label_name_map().items()}
+        if self.sets:
+            return multilabel.read_sets(self, path, data, flag, data_columns(data), labelled)
         return read_labelled(path, data, flag, labelled)
 
     def read_records(self, records, data, flag):
         examples = record_examples(records, **data_columns(data), require_label=False, flag=flag)
-        return name_labels(examples, data.label_name_map(), flag)
+        return [dataclasses.replace(e, label=() if self.sets else None) for e in examples]  # inputs to predict
 
     def held_out(self, train, data):
         """``--dev-split`` of train as dev, never taking a label's last training example."""
         return split_dev(train, data.dev_split, lambda e: e.label if isinstance(e.label, tuple) else (e.label,))
 
     def fit_labels(self, train):
+        if self.sets:
+            labels = label_order([node for e in train for node in e.label])
+            self._check_paths(train, labels)
+        else:
+            labels = self._single_labels(train)
+        self.tuning = self.tune_thresholds
+        if self.sets:
+            self._prior = multilabel.targets(train, labels).mean(axis=0)
+        if self.class_weights:
+            self._weights = self._class_weights(train, labels)
+        return labels
+
+    def _single_labels(self, train) -> list:
         labels = label_order([e.label for e in train])
         if self._codes and all(label in self._codes for label in labels):
             order = label_order(list(self._codes.values()))
@@ -80,39 +169,111 @@ class Classification(TaskHooks):
             )
         return labels
 
+    def _check_paths(self, train: list, labels: list) -> None:
+        """Some label is needed; a single-label hierarchy's paths end at leaves (a label that is also another
+        label's parent could never be predicted)."""
+        sep = self.hierarchy_separator
+        if not labels:
+            raise UserError(f"{train[0].source}: no training text has a label")
+        if not sep or self.multi_label:
+            return
+        inner = {label_sources.parent(label, sep) for label in labels}
+        for e in train:
+            if e.label and e.label[-1] in inner:
+                raise UserError(
+                    f"{e.source}:{e.line}: the label {e.label[-1]!r} is also the parent of other labels; one path "
+                    "per text ends at a leaf (or pass --multi-label)"
+                )
+
+    def _class_weights(self, train, labels) -> np.ndarray:
+        if self.class_weights != "balanced":
+            return label_sources.read_weights_file(self.class_weights, labels)
+        if self.sets:
+            return label_sources.balanced_weights(multilabel.targets(train, labels), len(labels), True)
+        index = {label: i for i, label in enumerate(labels)}
+        return label_sources.balanced_weights(np.array([index[e.label] for e in train]), len(labels), False)
+
+    def bind(self, model) -> None:
+        """In training with label sets, a new head's output biases start at each label's log-odds in train: a
+        sigmoid head from zero spends its first hundreds of steps learning how rare labels are, and a model
+        from scratch its representations collapse meanwhile (a tiny model learned nothing in 100 steps on 58
+        texts that it memorises with the prior)."""
+        bias = getattr(getattr(model, "classifier", None), "bias", None)
+        if self._prior is None or bias is None or bias.shape != list(self._prior.shape) or bias.numpy().any():
+            return
+        share = np.clip(self._prior, 1e-4, 1 - 1e-4)
+        bias.set_value(np.log(share / (1 - share)).astype(bias.numpy().dtype))
+
     def check_labels(self, examples, labels, data, flag):
-        check_known_labels(
-            examples, lambda e: () if e.label is None else (e.label,), labels, data.allow_new_labels, flag
-        )
+        def labels_of(e):
+            return e.label if self.sets else (() if e.label is None else (e.label,))
+
+        check_known_labels(examples, labels_of, labels, data.allow_new_labels, flag)
 
     def texts(self, examples):
         return pair_texts(examples)
 
     def featurize(self, examples, encodings, pipeline, labels, data):
-        index = {label: i for i, label in enumerate(labels)}
         features = text_windows(examples, encodings, pipeline, data)
+        if self.sets:
+            rows = multilabel.targets(examples, labels)
+            for f in features:
+                f["labels"] = rows[f["doc"]]
+            return features
+        index = {label: i for i, label in enumerate(labels)}
         for f in features:
             f["labels"] = index.get(examples[f["doc"]].label, -1)
         return features
 
     def loss(self, logits, batch):
+        import paddle
         import paddle.nn.functional as F
 
-        return F.cross_entropy(logits, batch["labels"])
+        weights = None if self._weights is None else paddle.to_tensor(self._weights)
+        if self.sets:
+            return F.binary_cross_entropy_with_logits(logits, batch["labels"], pos_weight=weights)
+        return F.cross_entropy(logits, batch["labels"], weight=weights)
 
     def probabilities(self, logits, features, examples, data) -> np.ndarray:
         pooled = pool_windows(logits, np.array([f["doc"] for f in features]), len(examples), data.window_pooling)
+        if self.sets:
+            from ernie_ft.classify.decoding import sigmoid
+
+            return sigmoid(pooled)
         pooled = pooled - pooled.max(axis=1, keepdims=True)
         exp = np.exp(pooled)
         return exp / exp.sum(axis=1, keepdims=True)
 
+    def decide(self, probs: np.ndarray, labels: list, thresholds: Optional[np.ndarray] = None) -> np.ndarray:
+        """Predicted label sets (texts x labels, bool) from sigmoid probabilities: one path per text for a
+        single-label hierarchy, else the thresholds (given, ``thresholds``, ``threshold``) and ``top_k``."""
+        from ernie_ft.classify import decoding
+
+        up = decoding.parents(labels, self.hierarchy_separator)
+        if not self.multi_label:
+            return decoding.decode_paths(probs, up)
+        if thresholds is None:
+            given = self.threshold_map()
+            thresholds = np.array([given.get(label, self.threshold) for label in labels], dtype=np.float32)
+        return decoding.decode(probs, thresholds, up, self.top_k)
+
+    def learned_options(self, dev):
+        if not self.tuning or not dev or "thresholds" not in dev:
+            return {}
+        self.thresholds = json.dumps(dev["thresholds"], ensure_ascii=False)
+        return {"thresholds": self.thresholds}
+
     def evaluate(self, logits, features, examples, labels, data):
         from ernie_ft.evaluation.classification import classification_metrics
 
+        if self.sets:
+            return multilabel.evaluate_sets(self, logits, features, examples, labels, data)
         predicted = self.probabilities(logits, features, examples, data).argmax(axis=1)
         return classification_metrics([e.label for e in examples], [labels[i] for i in predicted], labels)
 
     def predict(self, logits, features, examples, labels, data):
+        if self.sets:
+            return multilabel.predict_sets(self, logits, features, examples, labels, data)
         probs = self.probabilities(logits, features, examples, data)
         records = []
         for example, p in zip(examples, probs):
@@ -125,10 +286,13 @@ class Classification(TaskHooks):
         return records
 
     def report(self, logits, features, examples, labels, data, out_dir: str) -> str:
-        """Per-class table as text, and a confusion-matrix PNG in ``out_dir``."""
+        """Per-class table as text, and a confusion-matrix PNG in ``out_dir`` (label sets: a per-label
+        precision/recall/F1 PNG)."""
         from ernie_ft.evaluation.classification import classification_metrics, confusion, format_classification_report
         from ernie_ft.evaluation.plots import plot_confusion_matrix
 
+        if self.sets:
+            return multilabel.report_sets(self, logits, features, examples, labels, data, out_dir)
         predicted = [labels[i] for i in self.probabilities(logits, features, examples, data).argmax(axis=1)]
         gold = [e.label for e in examples]
         names, matrix = confusion(gold, predicted, labels)

@@ -544,14 +544,20 @@ def _text(at: Location, record: dict, column: str) -> str:
     return value
 
 
-def _label(at: Location, record: dict, column: str) -> str:
+def _label(at: Location, record: dict, column: str) -> str | tuple[str, ...]:
+    """A record's label as a stripped string, or a tuple of them for a JSON list (several labels; the task
+    decides whether it takes them); a JSON object, or a list holding one, raises UserError."""
     value = record.get(column)
     if isinstance(value, bool):
         return "true" if value else "false"  # as written in the file, not Python's "True"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
-        raise UserError(f'{at.field(column)}: label in column "{column}" is nested JSON; expected a string')
-    if isinstance(value, list):  # multi-label records; the comma matches one-column TSV multi-labels
-        return ",".join(_label(at, {column: v}, column) for v in value)
+        raise UserError(
+            f'{at.field(column)}: label in column "{column}" is a JSON {"object" if isinstance(value, dict) else ""}'
+            f'{"" if isinstance(value, dict) else "list holding lists or objects"}; expected a string or a list of '
+            'strings, e.g. "label": ["体育", "娱乐"]'
+        )
+    if isinstance(value, list):  # several labels (classify --multi-label); empty items dropped
+        return tuple(label for label in (_label(at, {column: v}, column) for v in value) if label)
     return "" if value is None else str(value).strip()

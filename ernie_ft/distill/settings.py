@@ -13,6 +13,12 @@ def check(task) -> None:
     """The distillation's settings of ``task`` (a Distillation or an NerDistillation), checked."""
     if not task.teacher:
         raise UserError("--teacher is required: the output directory of a classification or NER run to distil")
+    for flag in ("multi_label", "hierarchy_separator", "class_weights"):  # Classification's, not distillation's
+        if getattr(task, flag, None):
+            raise UserError(
+                f"--{flag.replace('_', '-')} does not apply to distill: the student learns one label per text from "
+                "the teacher's softmax (a multi-label or hierarchical teacher cannot be distilled yet)"
+            )
     if not task.temperature > 0:
         raise UserError(f"--temperature must be greater than 0, not {task.temperature}")
     if not 0 <= task.alpha <= 1:

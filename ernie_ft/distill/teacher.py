@@ -37,6 +37,12 @@ def teacher_dir(path: str) -> str:
             f"--teacher {path}: a {task} checkpoint; distill takes a classification teacher (a run of "
             "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner)"
         )
+    options = recorded_run(found)["run"].get("task") or {}
+    if task == "classify" and (options.get("multi_label") or options.get("hierarchy_separator")):
+        raise UserError(
+            f"--teacher {path}: a multi-label or hierarchical classifier (a sigmoid per label); distill takes a "
+            "single-label teacher only (its softmax gives the soft labels)"
+        )
     if task == "ner" and load_task(task, recorded_run(found)["run"].get("task")).model_class is not None:
         raise UserError(
             f"--teacher {path}: an NER run trained with --crf; distill takes an NER teacher without --crf only "

@@ -46,7 +46,10 @@ def export_hf(loaded, output: str, model_dir: str) -> None:
     try:
         save_file(tensors, os.path.join(tmp, hf.SAFE_WEIGHTS), metadata={"format": "pt"})
         with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(hf.hf_config(config, model_type, head, labels, architecture), f, ensure_ascii=False, indent=2)
+            problem = _problem_type(loaded.task) if head == "sequence" else None
+            json.dump(
+                hf.hf_config(config, model_type, head, labels, architecture, problem), f, ensure_ascii=False, indent=2
+            )
             f.write("\n")
         max_len = int(loaded.run.get("data", {}).get("max_len") or config.max_position_embeddings)
         differences = loaded.pipeline.save_hf(tmp, model_max_length=max_len)
@@ -56,6 +59,13 @@ def export_hf(loaded, output: str, model_dir: str) -> None:
         raise
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)
+
+
+def _problem_type(task) -> str:
+    """transformers' ``problem_type`` of a classification task: multi-label when it scores a sigmoid per label
+    (--multi-label, or label paths with --hierarchy-separator)."""
+    sigmoid = getattr(task, "multi_label", False) or getattr(task, "hierarchy_separator", None)
+    return hf.MULTI_LABEL if sigmoid else "single_label_classification"
 
 
 def _check_exportable(loaded, model_dir: str) -> None:

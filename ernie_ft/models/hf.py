@@ -243,8 +243,11 @@ def paddle_config(config: dict, path: str, flag: str = "--model") -> dict:
     return out
 
 
-def hf_config(config, model_type: str, head: str | None, labels: list[str], architecture: str) -> dict:
-    """A transformers config.json for a PaddleNLP ErnieConfig ``config``."""
+def hf_config(
+    config, model_type: str, head: str | None, labels: list[str], architecture: str, problem_type: str | None = None
+) -> dict:
+    """A transformers config.json for a PaddleNLP ErnieConfig ``config``; ``problem_type`` (a sequence head's:
+    "single_label_classification" or "multi_label_classification") tells transformers its loss."""
     out = {
         "architectures": [architecture],
         "model_type": model_type,
@@ -268,7 +271,18 @@ def hf_config(config, model_type: str, head: str | None, labels: list[str], arch
     if head in ("sequence", "token") and labels:
         out["id2label"] = {str(i): label for i, label in enumerate(labels)}
         out["label2id"] = {label: i for i, label in enumerate(labels)}
+    if problem_type:
+        out["problem_type"] = problem_type
     return out
+
+
+MULTI_LABEL = "multi_label_classification"
+"""transformers' ``problem_type`` of a classifier with a sigmoid per label."""
+
+
+def is_multi_label(config: dict) -> bool:
+    """Whether a transformers config.json is a multi-label classifier's (``problem_type``)."""
+    return config.get("problem_type") == MULTI_LABEL
 
 
 def load(cls, path: str, head: str | None, flag: str = "--model", **overrides):

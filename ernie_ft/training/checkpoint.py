@@ -234,7 +234,8 @@ def _load_transformers(path: str, weights: bool, task: str | None) -> Loaded:
             f"e.g. python -m ernie_ft.classify --model {path} --train FILE --output RUN"
         )
     hf.check_weights(path, config)
-    loaded_task = load_task(task or TASK_OF_HEAD[head])
+    multi = head == "sequence" and not task and hf.is_multi_label(config)  # problem_type: a sigmoid per label
+    loaded_task = load_task(task or TASK_OF_HEAD[head], {"multi_label": True} if multi else None)
     if loaded_task.head != head:
         raise UserError(f"--task {task}: its head is {loaded_task.head!r}, but --model {path} has a {head!r} head")
     model = None

@@ -379,13 +379,15 @@ def evaluate_dev(run: Run) -> None:
 
 
 def save_best(run: Run) -> None:
+    config = run.cfg.to_dict()
+    config["task"] = {**config["task"], **run.task.learned_options(run.progress.dev)}
     checkpoint.save_model(
         os.path.join(run.cfg.train.output, checkpoint.BEST),
         run.net,
         run.pipeline,
         run.labels,
         run.task.name,
-        {**run.cfg.to_dict(), "labels": run.labels, "inputs": trained_inputs(run.task, run.splits["train"].examples)},
+        {**config, "labels": run.labels, "inputs": trained_inputs(run.task, run.splits["train"].examples)},
         run.parallel,
     )
 
@@ -413,6 +415,7 @@ def finish(run: Run) -> dict:
     results = {"dev": p.dev} if p.dev else {}
     if "test" in run.splits:
         checkpoint.load_weights(best_dir, run.net, run.parallel)
+        run.task.learned_options(p.dev)  # the best checkpoint's (a resumed run may not have evaluated since)
         results["test"] = score(run, run.splits["test"])
         run.log.evaluation(p.best_step or p.step, p.epoch, "test", results["test"])
     if not run.parallel.is_main:
