@@ -14,11 +14,17 @@ from typing import Optional
 
 from ernie_ft.errors import UserError
 from ernie_ft.serving.batcher import Batcher, QueueFull, Stats
+from ernie_ft.serving.hf_tasks import KINDS, TaskAPI
 from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
 from ernie_ft.serving.model import ServedModel
-from ernie_ft.serving.schemas import BadRequest, RequestBody, error_body, error_response, named_field
+from ernie_ft.serving.schemas import BadRequest, RequestBody, error_body, error_response, named_field, parse_json
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+HF_ROUTE = (
+    'What huggingface_hub\'s InferenceClient(model=URL) posts: {"inputs": ..., "parameters": {...}}; the answer '
+    "in the shape of Hugging Face's task API for the model's head (text classification, token classification, "
+    "question answering)."
+)
 
 
 class BodyLimit:
@@ -74,6 +80,7 @@ class Service:
             limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu else on_cpu)
         self.served, self.limits, self.stats = served, limits, Stats()
         self.schema = RequestBody(served.required, served.optional, limits)
+        self.hf = TaskAPI(served.task.head, self.schema)
         self.ready = False
         self.batcher: Optional[Batcher] = None
         self.prepare_pool = ThreadPoolExecutor(2, thread_name_prefix="ernie_ft-prepare")
@@ -98,30 +105,54 @@ class Service:
         self.served.answer(examples, features, await self.batcher.submit(features))
         self.ready = True
 
+    async def counted(self, answer, request):
+        """``answer(body)`` for a request, counted in flight (``/v1/stats``) while it runs."""
+        self.stats.in_flight += 1
+        try:
+            return await answer(await request.body())
+        finally:
+            self.stats.in_flight -= 1
+
     async def predict(self, raw: bytes):
         try:  # parsed here, not by FastAPI: JSON whatever the Content-Type, every shape, and our own error body
-            inputs = self.schema.parse(raw)
+            return {"predictions": await self.predictions(self.schema.parse(raw))}
         except BadRequest as e:
-            return error_response(e.status, e.field, e.message)
+            return error_response(e.status, e.field, e.message, e.headers)
+
+    async def hf_predict(self, raw: bytes):
+        """``POST /``: the Hugging Face task API of the model's head (``hf_tasks``)."""
+        try:
+            if self.hf.kind is None:
+                task, head = self.served.task.name, self.served.task.head
+                message = f"the {task} task's {head!r} head is none of Hugging Face's {', '.join(KINDS.values())}"
+                raise BadRequest(404, "body", f"{message}; use POST /v1/predict")
+            request = self.hf.parse(parse_json(raw))
+            return self.hf.answer(request, await self.predictions(request.inputs))
+        except BadRequest as e:
+            return error_response(e.status, e.field, e.message, e.headers)
+
+    async def predictions(self, inputs: list[dict]) -> list[dict]:
+        """``predict``'s records for the parsed ``inputs``, through the batcher; raises ``BadRequest`` (a 422 for a
+        field the task refuses, a 503 while loading or with a full queue)."""
         if not self.ready:
-            return error_response(503, "model", "the model is still loading", {"Retry-After": "1"})
+            raise BadRequest(503, "model", "the model is still loading", {"Retry-After": "1"})
         self.batcher.incoming += 1
         try:
             examples, features = await asyncio.get_running_loop().run_in_executor(
                 self.prepare_pool, self.served.prepare, inputs
             )
         except UserError as e:  # the task's reader refused a field: its message names it (inputs[2].text)
-            return error_response(422, named_field(str(e)), str(e))
+            raise BadRequest(422, named_field(str(e)), str(e)) from None
         finally:
             self.batcher.incoming -= 1  # then submit queues it without yielding to the batcher in between
         try:
             logits = await self.batcher.submit(features)
         except QueueFull:
             message = f"{self.limits.max_queue} requests are waiting; retry shortly"
-            return error_response(503, "queue", message, {"Retry-After": "1"})
+            raise BadRequest(503, "queue", message, {"Retry-After": "1"}) from None
         self.stats.requests += 1
         self.stats.inputs += len(inputs)
-        return {"predictions": self.served.answer(examples, features, logits)}
+        return self.served.answer(examples, features, logits)
 
 
 def create_app(served: ServedModel, limits: Optional[Limits] = None):
@@ -149,11 +180,11 @@ def create_app(served: ServedModel, limits: Optional[Limits] = None):
 
     @app.post("/v1/predict", openapi_extra={"requestBody": request_body})
     async def predict(request: Request):
-        service.stats.in_flight += 1
-        try:
-            return await service.predict(await request.body())
-        finally:
-            service.stats.in_flight -= 1
+        return await service.counted(service.predict, request)
+
+    @app.post("/", summary="Hugging Face task API", description=HF_ROUTE)
+    async def hf_predict(request: Request):
+        return await service.counted(service.hf_predict, request)
 
     @app.get("/v1/info")
     async def info():

@@ -51,11 +51,12 @@ def _record_form(Input, limits: Limits):
 
 
 class BadRequest(Exception):
-    """A request body the server refuses: the status, the part of the body that is wrong, what to do."""
+    """A request the server refuses: the status, the part of the body that is wrong, what to do (and headers:
+    ``Retry-After`` on a 503)."""
 
-    def __init__(self, status: int, field_name: str, message: str):
+    def __init__(self, status: int, field_name: str, message: str, headers: Optional[dict] = None):
         super().__init__(message)
-        self.status, self.field, self.message = status, field_name, message
+        self.status, self.field, self.message, self.headers = status, field_name, message, headers
 
 
 class RequestBody:
@@ -77,13 +78,13 @@ class RequestBody:
 
     def parse(self, raw: bytes) -> list[dict]:
         """The inputs of a request body, as records of the task's fields; raises ``BadRequest``."""
-        from pydantic import ValidationError
-        from pydantic_core import from_json
+        return self.validate(parse_json(raw))
 
-        try:
-            body = from_json(raw)
-        except ValueError as e:
-            raise BadRequest(400, "body", f"malformed JSON: {e}") from None
+    def validate(self, body) -> list[dict]:
+        """The inputs of a parsed request body (``parse_json``), as records of the task's fields; raises
+        ``BadRequest``."""
+        from pydantic import ValidationError
+
         if not isinstance(body, dict):
             raise BadRequest(422, "body", f"got {json_type(body)}, not an object; {self.expected}")
         if INPUTS not in body:
@@ -167,6 +168,16 @@ class RequestBody:
             name: {"summary": shape, "value": {INPUTS: value}}
             for (name, value), shape in zip(examples.items(), self.shapes)
         }
+
+
+def parse_json(raw: bytes):
+    """A request body's JSON, or ``BadRequest`` (400) saying why it is not JSON."""
+    from pydantic_core import from_json
+
+    try:
+        return from_json(raw)
+    except ValueError as e:
+        raise BadRequest(400, "body", f"malformed JSON: {e}") from None
 
 
 def shapes(required: tuple[str, ...], takes_texts: bool) -> list[str]:
