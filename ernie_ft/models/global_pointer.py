@@ -1,0 +1,92 @@
+"""GlobalPointer (Su Jianlin, 2021): a score for every (start, end) token pair per head, and its loss.
+
+Each head (an entity type for nested NER; a subject/object or a predicate's head/tail for GPLinker)
+projects every token to a query and a key of ``head_size`` values; the score of the span (i, j) is
+``q_i . k_j / sqrt(head_size)``. With ``rope`` the query and key are rotated by their token's
+position first (rotary position embedding), so the score knows the span's width. Spans that
+end before they start or touch padding get ``MASKED``, far below any learned score, so a
+decode that keeps every score > 0 never picks them.
+
+``global_pointer_loss`` is the multi-label categorical cross-entropy ("global pointer loss"): per
+batch row and head, ``log(1 + sum_neg e^s) + log(1 + sum_pos e^-s)``, which pushes every gold span
+above 0 and every other span below 0 without a class-balance weight.
+
+Two names here are a stable interface shared with the relation extractor: ``GlobalPointer`` and
+``global_pointer_loss``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import paddle
+from paddle import nn
+
+MASKED = -1e12
+"""The logit of a span that cannot be an answer (end before start, or a padded token)."""
+
+
+def rotary(x, positions):
+    """``x`` [B, L, heads, D] rotated by rotary position embeddings of ``positions`` [L] (D even)."""
+    dim = x.shape[-1]
+    inv_freq = paddle.pow(paddle.to_tensor(10000.0), -paddle.arange(0, dim // 2, dtype="float32") * 2.0 / dim)
+    angles = positions.astype("float32").unsqueeze(-1) * inv_freq.unsqueeze(0)  # [L, D/2]
+    # each angle used for a pair (2k, 2k+1) of values: [L, D] with the angles repeated pairwise
+    cos = paddle.repeat_interleave(paddle.cos(angles), 2, axis=-1).unsqueeze(0).unsqueeze(2)
+    sin = paddle.repeat_interleave(paddle.sin(angles), 2, axis=-1).unsqueeze(0).unsqueeze(2)
+    pairs = paddle.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(paddle.shape(x))
+    return x * cos.astype(x.dtype) + pairs * sin.astype(x.dtype)
+
+
+class GlobalPointer(nn.Layer):
+    """Span scores per head: ``forward(hidden [B, L, H], mask [B, L]) -> logits [B, heads, L, L]``.
+
+    ``logits[b, h, i, j]`` scores tokens i..j (inclusive) as a span of head h. ``mask`` is 1 (or True) on
+    real tokens and 0 on padding; rows and columns of padded tokens and the lower triangle (j < i) hold
+    ``MASKED`` (the triangle only with ``tril_mask``, the default). The logits are float32 whatever the hidden
+    states' dtype.
+    """
+
+    def __init__(self, hidden_size: int, heads: int, head_size: int = 64, rope: bool = True, tril_mask: bool = True):
+        super().__init__()
+        self.tril_mask = tril_mask  # False: no triangle masked (GPLinker's head-head and tail-tail pointers)
+        if head_size % 2:
+            raise ValueError(f"GlobalPointer: head_size must be even for rotary embeddings, got {head_size}")
+        self.heads, self.head_size, self.rope = heads, head_size, rope
+        self.dense = nn.Linear(hidden_size, heads * head_size * 2)
+
+    def forward(self, hidden, mask):
+        shape = paddle.shape(hidden)
+        batch, length = shape[0], shape[1]
+        x = self.dense(hidden).astype("float32").reshape([batch, length, self.heads, 2 * self.head_size])
+        q, k = x[..., : self.head_size], x[..., self.head_size :]
+        if self.rope:
+            positions = paddle.arange(0, length, dtype="int64")
+            q, k = rotary(q, positions), rotary(k, positions)
+        logits = paddle.matmul(q.transpose([0, 2, 1, 3]), k.transpose([0, 2, 3, 1])) / math.sqrt(self.head_size)
+        valid = mask.astype("bool")
+        pair = paddle.logical_and(valid.unsqueeze(1).unsqueeze(-1), valid.unsqueeze(1).unsqueeze(2))  # [B,1,L,L]
+        keep = pair
+        if self.tril_mask:
+            upper = paddle.triu(paddle.ones([length, length], dtype="float32")).astype("bool")  # j >= i
+            keep = paddle.logical_and(pair, upper.unsqueeze(0).unsqueeze(0))
+        return paddle.where(keep, logits, paddle.full_like(logits, MASKED))
+
+
+def global_pointer_loss(logits, targets):
+    """Mean over batch rows and heads of the multi-label categorical cross-entropy of ``logits`` [B, heads, L, L]
+    against 0/1 ``targets`` of the same shape (1: the span is gold for that head).
+
+    Per row and head, with s the scores: ``log(1 + sum over non-gold e^s) + log(1 + sum over gold e^-s)``. Targets
+    must be 0 where the logits are ``MASKED`` (a gold span there would cost about 1e12).
+    """
+    shape = paddle.shape(logits)
+    scores = logits.astype("float32").reshape([shape[0] * shape[1], -1])
+    gold = targets.astype("float32").reshape([shape[0] * shape[1], -1])
+    scores = (1 - 2 * gold) * scores  # gold spans' scores negated: both terms then penalise large values
+    negative = scores - gold * 1e12  # gold spans out of the negative term
+    positive = scores - (1 - gold) * 1e12  # everything but the gold spans out of the positive term
+    zeros = paddle.zeros_like(scores[:, :1])  # the 1 in log(1 + ...)
+    negative = paddle.logsumexp(paddle.concat([negative, zeros], axis=-1), axis=-1)
+    positive = paddle.logsumexp(paddle.concat([positive, zeros], axis=-1), axis=-1)
+    return (negative + positive).mean()
