@@ -53,11 +53,13 @@ def train(tmp_path, capsys, name, *flags):
 
 
 def test_a_collapsed_run_is_warned_with_what_to_try_and_an_explicit_lr_wins(tmp_path, capsys):
-    status, err = train(tmp_path, capsys, "collapsed", "--train", TRAIN, "--dev", DEV, "--epochs", "2", "--lr", "1e-9")
+    status, err = train(tmp_path, capsys, "collapsed", "--train", TRAIN, "--dev", DEV, "--epochs", "3", "--lr", "1e-9")
     assert status == 0, err
     assert "lr 1e-09 (--lr 1e-09 scaled linear)" in err
     warnings = [line for line in err.splitlines() if line.startswith("warning: dev @ step")]
-    assert len(warnings) == 2 and "every text got the label" in warnings[0]
+    assert "dev @ step 8: accuracy" in err  # the first evaluation is left alone: it is not the last
+    assert [w.split(":")[1] for w in warnings] == [" dev @ step 16", " dev @ step 24"]
+    assert "every text got the label" in warnings[0]
     assert "a higher --lr" in warnings[0] and "--class-weights balanced" in warnings[0] and "--epochs" in warnings[0]
     assert "try" not in warnings[1]  # the advice once
 

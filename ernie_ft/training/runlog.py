@@ -58,7 +58,7 @@ class RunLog:
 
     def __init__(self, output: str, total_steps: int, start_step: int = 0, enabled: bool = True, advice: str = ""):
         """``advice``: what to try when an evaluation's predictions collapse (``collapse_advice``)."""
-        self.enabled, self.advice, self.collapses = enabled, advice, 0
+        self.enabled, self.advice, self.collapses, self.evaluations = enabled, advice, 0, 0
         if not enabled:  # data-parallel ranks other than 0 write nothing
             return
         from tqdm import tqdm
@@ -122,8 +122,11 @@ class RunLog:
         for k, v in scalars.items():
             self.writer.add_scalar(f"{split}/{k}", v, step)
         self.say(f"{split} @ step {step}: {_fmt_metrics(scalars)}{'  (best)' if best else ''}")
+        self.evaluations += split == "dev"
         what = collapsed(metrics)
-        if what:  # the advice in full once, then a short line
+        # a model from random weights often gives one label before it learns: the first dev evaluation is left
+        # alone unless it is the last; the advice in full once, then a short line
+        if what and (self.evaluations > 1 or step >= self.total or split != "dev"):
             self.collapses += 1
             advice = f"; if it stays so, {self.advice}" if self.collapses == 1 and self.advice else ""
             self.say(f"warning: {split} @ step {step}: {what}{advice}")
