@@ -53,9 +53,12 @@ def test_jsonl_with_int_float_and_bool_labels(tmp_path):
     assert columns == ["text", "label"] and records[1] == (2, {"text": "很差", "label": 0.0})
 
 
-def test_jsonl_list_labels_are_joined_with_commas(tmp_path):
-    path = write(tmp_path, "a.jsonl", '{"text": "放首歌", "labels": ["播放音乐", "闲聊"]}\n')
-    assert read_examples(path, label_column="labels")[0].label == "播放音乐,闲聊"
+def test_jsonl_list_labels_come_back_as_tuples(tmp_path):
+    # a list is several labels (classify --multi-label takes them; without it a longer list is an error), not
+    # one label "播放音乐,闲聊" that would silently become a class of its own
+    lines = '{"text": "放首歌", "labels": ["播放音乐", "闲聊"]}\n{"text": "好", "labels": []}\n'
+    examples = read_examples(write(tmp_path, "a.jsonl", lines), label_column="labels", require_label=False)
+    assert [e.label for e in examples] == [("播放音乐", "闲聊"), None]
 
 
 def test_headerless_tsv_text_then_label(tmp_path):
@@ -316,7 +319,7 @@ def test_shipped_sample_files_read_cleanly():
     assert all(e.text_pair for e in pairs) and {e.label for e in pairs} == {"0", "1"}
     assert len(read_examples(str(data / "predict.txt"), require_label=False)) == 10
     intents = read_examples(str(data / "intent_train.jsonl"), label_column="labels")
-    assert len(intents) == 150 and any("," in e.label for e in intents)
+    assert len(intents) == 150 and any(len(e.label) == 2 for e in intents)
 
 
 def test_csv_rows_of_empty_fields_count_as_blank_lines(tmp_path):
