@@ -140,6 +140,26 @@ def test_a_run_evaluates_into_its_directory_and_export_verbose_writes_no_log(run
     assert "what Paddle" not in capsys.readouterr().out
 
 
+def test_a_failed_export_keeps_the_libraries_log_beside_it(run, tmp_path, capsys, monkeypatch):
+    """A conversion that fails (a bug, not the user's error) leaves no half export, but what the libraries printed on
+    file descriptor 2 before it is kept as OUTPUT-export.log, and standard error says where."""
+    from ernie_ft.cli import main
+    from ernie_ft.inference import onnx
+
+    def failing(*args, **kwargs):
+        os.write(2, b"[Paddle2ONNX] a library's own line\n")
+        raise RuntimeError("conversion failed")
+
+    monkeypatch.setattr(onnx, "convert", failing)
+    output = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="conversion failed"):
+        main(["export", "--model", str(run[0]), "--output", str(output), "--format", "onnx"])
+    kept = tmp_path / "out-export.log"
+    assert not output.exists() and not (tmp_path / "out.tmp").exists()
+    assert "[Paddle2ONNX] a library's own line" in kept.read_text()
+    assert f"the libraries' messages during the failed export: {kept}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "module, flags, says",
     [
@@ -148,7 +168,7 @@ def test_a_run_evaluates_into_its_directory_and_export_verbose_writes_no_log(run
     ],
 )
 def test_a_missing_onnx_dependency_is_one_error_line(run, module, flags, says, tmp_path, capsys, monkeypatch):
-    """Each module the export needs (``onnx.REQUIRED``), missing, stops it with one line naming the package to
+    """Each module the export needs (``libraries.REQUIRED``), missing, stops it with one line naming the package to
     install: Polygraphy never gets to install it."""
     import builtins
 

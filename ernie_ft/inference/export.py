@@ -15,7 +15,7 @@ import sys
 
 from ernie_ft.errors import UserError
 from ernie_ft.inference import FORMATS
-from ernie_ft.inference.libraries import LOG
+from ernie_ft.inference.libraries import LOG, check_dependencies
 from ernie_ft.inference.static_graph import PREFIX, InferenceModel, graph_file
 
 __all__ = ["PREFIX", "InferenceModel", "calibration_batches", "export", "graph_file"]
@@ -127,7 +127,7 @@ def _check_options(format: str, quantize: str | None, calibration: str | None) -
     if format not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     if format == "onnx":
-        onnx.check_dependencies(quantize)
+        check_dependencies(quantize)
     if quantize is not None:
         if quantize not in onnx.QUANTIZATIONS:
             raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")

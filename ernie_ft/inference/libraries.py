@@ -11,7 +11,7 @@ Polygraphy's importer (``polygraphy.mod.importer``) reads whenever a module it l
 set, it runs ``pip install onnx_graphsurgeon --extra-index-url=...`` into the user's environment during the export.
 ``no_installs`` imports ``polygraphy.config`` with the variable at 0 before paddle2onnx can set it, holds
 ``AUTOINSTALL_DEPS`` False whatever the variable says, and puts both back afterwards. The modules Polygraphy would
-install are declared dependencies instead (``onnx.REQUIRED``).
+install are declared dependencies instead (``REQUIRED``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+
+from ernie_ft.errors import UserError
 
 LOG = "export.log"
 """The file in an export that holds what the libraries printed while it was written."""
@@ -81,3 +83,26 @@ def _flush() -> None:
         import ctypes
 
         ctypes.CDLL(None).fflush(None)
+
+
+REQUIRED = (
+    ("paddle2onnx", "paddle2onnx", "to convert the graph", False),
+    ("onnxruntime", "onnxruntime", "to optimize the graph", False),
+    ("sympy", "sympy", "for ONNX Runtime's optimizer", False),
+    ("ml_dtypes", "ml_dtypes", "for ONNX Runtime's quantizer", True),
+    ("onnx_graphsurgeon", "onnx-graphsurgeon", "for paddle2onnx's constant folding (else no LayerNorm fuses)", False),
+)
+"""(module, package, why, only with --quantize): what ``--format onnx`` imports, each in the ``onnx`` extra and pinned
+in constraints.txt. One missing stops the export with a line naming it: nothing is installed at run time."""
+
+
+def check_dependencies(quantize: str | None = None) -> None:
+    """UserError naming the first of ``REQUIRED`` that cannot be imported, and how to install it."""
+    for module, package, why, quantizing in REQUIRED:
+        if quantizing and not quantize:
+            continue
+        try:
+            __import__(module)
+        except ImportError:
+            flag = "--quantize" if quantizing else "--format onnx"
+            raise UserError(f"{flag} needs {package} {why}: pip install {package} (or 'ernie_ft[onnx]')") from None

@@ -35,7 +35,7 @@ INSTALL = "pip install onnxruntime"
 QUANTIZATIONS = ("int8", "int8-dynamic", "int8-static")
 """``--quantize`` values: 'int8' is ``DEFAULT_INT8``'s method."""
 DEFAULT_INT8 = "int8-dynamic"
-"""Dynamic int8 by default: measured side by side (``scripts/bench_deploy.py``, docs/benchmarks.md), it was the
+"""Dynamic int8 by default: measured side by side (``benchmarks/bench_deploy.py``, docs/benchmarks.md), it was the
 faster of the two (1.60x / 1.45x Paddle Inference's documents/s for a classifier / a tagger, static 1.32x / 1.36x)
 and lost no more (accuracy -0.16 and F1 -0.10 against static's -0.16 and -0.23)."""
 FILES = {"fp32": ONNX_FILE, "int8": INT8_FILE}
@@ -62,29 +62,6 @@ def _import_onnxruntime(flag: str):
     return onnxruntime
 
 
-REQUIRED = (
-    ("paddle2onnx", "paddle2onnx", "to convert the graph", False),
-    ("onnxruntime", "onnxruntime", "to optimize the graph", False),
-    ("sympy", "sympy", "for ONNX Runtime's optimizer", False),
-    ("ml_dtypes", "ml_dtypes", "for ONNX Runtime's quantizer", True),
-    ("onnx_graphsurgeon", "onnx-graphsurgeon", "for paddle2onnx's constant folding (else no LayerNorm fuses)", False),
-)
-"""(module, package, why, only with --quantize): what ``--format onnx`` imports, each in the ``onnx`` extra and pinned
-in constraints.txt. One missing stops the export with a line naming it: nothing is installed at run time."""
-
-
-def check_dependencies(quantize: str | None = None) -> None:
-    """UserError naming the first of ``REQUIRED`` that cannot be imported, and how to install it."""
-    for module, package, why, quantizing in REQUIRED:
-        if quantizing and not quantize:
-            continue
-        try:
-            __import__(module)
-        except ImportError:
-            flag = "--quantize" if quantizing else "--format onnx"
-            raise UserError(f"{flag} needs {package} {why}: pip install {package} (or 'ernie_ft[onnx]')") from None
-
-
 def sha256(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -109,11 +86,11 @@ def convert(
     encoder's shape, for the optimizer's patterns; ``pad_id``: the padding token, which attention masks.
     ``calibration``: batches of model inputs (numpy) for static quantization, read from ``calibration_source``.
     """
+    from ernie_ft.inference.libraries import check_dependencies, no_installs
+
     check_dependencies(quantize)
     import paddle2onnx
     from onnxruntime.transformers import optimizer
-
-    from ernie_ft.inference.libraries import no_installs
 
     path = os.path.join(directory, ONNX_FILE)
     raw = path + ".raw"
