@@ -1,6 +1,6 @@
 """Trivial extractive-QA baseline: answer with the context sentence that shares the most characters with the question.
 
-    python scripts/baseline_qa.py --input ../shared/data/cmrc2018/cmrc2018_dev.json [--qa-metric cmrc2018] \
+    python benchmarks/baseline_qa.py --input ../shared/data/cmrc2018/cmrc2018_dev.json [--qa-metric cmrc2018] \
         [--output predictions.json]
 
 Sentences end at 。！？!?；; or a line break. The score of a sentence is the number of distinct

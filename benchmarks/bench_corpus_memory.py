@@ -1,7 +1,7 @@
 """Peak memory of pretraining against corpus size: the block cache is written chunk by chunk and read
 memory-mapped, so a corpus larger than RAM must not raise the peak.
 
-    python scripts/bench_corpus_memory.py [--copies 1 5] [--steps 20] [--num-proc 2] [--threads 2]
+    python benchmarks/bench_corpus_memory.py [--copies 1 5] [--steps 20] [--num-proc 2] [--threads 2]
 
 For each entry of ``--copies``, a corpus of that many copies of ``../shared/data/corpus`` (43 MiB of text
 each; the copies are files under a temporary directory, never in the repository) is
@@ -27,6 +27,7 @@ import threading
 import time
 
 import psutil
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -121,6 +122,7 @@ def main() -> None:
     p.add_argument("--num-proc", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     print(
         f"machine: {psutil.virtual_memory().total / 2**30:.1f} GiB RAM, {os.cpu_count()} cores; "
         f"{args.steps} steps of 32 x 128 after reading, --num-proc {args.num_proc}\n"

@@ -1,6 +1,6 @@
 """CPU deployment side by side: one trained model through every engine, accuracy and documents/s end to end.
 
-    python scripts/bench_deploy.py --classifier RUN [--ner RUN] [--threads 2] [--rounds 3] \
+    python benchmarks/bench_deploy.py --classifier RUN [--ner RUN] [--threads 2] [--rounds 3] \
         [--torch-python /work/venv-torch/bin/python] [--work DIR]
 
 For each trained run (a classifier scored on ChnSentiCorp dev, a tagger on CLUENER dev, from ../shared/data), the
@@ -27,6 +27,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -160,6 +162,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return
+    print(cpu_line(), flush=True)  # the CPU every row names
     work = args.work or tempfile.mkdtemp(prefix="bench_deploy_")
     print(
         "| model | engine | dev metric | documents/s | x Paddle Inference | reading + tokenisation / model / answers "

@@ -1,9 +1,9 @@
 """Distillation on ChnSentiCorp: a teacher (nano), a student (tiny) on labels alone, the same student distilled.
 
-    python scripts/bench_distill.py [--out DIR] [--teacher RUN] [--teacher-epochs 1] [--student-epochs 1] \
+    python benchmarks/bench_distill.py [--out DIR] [--teacher RUN] [--teacher-epochs 1] [--student-epochs 1] \
         [--labelled N [--unlabelled-rest]] [--temperature 2] [--alpha 0.5] [--skip labels|distilled]
-    python scripts/bench_distill.py --teacher RUN --sweep 1:0.5 2:0.5 4:0.5 2:0.9 [--labelled N] ...
-    python scripts/bench_distill.py --teacher RUN --transfer logits hidden [--transfer-weight 1] [--labelled N] ...
+    python benchmarks/bench_distill.py --teacher RUN --sweep 1:0.5 2:0.5 4:0.5 2:0.9 [--labelled N] ...
+    python benchmarks/bench_distill.py --teacher RUN --transfer logits hidden [--transfer-weight 1] [--labelled N] ...
 
 Every model starts from random weights with the ERNIE 3.0 vocabulary (max-len 128, stride 32, batch 32) and is
 trained by the command line as a user runs it, on ../shared/data/chnsenticorp: the teacher by ``classify``
@@ -26,6 +26,8 @@ import os
 import subprocess
 import sys
 import time
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -162,6 +164,7 @@ def main() -> None:
     )
     parser.add_argument("--transfer-weight", default="1", help="distill --transfer-weight with --transfer")
     args = parser.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     if (args.sweep or args.transfer) and not args.teacher:
         parser.error("--sweep and --transfer need --teacher RUN")
     os.makedirs(args.out, exist_ok=True)

@@ -1,6 +1,6 @@
 """Training tokens/s of multi-label classification against single-label on the same texts, in one invocation.
 
-    python scripts/bench_multilabel.py [--texts 3200] [--steps 60] [--rounds 3] [--threads 2]
+    python benchmarks/bench_multilabel.py [--texts 3200] [--steps 60] [--rounds 3] [--threads 2]
 
 The texts are the first --texts of DuEE event types (../shared/data/duee-event-types/train.tsv). The single-label
 run learns each text's first label (65 types, softmax); the multi-label run all of them with the hierarchy (74
@@ -20,6 +20,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data")
@@ -62,6 +64,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     ratios = []
     with tempfile.TemporaryDirectory(prefix="bench-multilabel-") as folder:
         single, multi = write_splits(folder, args.texts)

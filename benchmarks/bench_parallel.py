@@ -1,6 +1,6 @@
 """Step time and memory per rank of ernie_ft's parallel modes, side by side with one process.
 
-    python scripts/bench_parallel.py [--shape nano] [--steps 20] [--warmup 3]
+    python benchmarks/bench_parallel.py [--shape nano] [--steps 20] [--warmup 3]
 
 Runs the same synthetic batches as ``../shared/bench`` (its ``common.make_batches``: the
 review-corpus length distribution, global batch 32, max length 128, length grouping,
@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared", "bench"))
@@ -180,6 +182,7 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         return worker(args.shape, args.steps, args.warmup, args.tensor_parallel, args.threads, args.out)
+    print(cpu_line(), flush=True)  # the CPU every row names
     with tempfile.TemporaryDirectory() as tmp:
         results = {name: run_mode(name, args.shape, args.steps, args.warmup, tmp) for name in MODES}
     base = results["1 process x 2 threads"][0]["step_ms"]

@@ -1,6 +1,6 @@
 """Prediction throughput, side by side: ernie_ft dygraph, the exported model on Paddle Inference, HF/PyTorch.
 
-    python scripts/bench_predict.py [--shape nano] [--docs 1200] [--threads 2] [--rounds 1] \
+    python benchmarks/bench_predict.py [--shape nano] [--docs 1200] [--threads 2] [--rounds 1] \
         [--torch-python /work/venv-torch/bin/python]
 
 The same texts (ChnSentiCorp dev from ../shared/data when present, else data/sentiment_dev.tsv),
@@ -31,6 +31,8 @@ import statistics
 import subprocess
 import tempfile
 import time
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -102,6 +104,7 @@ def main() -> None:
         help="python of a venv with torch and transformers (skipped when absent)",
     )
     args = p.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
 
     import paddle
 

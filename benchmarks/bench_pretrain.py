@@ -1,7 +1,7 @@
 """Pretraining throughput of ernie_ft against HF transformers' BertForMaskedLM (PyTorch), side by side,
 and what masked-position logits and the fused CPU kernels each give.
 
-    python scripts/bench_pretrain.py [--shape tiny|nano] [--steps 20] [--warmup 3] [--threads 2] \
+    python benchmarks/bench_pretrain.py [--shape tiny|nano] [--steps 20] [--warmup 3] [--threads 2] \
         [--rounds 1] [--torch-python /work/venv-torch/bin/python]
 
 The batches are ernie_ft's own: a slice of ../shared/data/corpus packed into blocks of 128 with
@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -258,6 +260,7 @@ def main() -> None:
         help="python of a venv with torch and transformers (see ../shared/bench/README.md)",
     )
     args = p.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
     rounds = []
     with tempfile.TemporaryDirectory() as tmp:

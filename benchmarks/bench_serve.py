@@ -1,8 +1,8 @@
 """Serving throughput and latency: ``ernie_ft serve`` against a per-request FastAPI + PaddleNLP endpoint.
 
-    python scripts/bench_serve.py [--clients 1 8 32 64] [--requests 400] [--time-limit 120] [--port 8900]
-    python scripts/bench_serve.py --soak 600 --clients 8          # RSS and errors over 10 minutes
-    python scripts/bench_serve.py --cut 120                       # reviews cut to one window: the same work
+    python benchmarks/bench_serve.py [--clients 1 8 32 64] [--requests 400] [--time-limit 120] [--port 8900]
+    python benchmarks/bench_serve.py --soak 600 --clients 8          # RSS and errors over 10 minutes
+    python benchmarks/bench_serve.py --cut 120                       # reviews cut to one window: the same work
 
 A nano-shape classifier (4 x 312, ernie-3.0-nano-zh's shape, ERNIE 3.0 vocabulary) is trained for a few
 steps on ChnSentiCorp (the weights do not change the cost), then served four ways, one at a time, on the
@@ -36,6 +36,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -333,6 +335,7 @@ def main() -> None:
         "dynamic batching can reach)",
     )
     args = p.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     texts = [text[: args.cut] for text in reviews()] if args.cut else reviews()
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or train_model(tmp)

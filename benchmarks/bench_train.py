@@ -1,6 +1,6 @@
 """Training throughput of ernie_ft against HF transformers/PyTorch and plain PaddleNLP, side by side.
 
-    python scripts/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
+    python benchmarks/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
         [--rounds 1] [--torch-python /work/venv-torch/bin/python]
 
 The sequences are ``../shared/bench/common.make_batches``'s (the review-corpus length
@@ -27,6 +27,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from cpu import line as cpu_line
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared", "bench"))
 
@@ -35,7 +37,7 @@ BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared
 class TokenIds:
     """A classification task whose records are token ids: {"ids": [...], "label": "0"}."""
 
-    name: str = "scripts/bench_train.py:TokenIds"
+    name: str = "benchmarks/bench_train.py:TokenIds"
     head: str = "sequence"
     metric: str = "accuracy"
 
@@ -200,6 +202,7 @@ def main() -> None:
         help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16",
     )
     args = p.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     if args.memory:
         return memory(args)
     rounds = []  # each round runs every stack once, back to back, so drift hits them alike

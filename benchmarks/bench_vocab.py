@@ -1,6 +1,6 @@
 """Measure the jieba + BPE vocabulary extension on ChnSentiCorp, side by side with the base vocabulary.
 
-    python scripts/bench_vocab.py [--sizes 2000 8000 20000] [--epochs 1] [--threads 1]
+    python benchmarks/bench_vocab.py [--sizes 2000 8000 20000] [--epochs 1] [--threads 1]
                                   [--hf-python /work/bench-venv/bin/python] [--output runs/bench_vocab.md]
 
 1. Learns an extension per size from the train split (``python -m ernie_ft.vocab learn``).
@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from cpu import line as cpu_line
 
 os.environ["TOKENIZERS_PARALLELISM"] = "false"  # before tokenizers is imported: one thread per process
 
@@ -263,6 +265,7 @@ def conditions(args) -> str:
 
 
 def main(args) -> None:
+    print(cpu_line(), flush=True)  # the CPU every row names
     from ernie_ft.config import build_config, load_recipe
     from ernie_ft.data.dataset import read_splits
     from ernie_ft.models.modeling import load_pipeline
@@ -304,7 +307,7 @@ def main(args) -> None:
     lines = [
         f"Conditions: {conditions(args)}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.",
         "",
-        f"Command: `python scripts/bench_vocab.py {' '.join(sys.argv[1:])}`",
+        f"Command: `python benchmarks/bench_vocab.py {' '.join(sys.argv[1:])}`",
         "",
         "| vocabulary | pieces learned / used on train | tokens/char train / dev / test | inputs per epoch | "
         "real tokens per epoch | padded tokens per epoch | train time per epoch, each run | CPU time per run "

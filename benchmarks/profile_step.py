@@ -1,6 +1,6 @@
 """Time or profile one training step of ERNIE on the shared benchmark batches, without the CLI.
 
-    python scripts/profile_step.py [--shape nano|medium] [--steps 11] [--profile | --ops] \
+    python benchmarks/profile_step.py [--shape nano|medium] [--steps 11] [--profile | --ops] \
         [--no-kernels] [--strided-views] [--dropout 0.1]
 
 The model is PaddleNLP's ``ErnieForSequenceClassification`` of the benchmark's shape (random
@@ -11,7 +11,7 @@ grouping), 2 math threads. By default it runs as ernie_ft's trainer does on CPU:
 ``--profile`` the per-operator table of ``paddle.profiler`` for 5 steps, or with ``--ops`` each
 fused kernel of ``ernie_ft/csrc`` against the Paddle ops it replaces. This is how the
 changes in the README's benchmarks section were found and measured one by one;
-``scripts/bench_train.py`` is the side-by-side comparison with the baselines.
+``benchmarks/bench_train.py`` is the side-by-side comparison with the baselines.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import argparse
 import os
 import sys
 import time
+
+from cpu import line as cpu_line
 
 os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +42,7 @@ def main() -> None:
         help="instead: time each fused kernel against the Paddle ops it replaces, forward + backward",
     )
     args = p.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
     sys.path[:0] = [BENCH, ROOT]
     import common
     import numpy as np

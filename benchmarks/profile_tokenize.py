@@ -1,6 +1,6 @@
 """Where tokenisation's time goes: the text pipeline per text, in parts, beside tokenizers' BERT WordPiece.
 
-    python scripts/profile_tokenize.py [--rounds 5] [--top 12] [--output runs/profile_tokenize.md]
+    python benchmarks/profile_tokenize.py [--rounds 5] [--top 12] [--output runs/profile_tokenize.md]
 
 Texts from ../shared/data (or $ERNIE_FT_SHARED_DATA): the 1,200 ChnSentiCorp dev reviews, the same
 cut to 120 characters, and the 1,343 CLUENER dev sentences, with the ERNIE 3.0 vocabulary. Each row
@@ -28,6 +28,8 @@ import os
 import pstats
 import time
 from pathlib import Path
+
+from cpu import line as cpu_line
 
 os.environ["TOKENIZERS_PARALLELISM"] = "false"  # before tokenizers is imported: one thread
 
@@ -102,6 +104,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12, help="functions listed per profile")
     parser.add_argument("--output", help="also write the report (markdown) to this file")
     args = parser.parse_args()
+    print(cpu_line(), flush=True)  # the CPU every row names
 
     from tokenizers import BertWordPieceTokenizer
 

@@ -1,14 +1,14 @@
 """Cheaper CPU kernels swapped into a model by class, keeping its parameters and their names.
 
 Where a Paddle 3.3 CPU training step of ERNIE spends its time besides the matmuls (nano shape,
-batch 32, ``python scripts/profile_step.py --profile``), and what replaces it here:
+batch 32, ``python benchmarks/profile_step.py --profile``), and what replaces it here:
 
 * softmax, GELU, dropout and LayerNorm run as scalar loops, one pass over memory per op, and
   dropout stores a mask drawn element by element: ``csrc/cpu_kernels.c`` fuses softmax with
   the attention dropout, GELU with the activation dropout, and the residual add with the
   hidden dropout and LayerNorm, vectorised and on the math threads; dropout masks come from a
   counter-based hash, so backward regenerates them instead of storing them. Forward + backward
-  on a nano batch (``scripts/profile_step.py --ops``): softmax + dropout 82 -> 10 ms, GELU
+  on a nano batch (``benchmarks/profile_step.py --ops``): softmax + dropout 82 -> 10 ms, GELU
   24 -> 11 ms, residual + dropout + LayerNorm 27 -> 2.3 ms;
 * the attention mask is added by a broadcasting kernel that costs more than the query-key
   matmul: the mask goes inside that matmul (each query gets a component 1, each key its mask

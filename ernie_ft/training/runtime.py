@@ -61,7 +61,7 @@ def select_device(device: str) -> str:
         # View ops (transpose, reshape, slice) copy instead of returning strided views: on CPU the
         # views sent every later kernel down a slow strided path, and the transpose and reshape
         # gradients of the attention heads cost more than their matmuls (nano training step
-        # 1.69 s -> 1.25 s, scripts/profile_step.py). Nothing here writes through a view.
+        # 1.69 s -> 1.25 s, benchmarks/profile_step.py). Nothing here writes through a view.
         paddle.set_flags({"FLAGS_use_stride_kernel": False})
     return device
 
