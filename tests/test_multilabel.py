@@ -194,7 +194,6 @@ def test_a_tiny_model_memorises_label_paths_resumes_and_predicts(tmp_path, capsy
     assert cli(["evaluate", "--model", str(out), "--input", dev_file, "--output-dir", str(report)]) == 0
     assert "level2_micro_f1" in capsys.readouterr().out and (report / "label_scores.png").stat().st_size > 0
 
-
     hf_dir = tmp_path / "hf"  # transformers' problem_type out and back in
     assert cli(["export", "--model", str(out), "--output", str(hf_dir), "--format", "hf"]) == 0
     assert json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))["problem_type"] == MULTI_LABEL

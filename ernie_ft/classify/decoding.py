@@ -86,12 +86,9 @@ def tune_thresholds(probs: np.ndarray, gold: np.ndarray, default: float) -> np.n
     nearest ``default``); a label without a positive text keeps ``default``."""
     from sklearn.metrics import f1_score
 
-    scores = np.stack(
-        [f1_score(gold, probs >= t, average=None, zero_division=0) for t in GRID]
-    )  # thresholds x labels
+    scores = np.stack([f1_score(gold, probs >= t, average=None, zero_division=0) for t in GRID])  # thresholds x labels
     nearest = np.argsort(np.abs(GRID - default), kind="stable")
     best = nearest[np.argmax(scores[nearest], axis=0)]
     tuned = GRID[best].astype(np.float32)
     tuned[gold.sum(axis=0) == 0] = default
     return tuned
-
