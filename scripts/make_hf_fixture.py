@@ -9,6 +9,19 @@ Writes one directory per checkpoint kind (config.json, model.safetensors, vocab.
 ``save_pretrained`` writes them) and ``expected.json``: per kind, the texts, the ids BertTokenizer gives and the
 outputs of the model in eval mode. ``bert-seq-legacy`` is ``bert-seq`` with the tensor names of old BERT
 checkpoints (``LayerNorm.gamma``/``beta``, a ``position_ids`` buffer): the same outputs.
+
+The other direction, tests/fixtures/hf_export (what transformers answers when it loads ``export --format hf``):
+``source`` is the best/ checkpoint of a run of the project's venv (``python -m ernie_ft classify --model
+tests/fixtures/hf/ernie-seq --train data/sentiment_train.tsv --dev data/sentiment_dev.tsv --max-len 64 --epochs 1
+--seed 1 --threads 1``, its recorded output path made relative); then
+
+    .venv/bin/python -m ernie_ft export --model tests/fixtures/hf_export/source --format hf \
+        --output tests/fixtures/hf_export/exported --overwrite
+    /work/venv-torch/bin/python scripts/hf_reference.py --model tests/fixtures/hf_export/exported \
+        --texts tests/fixtures/hf_export/texts.json > tests/fixtures/hf_export/transformers.json
+
+The export is deterministic (the same bytes each time), so the recorded answers stay those of what export writes
+until export changes; tests/test_hf.py then asks for this to be run again.
 """
 
 from __future__ import annotations

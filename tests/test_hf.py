@@ -1,9 +1,10 @@
 """Hugging Face transformers checkpoints in and out.
 
 The references are not ours: tests/fixtures/hf holds tiny BERT and ERNIE checkpoints that transformers saved and
-the outputs transformers gave on them (scripts/make_hf_fixture.py, run once with torch). With
-ERNIE_FT_TORCH_PYTHON naming a Python that has torch and transformers, the exported directories are also loaded by
-transformers itself (scripts/hf_reference.py).
+the outputs transformers gave on them (scripts/make_hf_fixture.py, run once with torch); tests/fixtures/hf_export
+holds an ernie_ft checkpoint, its ``export --format hf`` and what transformers answered when it loaded that export
+(the other direction, checked on every run without torch). With ERNIE_FT_TORCH_PYTHON naming a Python that has torch
+and transformers, today's exports are also loaded by transformers itself (scripts/hf_reference.py).
 """
 
 import json
@@ -294,6 +295,52 @@ def test_transformers_loads_the_export_and_gives_our_outputs(trained, tmp_path):
         assert ids == [loaded.pipeline.cls_id, *kept, loaded.pipeline.sep_id]
     record = {"input_ids": theirs["input_ids"], "token_type_ids": np.zeros_like(theirs["input_ids"]).tolist()}
     assert np.abs(outputs(loaded.model, record)["logits"] - np.array(theirs["logits"])).max() < 1e-4
+
+
+EXPORT = ROOT / "tests" / "fixtures" / "hf_export"
+
+
+def test_export_hf_writes_the_bytes_transformers_was_seen_to_read_as_our_model(tmp_path):
+    """The export direction against transformers, without torch: tests/fixtures/hf_export/exported is what
+    ``export --format hf`` wrote for the checkpoint ``source``, and transformers.json what transformers 4.57.6 answered
+    when it loaded it (scripts/make_hf_fixture.py says how both were made). Today's export must write what transformers
+    read then: the same tensors bit for bit (names, transposes), the same vocabulary, every setting of the config and
+    tokenizer files as it was (a key added since is allowed; the model card is not read by transformers); and
+    transformers' ids and logits must be our model's."""
+    out = tmp_path / "exported"
+    assert cli.main(["export", "--model", str(EXPORT / "source"), "--format", "hf", "--output", str(out)]) == 0
+    committed = EXPORT / "exported"
+    regenerate = "if the export changed on purpose, remake tests/fixtures/hf_export (scripts/make_hf_fixture.py)"
+    ours, reference = hf.read_weights(str(out)), hf.read_weights(str(committed))
+    assert sorted(ours) == sorted(reference), regenerate
+    for name, value in reference.items():
+        assert ours[name].dtype == value.dtype and np.array_equal(ours[name], value), f"{name}: {regenerate}"
+    assert (out / "vocab.txt").read_bytes() == (committed / "vocab.txt").read_bytes(), regenerate
+    for name in ("config.json", "tokenizer_config.json", "special_tokens_map.json"):
+        today, then = (json.loads((d / name).read_text(encoding="utf-8")) for d in (out, committed))
+        assert {k: today.get(k) for k in then} == then, f"{name}: {regenerate}"
+    theirs = json.loads((EXPORT / "transformers.json").read_text(encoding="utf-8"))
+    texts = json.loads((EXPORT / "texts.json").read_text(encoding="utf-8"))
+    from ernie_ft.training.checkpoint import load_model
+
+    loaded = load_model(str(EXPORT / "source"))
+    assert theirs["architecture"] == "ErnieForSequenceClassification" and theirs["tokenizer"] == "BertTokenizerFast"
+    assert list(theirs["id2label"].values()) == loaded.labels
+    for row, encoding in zip(theirs["input_ids"], loaded.pipeline.encode_many(texts, word_ids=False), strict=True):
+        ids = [i for i in row if i != loaded.pipeline.pad_id]
+        kept = encoding.ids[: len(row) - 2]  # transformers truncates to model_max_length (the run's --max-len 64)
+        assert ids == [loaded.pipeline.cls_id, *kept, loaded.pipeline.sep_id]
+    record = {"input_ids": theirs["input_ids"], "token_type_ids": np.zeros_like(theirs["input_ids"]).tolist()}
+    reference = np.array(theirs["logits"])
+    # two float32 implementations of one network: 4.5e-8 measured here (scripts/hf_parity.py: 5e-6 at most over
+    # every kind); the first query weight transposed moves these logits (at most 0.09) by 7e-2
+    assert np.abs(outputs(loaded.model, record)["logits"] - reference).max() < 1e-5
+    # negative control: the two layers' feed-forward weights swapped (9e-2 measured), the comparison fails
+    layers = loaded.model.ernie.encoder.layers
+    first = layers[0].linear1.weight.numpy().copy()
+    layers[0].linear1.weight.set_value(layers[1].linear1.weight.numpy())
+    layers[1].linear1.weight.set_value(first)
+    assert np.abs(outputs(loaded.model, record)["logits"] - reference).max() > 1e-3
 
 
 def test_the_docs_show_the_name_table_the_code_uses():
