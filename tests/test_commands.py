@@ -81,6 +81,7 @@ def captured(monkeypatch):
     import ernie_ft.inference.predict
 
     calls = {}
+    monkeypatch.setattr(cli, "check_paths", lambda args: None)  # the paths here are names, not files
     monkeypatch.setattr(ernie_ft.inference.predict, "predict", lambda options: calls.setdefault("predict", options))
     monkeypatch.setattr(ernie_ft.inference.evaluate, "evaluate", lambda options: calls.setdefault("evaluate", options))
     monkeypatch.setattr(ernie_ft.inference.export, "export", lambda *a, **k: calls.setdefault("export", (a, k)) and "x")

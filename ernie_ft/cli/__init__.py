@@ -138,7 +138,7 @@ def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
 
 def serve(argv: list[str], prog: str = "python -m ernie_ft serve") -> int:
     args = serve_command.build_parser(prog).parse_args(argv)
-    return run_guarded(checked(serve_command.run, args))
+    return run_guarded(lambda: serve_command.run(args))
 
 
 # The command table: name -> (function(argv, prog) -> exit status, one line of help).

@@ -88,7 +88,7 @@ def scratch_config(spec: str) -> dict:
     if name not in SCRATCH:
         hint = " A shape scratch:LxH takes 1 to 48 layers of width 8 to 8192." if shape else suggest(name, SCRATCH)
         raise UserError(
-            f"--model {spec}: unknown scratch model.{hint} Presets: {', '.join('scratch:' + k for k in SCRATCH)}, "
+            f"--model {spec}: unknown scratch preset.{hint} Presets: {', '.join('scratch:' + k for k in SCRATCH)}, "
             "or scratch:LxH for L layers of width H (e.g. scratch:2x128, scratch:1x64)"
         )
     return SCRATCH[name]
