@@ -118,6 +118,7 @@ def test_evaluate_and_export_get_values_not_a_namespace(captured):
         "format": "paddle",
         "quantize": None,
         "calibration": None,
+        "verbose": False,
     }
     assert captured["export"] == (("m", "o"), export_options)
 
