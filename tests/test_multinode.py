@@ -296,3 +296,33 @@ def test_the_rendezvous_timeout_is_refused_unless_above_zero(tmp_path, capsys):
     args = ["--train", str(DATA / "sentiment_train.tsv"), "--model", "scratch:tiny", "--output", str(tmp_path / "o")]
     assert main([*args, "--rendezvous-timeout", "0"]) == 2
     assert "--rendezvous-timeout must be a number of seconds above 0" in capsys.readouterr().err
+
+
+# --- nodes without a shared filesystem ----------------------------------------------------------------------------
+
+
+def test_without_a_shared_filesystem_rank_1_receives_the_checkpoints_to_resume_and_test(tmp_path):
+    """Each node its own --output, and only node 0's holds the run to resume (stopped after 2 steps; on one process:
+    the global batch is the same). Both nodes resume and score --test with best/: rank 0 reads last/ and best/, rank 1
+    receives them over the process group, and the job ends where the uninterrupted run ends."""
+    train = tmp_path / "train.tsv"  # the header and 24 texts: 3 steps of 8
+    lines = (DATA / "sentiment_train.tsv").read_text(encoding="utf-8").splitlines()
+    train.write_text("\n".join(lines[:25]) + "\n", encoding="utf-8")
+    args = [str(train) if a == str(DATA / "sentiment_train.tsv") else a for a in COMMON]
+    del args[args.index("--stop-after-steps") : args.index("--stop-after-steps") + 2]
+    args += ["--test", str(DATA / "sentiment_test.csv")]
+    reference, outputs = tmp_path / "reference", [tmp_path / "node-0", tmp_path / "node-1"]
+    one = [*args, "--batch-size", "8", "--lr", "2e-3"]
+    assert main([*one, "--output", str(reference)]) == 0
+    assert main([*one, "--output", str(outputs[0]), "--stop-after-steps", "2"]) == 0
+    node = [*args, "--batch-size", "4", "--lr", "1e-3", "--nnodes", "2", "--nproc", "1", "--resume"]
+    nodes = [[*node, "--output", str(out), "--node-rank", str(k)] for k, out in enumerate(outputs)]
+    assert run_nodes(nodes, outputs, tmp_path) == [0, 0]
+
+    assert "resumed at step 2" in (outputs[1] / "logs" / "node-1" / "workerlog.0").read_text()
+    assert sorted(os.listdir(outputs[1])) == ["logs"]  # node 1 never had a checkpoint on its disk
+    metrics = [json.loads((d / "metrics.json").read_text(encoding="utf-8")) for d in (reference, outputs[0])]
+    assert metrics[1]["test"] == metrics[0]["test"]  # scored with best/ on both ranks, each its share
+    # rank 1 trained from the state it received: otherwise the averaged gradients, and rank 0's weights, would differ
+    assert_same_weights(pdparams(reference / "last/model.pdparams"), pdparams(outputs[0] / "last/model.pdparams"))
+    assert_same_weights(saved_weights(reference / "best"), saved_weights(outputs[0] / "best"))

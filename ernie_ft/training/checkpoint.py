@@ -41,11 +41,13 @@ def recover(path: str) -> None:
 
 
 def check_output(path: str, resume: bool, overwrite: bool) -> None:
-    """Refuse to mix a new run into an old one, or to resume what cannot be resumed."""
+    """Refuse to mix a new run into an old one, or to resume what cannot be resumed. Only global rank 0 needs the
+    checkpoint to resume from: the other ranks receive it (``load_state``), so their node may have no copy."""
     state = os.path.join(path, LAST, "trainer_state.json")
     if resume and not os.path.isfile(state) and os.path.isfile(os.path.join(path, LAST + ".old", "trainer_state.json")):
         state = os.path.join(path, LAST + ".old", "trainer_state.json")  # recover() puts it back
-    if resume and not os.path.isfile(state):
+    main = os.environ.get("PADDLE_TRAINER_ID", "0") == "0"  # parallel.world()'s rank, read before Paddle is imported
+    if resume and main and not os.path.isfile(state):
         raise UserError(f"--resume: {path} has no resumable checkpoint ({state} is missing); start without --resume")
     if not resume and not overwrite and os.path.isdir(path) and set(os.listdir(path)) - {LOGS, LOCK}:
         raise UserError(
@@ -136,23 +138,33 @@ def write_run_file(path: str, task_name: str, run: dict) -> None:
         yaml.safe_dump({"task": recorded_spec(task_name), "run": run}, f, allow_unicode=True, sort_keys=False)
 
 
-def resumed_rules(output: str) -> str | None:
+def resumed_rules(output: str, parallel=None) -> str | None:
     """The tokenization rules of the run in ``output`` being resumed, as its best/ model recorded them ("ernie_ft" when
-    it records none: saved before there were rules); None when it has no best/ model yet."""
-    meta = os.path.join(output, BEST, "ernie_ft_text.json")
-    if not os.path.isfile(meta):
-        return None
-    with open(meta, encoding="utf-8") as f:
-        return json.load(f).get("rules", "ernie_ft")
+    it records none: saved before there were rules); None when it has no best/ model yet. With ``parallel``, as rank
+    0 reads them (``Parallel.from_main``): every rank tokenizes alike."""
+
+    def read() -> str | None:
+        meta = os.path.join(output, BEST, "ernie_ft_text.json")
+        if not os.path.isfile(meta):
+            return None
+        with open(meta, encoding="utf-8") as f:
+            return json.load(f).get("rules", "ernie_ft")
+
+    return parallel.from_main(read) if parallel is not None else read()
 
 
 def load_weights(path: str, model, parallel=None) -> None:
     """Load the safetensors weights of a model directory written by ``save_model`` into ``model``
-    (laid out like its parameters on a mesh)."""
+    (laid out like its parameters on a mesh). With ``parallel``, call on every rank: rank 0 reads them and the others
+    receive them (``Parallel.from_main``), so a node that cannot read rank 0's output directory still gets them."""
     import paddle
     from safetensors.numpy import load_file
 
-    state = {name: paddle.to_tensor(value) for name, value in load_file(os.path.join(path, SAFE_WEIGHTS)).items()}
+    def read() -> dict:
+        return load_file(os.path.join(path, SAFE_WEIGHTS))
+
+    arrays = parallel.from_main(read) if parallel is not None else read()
+    state = {name: paddle.to_tensor(value) for name, value in arrays.items()}
     model.set_state_dict(parallel.shard_like(state, model) if parallel is not None else state)
 
 
@@ -343,20 +355,34 @@ def load_state(path: str, state: dict, parallel) -> dict:
     returns the saved progress (a dict).
 
     The full weights are laid out like the model's (sharded) parameters; the optimizer takes
-    full tensors (a sharded optimizer splits its state as it creates it).
+    full tensors (a sharded optimizer splits its state as it creates it). Call on every rank: rank 0 reads ``path``,
+    the others receive what it read, so their node needs no copy of it.
     """
-    import paddle
-
     from ernie_ft.training.runtime import set_rng_state
 
+    saved = parallel.from_main(lambda: _read_state(path))  # rank 0 reads; a node without its files receives them
     model, optimizer = state["model"], state["optimizer"]
-    model.set_state_dict(parallel.shard_like(paddle.load(os.path.join(path, "model.pdparams")), model))
+    model.set_state_dict(parallel.shard_like(saved["model"], model))
     to_runtime = {n: p.name for n, p in model.named_parameters()}
-    optimizer.set_state_dict(_rename_optimizer_state(paddle.load(os.path.join(path, "optimizer.pdopt")), to_runtime))
+    optimizer.set_state_dict(_rename_optimizer_state(saved["optimizer"], to_runtime))
+    state["scheduler"].set_state_dict(saved["extra"]["scheduler"])
+    state["precision"].load_state_dict(saved["extra"]["scaler"])
+    set_rng_state(saved["extra"]["rng"])
+    return saved["progress"]
+
+
+def _read_state(path: str) -> dict:
+    """What ``save_state`` wrote to ``path``: the model's and the optimizer's state (tensors), the extra state and
+    the progress."""
+    import paddle
+
     with open(os.path.join(path, "extra.pkl"), "rb") as f:
         extra = pickle.load(f)
-    state["scheduler"].set_state_dict(extra["scheduler"])
-    state["precision"].load_state_dict(extra["scaler"])
-    set_rng_state(extra["rng"])
     with open(os.path.join(path, "trainer_state.json"), encoding="utf-8") as f:
-        return json.load(f)
+        progress = json.load(f)
+    return {
+        "model": paddle.load(os.path.join(path, "model.pdparams")),
+        "optimizer": paddle.load(os.path.join(path, "optimizer.pdopt")),
+        "extra": extra,
+        "progress": progress,
+    }

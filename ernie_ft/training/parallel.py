@@ -210,6 +210,18 @@ class Parallel:
         dist.all_gather_object(values, value)
         return values
 
+    def from_main(self, load: Callable[[], object]):
+        """``load()``'s value (anything picklable, paddle Tensors included) as rank 0 computes it, on every rank;
+        call on every rank. Rank 0 alone reads the files, so ranks on nodes that cannot read its output directory (no
+        shared filesystem) still get its checkpoints; the value travels pickled over the process group."""
+        if self.size == 1:
+            return load()
+        import paddle.distributed as dist
+
+        box = [load() if self.is_main else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def barrier(self) -> None:
         if self.size > 1:
             import paddle.distributed as dist

@@ -132,7 +132,7 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
     pipeline = modeling.load_pipeline(
         cfg.model, data, lambda: task.texts(examples["train"]), exact_spans=task.exact_spans
     )
-    rules = checkpoint.resumed_rules(tc.output) if cfg.resume else None
+    rules = checkpoint.resumed_rules(tc.output, parallel) if cfg.resume else None
     if rules is not None and rules != pipeline.rules:  # the ids the run started with, whatever today's default
         bert_only = {} if rules == "bert" else {"strip_accents": None, "tokenize_chinese_chars": True}
         pipeline = pipeline.replace(rules=rules, **bert_only)
