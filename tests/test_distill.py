@@ -83,16 +83,29 @@ def predicted(model, texts_file, tmp_path):
 
 @pytest.fixture(scope="module")
 def student(teacher, files, tmp_path_factory):
+    """A scratch student taught by soft labels alone. At the shared --lr 5e-3 and 12 epochs the outcome hangs on
+    the seed (seeds 5 to 9: all 48 labels, one or two missed, or a student stuck on one label), and so on the last
+    bits of every update, which differ between CPUs; at 2e-3 and 20 epochs each of those seeds gives all 48."""
     out = tmp_path_factory.mktemp("student") / "run"
-    assert main(distill_args(teacher, files, out)) == 0
+    args = distill_args(teacher, files, out)
+    args[args.index("--lr") + 1], args[args.index("--epochs") + 1] = "2e-3", "20"
+    assert main(args) == 0
     return out
+
+
+def probability_gaps(learnt: list, taught: list, rows: list) -> list:
+    """For each row, how far the student's probability of the teacher's label is from the teacher's."""
+    return [abs(learnt[i]["probs"][taught[i]["label"]] - taught[i]["probs"][taught[i]["label"]]) for i in rows]
 
 
 def test_the_student_reproduces_the_teachers_labels_learnt_from_soft_labels_alone(teacher, student, files, tmp_path):
     gold = [row.split("\t")[0] for row in ROWS]
-    taught = predicted(teacher, files / "all.txt", tmp_path)
-    assert sum(t != g for t, g in zip(taught, gold)) >= 4  # the teacher's own labels, not the files'
-    assert predicted(student, files / "all.txt", tmp_path) == taught
+    taught = predictions(teacher, files / "all.txt", tmp_path)
+    assert sum(t["label"] != g for t, g in zip(taught, gold)) >= 4  # the teacher's own labels, not the files'
+    learnt = predictions(student, files / "all.txt", tmp_path)
+    assert [r["label"] for r in learnt] == [r["label"] for r in taught]
+    sure = [i for i, record in enumerate(taught) if max(record["probs"].values()) > 0.9]  # 47: one lies at 0.58
+    assert max(probability_gaps(learnt, taught, sure)) < 0.05  # 0.012 at most with seeds 5 to 9
     # an ordinary classification checkpoint: the teacher's labels, no distillation settings to load it with
     best = student / "best"
     assert json.loads((best / "labels.json").read_text(encoding="utf-8")) == ["正面", "负面"]
@@ -209,20 +222,26 @@ def narrow(teacher, tmp_path_factory):
     return folder
 
 
-def transfer_args(teacher, files, out, student, *extra):
-    args = distill_args(teacher, files, out, "--transfer", "hidden+attention", *extra)
+def transfer_args(teacher, files, out, student, *extra, mode="hidden+attention"):
+    args = distill_args(teacher, files, out, "--transfer", mode, *extra)
     args[args.index("--student") + 1] = str(student)
     return args
 
 
 @pytest.fixture(scope="module")
 def transferred(teacher, narrow, files, tmp_path_factory):
+    """The narrow student taught with --transfer hidden. Not hidden+attention: with this teacher the attention
+    loss is 30 to 50 times the loss on the logits in every step, and the labels it leaves the student depend on
+    the teacher's last bits. Paddle's CPU AdamW runs a JIT kernel with fused multiply-adds where the CPU has
+    AVX-512 (separate roundings elsewhere), so the teacher differs between machines, and on an AVX-512 one the
+    attention-taught student gives 2 of the 47 sure texts the other label, for every seed and epoch count tried.
+    The attention path keeps its own tests: the resumed run below and the losses against numpy."""
     out = tmp_path_factory.mktemp("transferred") / "run"
-    assert main(transfer_args(teacher, files, out, narrow)) == 0
+    assert main(transfer_args(teacher, files, out, narrow, mode="hidden")) == 0
     return out
 
 
-def test_with_transfer_the_student_reproduces_the_teachers_labels_and_saves_no_projection(
+def test_with_transfer_the_student_reproduces_the_teachers_probabilities_and_saves_no_projection(
     teacher, student, transferred, files, tmp_path
 ):
     import paddle
@@ -232,8 +251,12 @@ def test_with_transfer_the_student_reproduces_the_teachers_labels_and_saves_no_p
     assert len(sure) >= 47  # one review lies near the teacher's boundary (0.58), where a small error flips it
     gold = [row.split("\t")[0] for row in ROWS]
     assert sum(taught[i]["label"] != gold[i] for i in sure) >= 4  # the teacher's own labels, not the files'
-    learnt = predicted(transferred, files / "all.txt", tmp_path)
-    assert [learnt[i] for i in sure] == [taught[i]["label"] for i in sure]
+    learnt = predictions(transferred, files / "all.txt", tmp_path)
+    assert [learnt[i]["label"] for i in sure] == [taught[i]["label"] for i in sure]
+    # The soft labels put the student's probabilities on the teacher's: 0.006 apart at most with seeds 5, 6 and 7.
+    # Without them (the loss on the logits planted out), the transferred hidden states and the 8 labelled texts
+    # still give 46 of the 47 labels, but probabilities up to 0.95 away.
+    assert max(probability_gaps(learnt, taught, sure)) < 0.05
     best = transferred / "best"
     weights = saved_weights(best)
     assert weights.keys() == saved_weights(student / "best").keys()  # a plain classifier's weights, nothing more
@@ -243,7 +266,7 @@ def test_with_transfer_the_student_reproduces_the_teachers_labels_and_saves_no_p
     trained = paddle.load(str(transferred / "last" / "model.pdparams"))  # the resumable state keeps it
     assert trained["distill_projection.weight"].shape == [64, 128]
     record = json.loads((transferred / "distill.json").read_text(encoding="utf-8"))
-    assert record["transfer"] == "hidden+attention" and record["transfer_weight"] == 1.0
+    assert record["transfer"] == "hidden" and record["transfer_weight"] == 1.0
 
 
 def test_a_resumed_transfer_run_ends_as_an_uninterrupted_one(teacher, narrow, files, tmp_path):
