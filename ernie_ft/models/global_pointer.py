@@ -12,7 +12,7 @@ batch row and head, ``log(1 + sum_neg e^s) + log(1 + sum_pos e^-s)``, which push
 above 0 and every other span below 0 without a class-balance weight.
 
 Two names here are a stable interface shared with the relation extractor: ``GlobalPointer`` and
-``global_pointer_loss``.
+``global_pointer_loss``. ``ErnieGlobalPointer`` is ERNIE with this head, the model of ``ner --nested``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ import math
 
 import paddle
 from paddle import nn
+from paddlenlp.transformers import ErnieModel, ErniePretrainedModel
 
+HEAD_SIZE = 64
+"""The query and key width of ``ErnieGlobalPointer``'s head (Su's default)."""
 MASKED = -1e12
 """The logit of a span that cannot be an answer (end before start, or a padded token)."""
 
@@ -29,7 +32,7 @@ MASKED = -1e12
 def rotary(x, positions):
     """``x`` [B, L, heads, D] rotated by rotary position embeddings of ``positions`` [L] (D even)."""
     dim = x.shape[-1]
-    inv_freq = paddle.pow(paddle.to_tensor(10000.0), -paddle.arange(0, dim // 2, dtype="float32") * 2.0 / dim)
+    inv_freq = paddle.exp(paddle.arange(0, dim // 2, dtype="float32") * (-2.0 * math.log(10000.0) / dim))
     angles = positions.astype("float32").unsqueeze(-1) * inv_freq.unsqueeze(0)  # [L, D/2]
     # each angle used for a pair (2k, 2k+1) of values: [L, D] with the angles repeated pairwise
     cos = paddle.repeat_interleave(paddle.cos(angles), 2, axis=-1).unsqueeze(0).unsqueeze(2)
@@ -90,3 +93,25 @@ def global_pointer_loss(logits, targets):
     negative = paddle.logsumexp(paddle.concat([negative, zeros], axis=-1), axis=-1)
     positive = paddle.logsumexp(paddle.concat([positive, zeros], axis=-1), axis=-1)
     return (negative + positive).mean()
+
+
+class ErnieGlobalPointer(ErniePretrainedModel):
+    """ERNIE with a ``GlobalPointer`` over its last hidden states, one head per label (``config.num_labels``).
+
+    ``forward`` returns the span logits [B, num_labels, L, L]; padding is read from ``input_ids`` (the config's
+    ``pad_token_id``), as ERNIE's own attention mask is. The head's weights sit under ``global_pointer.``, the
+    encoder's under ``ernie.`` as in every PaddleNLP ERNIE model, so a pretrained checkpoint loads into it.
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.ernie = ErnieModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.global_pointer = GlobalPointer(config.hidden_size, config.num_labels, HEAD_SIZE)
+
+    def forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, **kwargs):
+        # named inputs, not *args: paddle.jit.to_static (export) matches its InputSpecs to them
+        hidden = self.ernie(
+            input_ids, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask
+        )[0]
+        return self.global_pointer(self.dropout(hidden), input_ids != self.config.pad_token_id)

@@ -18,7 +18,7 @@ from ernie_ft.data import annotations
 from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 
-FORMATS = ("auto", "conll", "cluener", "spans", "text", "doccano", "label-studio")
+FORMATS = ("auto", "conll", "cluener", "spans", "text", "doccano", "label-studio", "cmeee")
 SCHEMES = ("bio", "bioes", "bmes", "io")
 OVERLAPPING = ("error", "keep-longest")
 # BILOU's L/U are BIOES's E/S; BMES's M is an inside tag.
@@ -113,7 +113,8 @@ def spans_to_tags(n: int, spans, scheme: str = "bio") -> list[str]:
 def check_spans(spans: list, text: str, where: str, overlapping: str = "error") -> tuple[tuple, list]:
     """Sorted, de-duplicated spans; out-of-range spans are errors, overlaps too unless 'keep-longest'.
 
-    Returns (spans, dropped): with keep-longest the shorter of two overlapping entities is dropped.
+    Returns (spans, dropped): with keep-longest the shorter of two overlapping entities is dropped; with 'nested'
+    (``ner --nested``) overlapping and nested entities, and one span with two types, are all kept.
     """
     for start, end, type_ in spans:
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
@@ -121,6 +122,8 @@ def check_spans(spans: list, text: str, where: str, overlapping: str = "error") 
                 f"{where}: entity {type_!r} covering characters {start} to {end - 1} is empty or "
                 f"outside the text ({len(text)} characters, numbered from 0); fix its offsets"
             )
+    if overlapping == "nested":
+        return tuple(sorted(set(spans))), []
     kept, dropped = [], []
     for span in sorted(set(spans), key=lambda s: (s[0] - s[1], s[0], s[2])):  # longest first
         clash = next((k for k in kept if k[0] < span[1] and span[0] < k[1]), None)
@@ -132,8 +135,8 @@ def check_spans(spans: list, text: str, where: str, overlapping: str = "error") 
             raise UserError(
                 f"{where}: entity {text[b[0] : b[1]]!r} [{b[0]}, {b[1]}) {b[2]} overlaps "
                 f"{text[a[0] : a[1]]!r} [{a[0]}, {a[1]}) {a[2]}; a tagger labels each character once. "
-                "Fix the file, pass --overlapping keep-longest to keep the longer entity, or train a nested "
-                "entity model (it comes with ner --nested)"
+                "Fix the file, pass --overlapping keep-longest to keep the longer entity, or train with ner --nested "
+                "(a span model that keeps nested and overlapping entities)"
             )
         dropped.append(span)
     return tuple(sorted(kept)), dropped
@@ -166,6 +169,9 @@ def read_ner(
             return _annotation_examples(export, where, path, labelled, overlapping)
         if fmt != "auto":
             _unknown_json(where, export, f"--format {fmt} was given but this is ")
+    if fmt in ("auto", "cmeee") and (fmt == "cmeee" or is_cmeee(text)):
+        rows = annotations._json_values(text, where, array=True)  # (line, item) of the JSON array
+        return _json_examples(where, path, rows, "cmeee", labelled, overlapping, lambda n: Location(f"{where}:{n}"))
     if fmt == "auto":
         fmt = detect_format(lines)
         if fmt in ("conll", "text") and text.lstrip().startswith("["):
@@ -220,7 +226,8 @@ def _json_example(at: Location, line: int, source: str, record: dict, fmt: str, 
             f"{'label' if fmt == 'cluener' else 'entities'}: ...}}"
         )
     key = "label" if fmt == "cluener" else "entities"
-    spans = (_cluener_spans if fmt == "cluener" else _span_list)(record, value, at.field(key)) if labelled else []
+    read_spans = {"cluener": _cluener_spans, "cmeee": _cmeee_spans}.get(fmt, _span_list)
+    spans = read_spans(record, value, at.field(key)) if labelled else []
     spans, lost = check_spans(spans, value, at.field(key), overlapping)
     return NerExample(value, spans, line, source), lost
 
@@ -278,6 +285,37 @@ def _span_list(record: dict, text: str, at: str) -> list:
                 f"{text[start:end]!r}; span ends are exclusive"
             )
         spans.append((start, end, e["type"]))
+    return spans
+
+
+def is_cmeee(text: str) -> bool:
+    """Whether ``text`` is a JSON array as CBLUE ships CMeEE: records whose entities have ``start_idx``."""
+    head = text.lstrip()[:2000]
+    return head.startswith("[") and '"start_idx"' in head and '"end_idx"' in head
+
+
+def _cmeee_spans(record: dict, text: str, at: str) -> list:
+    """CMeEE's entities ``{"start_idx", "end_idx" (inclusive), "type", "entity"}`` as (start, end_exclusive, type)."""
+    entities = record.get("entities")
+    if not isinstance(entities, list):
+        raise UserError(f'{at}: "entities" must be a list of {{"start_idx", "end_idx", "type", "entity"}} objects')
+    spans = []
+    for e in entities:
+        if not (isinstance(e, dict) and all(isinstance(e.get(k), int) for k in ("start_idx", "end_idx"))):
+            raise UserError(
+                f'{at}: entity {json.dumps(e, ensure_ascii=False)[:60]} needs integer "start_idx" and "end_idx" '
+                '(inclusive) and a string "type"'
+            )
+        if not isinstance(e.get("type"), str) or not e["type"]:
+            raise UserError(f'{at}: entity {json.dumps(e, ensure_ascii=False)[:60]} needs a string "type"')
+        start, last = e["start_idx"], e["end_idx"]
+        named = e.get("entity")
+        if 0 <= start <= last < len(text) and isinstance(named, str) and text[start : last + 1] != named:
+            raise UserError(
+                f"{at}: entity {named!r} at [{start}, {last}] but the text there is "
+                f"{text[start : last + 1]!r}; CMeEE's end_idx is inclusive (the last character)"
+            )
+        spans.append((start, last + 1, e["type"]))
     return spans
 
 

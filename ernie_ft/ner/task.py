@@ -28,7 +28,7 @@ from ernie_ft.ner.formats import (
     read_ner_records,
     tags_to_spans,
 )
-from ernie_ft.task import TaskHooks, check_known_labels, split_dev
+from ernie_ft.task import TaskHooks, check_known_labels, resolve_task, split_dev
 
 _CONTINUATION: dict = {}
 
@@ -126,6 +126,9 @@ class NER(TaskHooks):
     """Decode the softmax tagger to the most probable valid BIO sequence; --no-constrained takes each
     token's argmax and repairs it as conlleval does (an I- without its B- starts an entity). The CRF
     always decodes valid sequences."""
+    nested: bool = False
+    """Nested and overlapping entities (one span may carry two types): a GlobalPointer span model instead of the
+    tagger (ernie_ft/ner/nested.py)."""
     unused_data_settings: ClassVar[dict] = {
         "label_names": "entity types are named in the data",
         **dict.fromkeys(
@@ -136,6 +139,11 @@ class NER(TaskHooks):
         **dict.fromkeys(("header", "sheet"), "NER files are JSON or CoNLL, not tables"),
     }
     """Data settings NER never reads: no flag, and a recipe that sets one is an error."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is NER and kwargs.get("nested"):  # named as a string, as model classes are: no import cycle
+            cls = resolve_task("ernie_ft.ner.nested:NestedNER")
+        return super().__new__(cls)
 
     def __post_init__(self):
         check_choice(self.format, FORMATS, "--format")
@@ -148,6 +156,10 @@ class NER(TaskHooks):
 
     def bind(self, model) -> None:
         self._model = model
+
+    def types(self, labels: list[str]) -> list[str]:
+        """The entity types of the model's labels (here its BIO tags)."""
+        return entity_types(labels)
 
     def read(self, path, data, flag, labelled=True):
         return read_ner(path, flag, self.format if labelled else "auto", labelled, self.overlapping)
@@ -172,7 +184,7 @@ class NER(TaskHooks):
         check_known_labels(
             examples,
             lambda e: [t for *_, t in e.entities],
-            entity_types(labels),
+            self.types(labels),
             data.allow_new_labels,
             flag,
             "entity type",
@@ -261,7 +273,7 @@ class NER(TaskHooks):
     def evaluate(self, logits, features, examples, labels, data):
         predicted, _ = self.decode(logits, features, examples, labels)
         return entity_metrics(
-            [e.entities for e in examples], [[p[:3] for p in ps] for ps in predicted], entity_types(labels)
+            [e.entities for e in examples], [[p[:3] for p in ps] for ps in predicted], self.types(labels)
         )
 
     def predict(self, logits, features, examples, labels, data):
@@ -281,7 +293,7 @@ class NER(TaskHooks):
         """The per-type table; every missed, spurious, wrong-type and wrong-boundary entity in errors.txt."""
         predicted, repaired = self.decode(logits, features, examples, labels)
         predicted = [[p[:3] for p in ps] for ps in predicted]
-        metrics = entity_metrics([e.entities for e in examples], predicted, entity_types(labels))
+        metrics = entity_metrics([e.entities for e in examples], predicted, self.types(labels))
         kinds, path = Counter(), os.path.join(out_dir, "errors.txt")
         with open(path, "w", encoding="utf-8") as f:
             f.write(
