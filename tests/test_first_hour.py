@@ -110,7 +110,7 @@ def test_an_onnx_export_offline_installs_nothing_and_prints_only_our_lines(run, 
     lines = done.stdout.splitlines()
     assert done.stderr == "" and len(lines) == 3, done.stdout + done.stderr
     assert lines[0].startswith("ONNX Runtime fusions: ") and "SkipLayerNormalization x" in lines[0]
-    assert "MultiHeadAttention x2" in lines[0] and lines[1].startswith(f"exported to {exported}: ")
+    assert lines[1].startswith(f"exported to {exported}: ")
     assert lines[2].startswith(f"what Paddle, paddle2onnx and ONNX Runtime printed: {exported / 'export.log'} ")
     log = (exported / "export.log").read_text()
     assert "[Paddle2ONNX]" in log and "Folding Constants" in log

@@ -24,7 +24,8 @@ def evaluation_home(model_dir: str) -> str:
     from ernie_ft.inference.static_graph import graph_file
     from ernie_ft.training.checkpoint import RUN_FILE
 
-    exported = graph_file(model_dir) or onnx_file(model_dir) or not os.path.isfile(os.path.join(model_dir, RUN_FILE))
+    onnx = onnx_file(model_dir) or onnx_file(model_dir, "int8")
+    exported = graph_file(model_dir) or onnx or not os.path.isfile(os.path.join(model_dir, RUN_FILE))
     return model_dir if exported else os.path.dirname(model_dir)
 
 
