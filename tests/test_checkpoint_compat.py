@@ -77,8 +77,13 @@ def test_an_old_resumable_state_resumes_to_the_uninterrupted_weights(tmp_path, c
     final = paddle.load(str(out / "last" / "model.pdparams"))
     reference = paddle.load(str(OLD / "classify_uninterrupted.pdparams"))
     assert final.keys() == reference.keys()
-    for name in reference:  # one process, the same operations in the same order: equal to rounding
-        np.testing.assert_allclose(final[name].numpy(), reference[name].numpy(), rtol=0, atol=1e-6, err_msg=name)
+    # One process, the same operations in the same order, but the reference was written on another CPU: Paddle's
+    # AdamW fuses multiply-adds on AVX-512 machines only, so each of the 24 steps after the resume may round every
+    # weight (all below 2 in size) one unit in the last place apart. A resume that lost the optimizer's moments or
+    # the schedule moves weights by about the learning rate (1e-3) instead.
+    tolerance = 24 * float(np.spacing(np.float32(2)))  # 5.7e-6; every weight nudged each step: 1.1e-6 apart
+    for name in reference:
+        np.testing.assert_allclose(final[name].numpy(), reference[name].numpy(), rtol=0, atol=tolerance, err_msg=name)
 
 
 def test_an_old_checkpoint_of_a_task_named_by_a_relative_file_loads_from_where_it_was_trained(
