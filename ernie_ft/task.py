@@ -28,6 +28,7 @@ BUILTIN = {
     "ner": "ernie_ft.ner:NER",
     "qa": "ernie_ft.qa:QA",
     "pretrain": "ernie_ft.pretrain:Pretraining",
+    "relation": "ernie_ft.relation:Relation",
 }
 
 

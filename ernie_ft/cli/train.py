@@ -16,6 +16,7 @@ DESCRIPTIONS = {
     "ner": "Fine-tune ERNIE for named-entity recognition (CoNLL, CLUENER or span JSONL).",
     "qa": "Fine-tune ERNIE for extractive question answering (SQuAD-style JSON or JSONL).",
     "pretrain": "Pretrain ERNIE (masked language model, whole-word masking) on unlabelled text; predict fills [MASK].",
+    "relation": "Fine-tune ERNIE for relation extraction: entity pairs and their predicates (DuIE JSONL, doccano...).",
 }
 
 

@@ -29,6 +29,7 @@ class Annotated:
     spans: tuple = ()
     relations: tuple = ()
     labelled: bool = True  # False: the record carries no annotation at all
+    dangling: tuple = ()  # ids of Label Studio relations whose from_id or to_id names no labelled region
 
 
 @dataclass
@@ -272,7 +273,8 @@ def _task_record(line: int, task: dict, text: str, result: list, at: str) -> Ann
         for r in relations
         if r.get("from_id") in regions and r.get("to_id") in regions
     ]
-    return Annotated(line, str(task.get("id")), text, tuple(labels), tuple(spans), tuple(pairs))
+    dangling = tuple(str(r.get("id")) for r in relations if not {r.get("from_id"), r.get("to_id")} <= set(regions))
+    return Annotated(line, str(task.get("id")), text, tuple(labels), tuple(spans), tuple(pairs), dangling=dangling)
 
 
 def _ls_summary(records: list, counts: dict) -> str:

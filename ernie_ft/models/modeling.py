@@ -220,7 +220,7 @@ def build_model(
         if model.dropout is None
         else {"hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout}
     )
-    if head in ("sequence", "token"):
+    if head in ("sequence", "token", "pointer"):  # pointer: a relation class per label (relation.model)
         overrides["num_labels"] = num_labels
     source = kind(model.model)
     if source == "scratch":

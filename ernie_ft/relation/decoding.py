@@ -1,0 +1,138 @@
+"""GPLinker's decode and the relation metrics.
+
+Decode (per window): the entity pointer's spans scoring > 0 are the subjects (head 0) and objects (head 1); for each
+relation class c and each subject-object pair, the triple is kept when both its head-head score (subject's first
+token, object's first token; head 2 + c) and its tail-tail score (last tokens; head 2 + C + c) are > 0. Its score is
+the sigmoid of the smallest of the four logits (subject, object, head-head, tail-tail). Windows' triples are merged
+per text, each keeping its best score; a triple whose two ends lie in no common window is never found.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from ernie_ft.relation.formats import allowed, parse_label
+
+ROLES = ("subject", "object")
+
+
+def sparse_rows(logits: np.ndarray) -> list[np.ndarray]:
+    """Per batch row of [B, heads, L, L] logits: the positive cells as float32 rows (head, i, j, logit)."""
+    rows = []
+    for x in logits:
+        cells = np.argwhere(x > 0)
+        rows.append(np.concatenate([cells.astype("float32"), x[tuple(cells.T)][:, None]], axis=1))
+    return rows
+
+
+def _sigmoid(x: float) -> float:
+    return float(1 / (1 + np.exp(-x)))
+
+
+def decode_window(cells: np.ndarray, n_classes: int, keep) -> tuple[dict, dict]:
+    """({(role, i, j): logit}, {((sh, st), c, (oh, ot)): logit}) of one window's positive cells (token positions
+    in the window); ``keep(c)`` says whether class c may be predicted (the schema)."""
+    entities, pointers = {}, defaultdict(dict)
+    for h, i, j, logit in cells:
+        h, i, j = int(h), int(i), int(j)
+        if h < 2:
+            entities[(h, i, j)] = float(logit)
+        else:
+            pointers[h - 2][(i, j)] = float(logit)
+    subjects = [(k[1:], v) for k, v in entities.items() if k[0] == 0]
+    objects = [(k[1:], v) for k, v in entities.items() if k[0] == 1]
+    triples = {}
+    for c in range(n_classes):
+        heads, tails = pointers.get(c), pointers.get(n_classes + c)
+        if not heads or not tails or not keep(c):
+            continue
+        for (sh, st), s_logit in subjects:
+            for (oh, ot), o_logit in objects:
+                if (sh, oh) in heads and (st, ot) in tails:
+                    triples[((sh, st), c, (oh, ot))] = min(s_logit, o_logit, heads[(sh, oh)], tails[(st, ot)])
+    return entities, triples
+
+
+def decode(rows: list, features: list[dict], n_docs: int, labels: list[str], schema=None) -> list[tuple[dict, dict]]:
+    """Per text: ({(start, end, role): score}, {((s, e), class, (s, e)): score}) in characters, merged over its
+    windows (the best score of each)."""
+    keep = [allowed(schema, label) for label in labels]
+    out = [({}, {}) for _ in range(n_docs)]
+    for cells, f in zip(rows, features):
+        start, end = f["_window"]
+        offsets = f["_offsets"]
+
+        def chars(i: int, j: int, offsets=offsets, start=start):  # window positions ([CLS] is 0) -> characters
+            return offsets[start + i - 1][0], offsets[start + j - 1][1]
+
+        inside = (cells[:, 1:3] >= 1).all(axis=1) & (cells[:, 1:3] <= end - start).all(axis=1)
+        cells = cells[inside]
+        entities, triples = decode_window(cells, len(labels), keep.__getitem__)
+        doc_entities, doc_triples = out[f["doc"]]
+        for (role, i, j), logit in entities.items():
+            key = (*chars(i, j), ROLES[role])
+            doc_entities[key] = max(doc_entities.get(key, 0.0), _sigmoid(logit))
+        for ((sh, st), c, (oh, ot)), logit in triples.items():
+            key = (chars(sh, st), c, chars(oh, ot))
+            doc_triples[key] = max(doc_triples.get(key, 0.0), _sigmoid(logit))
+    return out
+
+
+def normalise(s: str) -> str:
+    """DuIE's rule for comparing entity strings: book-title marks 《》 around it dropped, lower case."""
+    s = s.strip()
+    if len(s) > 2 and s.startswith("《") and s.endswith("》"):
+        s = s[1:-1]
+    return s.lower()
+
+
+def text_triples(text: str, triples, labels: list[str]) -> set:
+    """{(subject text, predicate, object text)} of decoded triples, normalised."""
+    return {
+        (normalise(text[s[0] : s[1]]), parse_label(labels[c])[0], normalise(text[o[0] : o[1]])) for s, c, o in triples
+    }
+
+
+def prf(tp: int, predicted: int, gold: int) -> dict:
+    p, r = tp / predicted if predicted else 0.0, tp / gold if gold else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+
+
+def relation_metrics(examples: list, decoded: list, labels: list[str]) -> dict:
+    """triple_f1 (and precision, recall) on (subject text, predicate, object text) per text, DuIE's rule;
+    entity_f1 on exact (start, end, role) spans of subjects and objects; per-predicate counts."""
+    counts = Counter()
+    per = defaultdict(Counter)
+    for e, (entities, triples) in zip(examples, decoded):
+        gold = {(normalise(s), p, normalise(o)) for s, p, o in e.gold}
+        predicted = text_triples(e.text, triples, labels)
+        for kind, items in (("tp", gold & predicted), ("pred", predicted), ("gold", gold)):
+            counts[kind] += len(items)
+            for _, p, _ in items:
+                per[p][kind] += 1
+        gold_entities = {(s, t, "subject") for (s, t, _), _, _ in e.triples}
+        gold_entities |= {(s, t, "object") for _, _, (s, t, _) in e.triples}
+        counts["etp"] += len(gold_entities & set(entities))
+        counts["epred"] += len(entities)
+        counts["egold"] += len(gold_entities)
+    triple = prf(counts["tp"], counts["pred"], counts["gold"])
+    entity = prf(counts["etp"], counts["epred"], counts["egold"])
+    metrics = {f"triple_{k}": v for k, v in triple.items()}
+    metrics.update({f"entity_{k}": v for k, v in entity.items()})
+    metrics["per_predicate"] = {p: {**prf(c["tp"], c["pred"], c["gold"]), "support": c["gold"]} for p, c in per.items()}
+    return metrics
+
+
+def predicate_table(metrics: dict) -> str:
+    """The per-predicate table, most frequent first, and the overall rows."""
+    rows = sorted(metrics["per_predicate"].items(), key=lambda kv: (-kv[1]["support"], kv[0]))
+    width = max([len(p) for p, _ in rows] + [9])
+    lines = [f"{'predicate':<{width}}  precision  recall     f1  support"]
+    for p, m in rows:
+        lines.append(f"{p:<{width}}  {m['precision']:9.4f}  {m['recall']:6.4f}  {m['f1']:.4f}  {m['support']:7d}")
+    for name in ("triple", "entity"):
+        m = {k: metrics[f"{name}_{k}"] for k in ("precision", "recall", "f1")}
+        lines.append(f"{name + 's':<{width}}  {m['precision']:9.4f}  {m['recall']:6.4f}  {m['f1']:.4f}")
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""Relation extraction (entities and typed relations between them): ``python -m ernie_ft.relation``.
+
+GPLinker: an entity GlobalPointer (subject, object) and per relation class a head-head and a tail-tail pointer
+(``relation.model``); decoded as ``relation.decoding`` says. A relation class is a predicate with the subject's and
+object's types (``作曲 (歌曲→人物)``), so a prediction carries its entities' types.
+
+Long texts go through overlapping windows of ``--max-len`` tokens. An entity is a training target in every window
+that holds it whole, a relation in every window that holds both its ends; a relation whose subject and object lie in
+no common window cannot be learnt or predicted: ``featurize`` counts them on a ``note:`` line and they are scored as
+misses.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ernie_ft.data.windows import pack_inputs, window_spans
+from ernie_ft.errors import UserError
+from ernie_ft.relation import decoding
+from ernie_ft.relation.formats import check_schema, parse_label, read_relation_records, read_relations, read_schema
+from ernie_ft.task import TaskHooks, check_known_labels, split_dev
+
+
+def token_span(offsets: list, start: int, end: int):
+    """(first token, last token) of the characters [start, end): the first token ending after ``start`` and the
+    last starting before ``end``; None when no token lies on them."""
+    first = next((t for t, (a, b) in enumerate(offsets) if b > start and b > a), None)
+    last = next(
+        (t for t in reversed(range(len(offsets))) if offsets[t][0] < end and offsets[t][1] > offsets[t][0]), None
+    )
+    if first is None or last is None or last < first or offsets[first][0] >= end:
+        return None
+    return first, last
+
+
+def window_targets(triples: list, window: tuple, n_classes: int) -> tuple[list, set]:
+    """(targets (head, i, j) in window positions, [CLS] being 0; indices of triples held whole) of one window;
+    ``triples`` are (subject tokens, class or None, object tokens)."""
+    start, end = window
+    inside = lambda span: span is not None and start <= span[0] and span[1] < end  # noqa: E731
+    targets, whole = set(), set()
+    for k, (s, c, o) in enumerate(triples):
+        for head, span in ((0, s), (1, o)):
+            if inside(span):
+                targets.add((head, span[0] - start + 1, span[1] - start + 1))
+        if inside(s) and inside(o) and c is not None:
+            whole.add(k)
+            targets.add((2 + c, s[0] - start + 1, o[0] - start + 1))
+            targets.add((2 + n_classes + c, s[1] - start + 1, o[1] - start + 1))
+    return sorted(targets), whole
+
+
+@dataclass
+class Relation(TaskHooks):
+    """Subject-predicate-object triples with their entities as character spans (GPLinker pointers)."""
+
+    name: str = "relation"
+    head: str = "pointer"
+    metric: str = "triple_f1"
+    model_class: ClassVar[str] = "ernie_ft.relation.model:ErnieForRelationExtraction"
+    input_fields: ClassVar[tuple] = (("text",), ())
+    schema: str = ""
+    """DuIE's schema file (a JSON array or JSON Lines of {predicate, subject_type, object_type}): a training triple
+    outside it is an error, and decoding keeps only the predicates and types it allows."""
+    unused_data_settings: ClassVar[dict] = {
+        "label_names": "predicates are named in the data",
+        **dict.fromkeys(
+            ("text_column", "text_pair_column", "label_column"),
+            "relation files are DuIE JSON Lines, relation JSONL or annotation exports (see docs/relation.md)",
+        ),
+        "window_pooling": "triples are merged over windows, each with its best score",
+        **dict.fromkeys(("header", "sheet"), "relation files are JSON, not tables"),
+    }
+
+    def __post_init__(self):
+        self._schema = read_schema(self.schema) if self.schema else None
+        self._heads = 2
+
+    @property
+    def exact_spans(self) -> bool:
+        return True
+
+    def read(self, path, data, flag, labelled=True):
+        examples = read_relations(path, flag, labelled)
+        if labelled and self._schema is not None:
+            check_schema(examples, self._schema, self.schema, flag)
+        return examples
+
+    def read_records(self, records, data, flag):
+        return read_relation_records(records, flag)
+
+    def held_out(self, train, data):
+        return split_dev(train, data.dev_split, lambda e: {c for _, c, _ in e.triples})
+
+    def fit_labels(self, train):
+        labels = sorted({c for e in train for _, c, _ in e.triples})
+        if not labels:
+            raise UserError(
+                f"{train[0].source}: the training file has no triple placed in its text; see docs/relation.md "
+                "for the formats"
+            )
+        return labels
+
+    def check_labels(self, examples, labels, data, flag):
+        known = sorted({parse_label(c)[0] for c in labels})
+        check_known_labels(
+            examples, lambda e: [p for _, p, _ in e.gold], known, data.allow_new_labels, flag, "predicate"
+        )
+
+    def texts(self, examples):
+        return [e.text for e in examples]
+
+    def featurize(self, examples, encodings, pipeline, labels, data):
+        index = {c: i for i, c in enumerate(labels)}
+        self._heads = 2 + 2 * len(labels)
+        budget = data.max_len - 2
+        stride = min(data.overlap(), budget // 2)
+        features, apart, lost = [], [], 0
+        for doc, (example, encoding) in enumerate(zip(examples, encodings)):
+            offsets = list(encoding.offsets)
+            triples = [
+                (token_span(offsets, s[0], s[1]), index.get(c), token_span(offsets, o[0], o[1]))
+                for s, c, o in example.triples
+            ]
+            lost += sum(s is None or o is None for s, _, o in triples)
+            held = set()
+            for window in window_spans(len(encoding.ids), budget, stride):
+                ids, types = pack_inputs(encoding.ids[window[0] : window[1]], None, pipeline.cls_id, pipeline.sep_id)
+                targets, whole = window_targets(triples, window, len(labels))
+                held |= whole
+                features.append(
+                    {
+                        "input_ids": ids,
+                        "token_type_ids": types,
+                        "doc": doc,
+                        "_window": window,
+                        "_offsets": offsets,
+                        "_targets": targets,
+                    }
+                )
+            apart += [(example, k) for k, (s, c, o) in enumerate(triples) if k not in held and None not in (s, c, o)]
+        self._note(examples, apart, lost, data.max_len)
+        return features
+
+    @staticmethod
+    def _note(examples, apart, lost, max_len) -> None:
+        if apart:
+            shown = "; ".join(f"line {e.line}: {e.triples[k][1]}" for e, k in apart[:3])
+            print(
+                f"note: {examples[0].source}: {len(apart)} triples have their subject and object in no common window "
+                f"of --max-len {max_len} tokens: they cannot be learnt or predicted and are scored as misses "
+                f"({shown})",
+                file=sys.stderr,
+            )
+        if lost:
+            print(
+                f"note: {examples[0].source}: {lost} triples have an entity on characters without a token (not learnt)",
+                file=sys.stderr,
+            )
+
+    def collate(self, features, pipeline, seed, epoch):
+        from paddlenlp.data import Pad
+
+        batch = {
+            "input_ids": Pad(pad_val=pipeline.pad_id, dtype="int64")([f["input_ids"] for f in features]),
+            "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
+        }
+        if epoch is not None:  # training: the dense 0/1 targets the loss compares the logits with
+            length = batch["input_ids"].shape[1]
+            targets = np.zeros((len(features), self._heads, length, length), dtype="float32")
+            for row, f in enumerate(features):
+                if f["_targets"]:
+                    targets[(row, *np.array(f["_targets"]).T)] = 1.0
+            batch["targets"] = targets
+        return batch
+
+    def loss(self, logits, batch):
+        from ernie_ft.models.global_pointer import global_pointer_loss
+
+        n = (logits.shape[1] - 2) // 2
+        targets = batch["targets"]
+        return sum(
+            global_pointer_loss(logits[:, a:b], targets[:, a:b]) for a, b in ((0, 2), (2, 2 + n), (2 + n, 2 + 2 * n))
+        )
+
+    def summarize(self, outputs, batch):
+        return decoding.sparse_rows(outputs.astype("float32").numpy())
+
+    def decode(self, rows, features, examples, labels):
+        return decoding.decode(rows, features, len(examples), labels, self._schema)
+
+    def evaluate(self, logits, features, examples, labels, data):
+        metrics = decoding.relation_metrics(examples, self.decode(logits, features, examples, labels), labels)
+        metrics.pop("per_predicate")
+        return metrics
+
+    def report(self, logits, features, examples, labels, data, out_dir):
+        decoded = self.decode(logits, features, examples, labels)
+        return decoding.predicate_table(decoding.relation_metrics(examples, decoded, labels))
+
+    def predict(self, logits, features, examples, labels, data):
+        return [
+            record(e.text, entities, triples, labels)
+            for e, (entities, triples) in zip(examples, self.decode(logits, features, examples, labels))
+        ]
+
+
+def record(text: str, entities: dict, triples: dict, labels: list[str]) -> dict:
+    """The prediction of one text: its triples (best first) and its entities (in text order)."""
+
+    def entity(span, type_: str) -> dict:
+        return {"text": text[span[0] : span[1]], "start": span[0], "end": span[1], "type": type_}
+
+    relations = []
+    for (s, c, o), score in sorted(triples.items(), key=lambda kv: (-kv[1], kv[0])):
+        predicate, s_type, o_type = parse_label(labels[c])
+        pair = {"subject": entity(s, s_type), "predicate": predicate, "object": entity(o, o_type)}
+        relations.append({**pair, "score": round(score, 4)})
+    typed = {}
+    for r in relations:
+        for role in decoding.ROLES:
+            typed.setdefault((r[role]["start"], r[role]["end"], role), r[role]["type"])
+    return {
+        "text": text,
+        "relations": relations,
+        "entities": [
+            {**entity((s, t), typed.get((s, t, role), "")), "role": role, "score": round(score, 4)}
+            for (s, t, role), score in sorted(entities.items())
+        ],
+    }

@@ -1,0 +1,269 @@
+"""Relation extraction (``python -m ernie_ft relation``): readers and their placement rule, bad input, GPLinker's
+decode, the triple metric, relations across windows, and the command line (memorise, resume, predict)."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import saved_weights, shared
+
+from ernie_ft.cli import main as cli
+from ernie_ft.cli import task_command
+from ernie_ft.config import DataConfig
+from ernie_ft.errors import UserError
+from ernie_ft.relation import decoding
+from ernie_ft.relation.formats import RelationExample, read_relations
+from ernie_ft.relation.task import Relation
+
+relation = task_command("relation")
+
+SENTENCES = [  # text, [(subject, predicate, object, subject type, object type)]
+    ("周杰伦演唱了《七里香》，方文山作词。", [("七里香", "歌手", "周杰伦", "歌曲", "人物"),
+                                            ("七里香", "作词", "方文山", "歌曲", "人物")]),
+    ("《红楼梦》的作者是曹雪芹。", [("红楼梦", "作者", "曹雪芹", "图书作品", "人物")]),
+    ("姚明出生于上海。", [("姚明", "出生地", "上海", "人物", "地点")]),
+    ("马云创办了阿里巴巴。", [("阿里巴巴", "创始人", "马云", "企业", "人物")]),
+    ("鲁迅的妻子是许广平。", [("鲁迅", "妻子", "许广平", "人物", "人物")]),
+    ("刘德华主演了《无间道》。", [("无间道", "主演", "刘德华", "影视作品", "人物")]),
+]  # fmt: skip
+
+
+def duie(sentences=SENTENCES) -> str:
+    lines = []
+    for text, triples in sentences:
+        spo = [
+            {"subject": s, "predicate": p, "object": {"@value": o}, "subject_type": st, "object_type": {"@value": ot}}
+            for s, p, o, st, ot in triples
+        ]
+        lines.append(json.dumps({"text": text, "spo_list": spo}, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_duie_placement_rule_and_counts(tmp_path, capsys):
+    record = {
+        "text": "张三和李四，张三的老师是李四",
+        "spo_list": [
+            {
+                "subject": "张三",
+                "predicate": "老师",
+                "object": {"@value": "李四", "inWork": "x"},
+                "subject_type": "人物",
+            },
+            {"subject": "王五", "predicate": "老师", "object": "李四"},
+        ],
+    }
+    path = write(tmp_path / "a.jsonl", json.dumps(record, ensure_ascii=False) + "\n")
+    [example] = read_relations(path, "--train")
+    # the subject's first occurrence (0), the object's occurrence nearest it (3, not 12)
+    assert example.triples == (((0, 2, "人物"), "老师 (人物→)", (3, 5, "")),)
+    assert example.gold == (("张三", "老师", "李四"), ("王五", "老师", "李四"))  # the unplaced one is still scored
+    line = capsys.readouterr().err
+    assert "2 triples, 1 placed as spans; 1 of them ambiguously" in line and "1 not placed" in line
+    assert "1 object slots other than @value" in line
+
+
+def test_doccano_label_studio_and_own_jsonl_give_the_same_triples(tmp_path):
+    text = "马云创办了阿里巴巴。"
+    doccano = {
+        "text": text,
+        "entities": [{"id": 1, "label": "人物", "start_offset": 0, "end_offset": 2},
+                     {"id": 2, "label": "企业", "start_offset": 5, "end_offset": 9}],
+        "relations": [{"id": 7, "from_id": 2, "to_id": 1, "type": "创始人"}],
+    }  # fmt: skip
+    regions = [
+        {"id": "a", "type": "labels", "value": {"start": 0, "end": 2, "text": "马云", "labels": ["人物"]}},
+        {"id": "b", "type": "labels", "value": {"start": 5, "end": 9, "text": "阿里巴巴", "labels": ["企业"]}},
+        {"type": "relation", "from_id": "b", "to_id": "a", "labels": ["创始人"]},
+    ]
+    studio = [{"id": 3, "data": {"text": text}, "annotations": [{"result": regions}]}]
+    own = {
+        "text": text,
+        "relations": [{"subject": {"text": "阿里巴巴", "start": 5, "end": 9, "type": "企业"}, "predicate": "创始人",
+                       "object": {"text": "马云", "start": 0, "end": 2, "type": "人物"}}],
+    }  # fmt: skip
+    expected = (((5, 9, "企业"), "创始人 (企业→人物)", (0, 2, "人物")),)
+    for name, content in (
+        ("d.jsonl", json.dumps(doccano)),
+        ("s.json", json.dumps(studio)),
+        ("o.jsonl", json.dumps(own)),
+    ):
+        [example] = read_relations(write(tmp_path / name, content + "\n"), "--train")
+        assert example.triples == expected and example.gold == (("阿里巴巴", "创始人", "马云"),), name
+
+
+def test_real_doccano_relation_export_reads_every_relation(capsys):
+    examples = read_relations(str(shared("annotation-exports", "doccano_relation_zh.jsonl")), "--train")
+    assert len(examples) == 22 and sum(len(e.gold) for e in examples) == 450
+    assert "22 texts, 450 triples" in capsys.readouterr().err
+
+
+def bad(kind):
+    text = "马云创办了阿里巴巴。"
+    entities = [{"id": 1, "label": "人物", "start_offset": 0, "end_offset": 2},
+                {"id": 2, "label": "企业", "start_offset": 5, "end_offset": 9}]  # fmt: skip
+    if kind == "outside":
+        entities[1]["end_offset"] = 40
+        return (
+            "d.jsonl",
+            json.dumps({"text": text, "entities": entities, "relations": []}),
+            ":1: entity '企业' at [5, 40)",
+        )
+    if kind == "missing end":
+        relations = [{"id": 7, "from_id": 2, "to_id": 9, "type": "创始人"}]
+        return "d.jsonl", json.dumps({"text": text, "entities": entities, "relations": relations}), ":1: relation"
+    if kind == "label studio missing end":
+        result = [{"id": "a", "type": "labels", "value": {"start": 0, "end": 2, "labels": ["人物"]}},
+                  {"id": "r", "type": "relation", "from_id": "a", "to_id": "zz", "labels": ["创始人"]}]  # fmt: skip
+        tasks = [{"id": 5, "data": {"text": text}, "annotations": [{"result": result}]}]
+        return "s.json", json.dumps(tasks), ": task 5: relation r names a region"
+    subject = {"text": "马化腾", "start": 0, "end": 2, "type": "人物"}  # the text there is 马云
+    record = {"text": text, "relations": [{"subject": subject, "predicate": "创始人", "object": subject}]}
+    return (
+        "o.jsonl",
+        json.dumps(record, ensure_ascii=False),
+        ":1: entity '马化腾' at [0, 2) but the text there is '马云'",
+    )
+
+
+@pytest.mark.parametrize("kind", ["outside", "missing end", "label studio missing end", "text mismatch"])
+def test_bad_input_is_one_error_naming_file_and_line(tmp_path, kind):
+    name, content, fragment = bad(kind)
+    path = write(tmp_path / name, content + "\n")
+    with pytest.raises(UserError) as caught:
+        read_relations(path, "--train")
+    assert f"--train: {path}" in str(caught.value) and fragment in str(caught.value), str(caught.value)
+
+
+def test_a_predicate_outside_the_schema_is_an_error_line(tmp_path, capsys):
+    schema = [{"predicate": p, "subject_type": st, "object_type": {"@value": ot}} for _, ts in SENTENCES[1:]
+              for _, p, _, st, ot in ts]  # fmt: skip
+    schema_path = write(tmp_path / "schema.json", json.dumps(schema, ensure_ascii=False))
+    train = write(tmp_path / "train.jsonl", duie())
+    status = relation(["--train", train, "--schema", schema_path, "--model", "scratch:2x64", "--output", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    expected = f"error: --train: {train}:1: triple (七里香, 作词, 方文山): predicate '作词' is not in --schema"
+    assert status == 2 and err[-1].startswith(expected), err
+
+
+def cells(*items):
+    return np.array([(h, i, j, logit) for h, i, j, logit in items], dtype="float32").reshape(-1, 4)
+
+
+LABELS = ["作者 (图书作品→人物)", "出生地 (人物→地点)"]
+
+
+def one_window(text):
+    offsets = [(i, i + 1) for i in range(len(text))]
+    return [{"doc": 0, "_window": (0, len(text)), "_offsets": offsets}]
+
+
+def test_decode_needs_both_pointers_and_keeps_to_the_schema():
+    text = "红楼梦作者曹雪芹"  # subject 红楼梦 = positions 1..3 ([CLS] is 0), object 曹雪芹 = 6..8
+    n = len(LABELS)
+    entities = [(0, 1, 3, 4.0), (1, 6, 8, 3.0)]
+    both = cells(*entities, (2 + 0, 1, 6, 2.0), (2 + n + 0, 3, 8, 1.0))
+    head_only = cells(*entities, (2 + 0, 1, 6, 2.0), (2 + n + 1, 3, 8, 1.0))  # the tail-tail of another class
+    features = one_window(text)
+    [(found, triples)] = decoding.decode([both], features, 1, LABELS)
+    assert found == {
+        (0, 3, "subject"): pytest.approx(1 / (1 + np.exp(-4))),
+        (5, 8, "object"): pytest.approx(1 / (1 + np.exp(-3))),
+    }
+    assert triples == {((0, 3), 0, (5, 8)): pytest.approx(1 / (1 + np.exp(-1.0)))}  # the smallest of the 4 logits
+    assert decoding.decode([head_only], features, 1, LABELS)[0][1] == {}
+    assert decoding.decode([both], features, 1, LABELS, {"作者": {("图书作品", "人物")}})[0][1] != {}
+    assert decoding.decode([both], features, 1, LABELS, {"作者": {("歌曲", "人物")}})[0][1] == {}
+    assert decoding.decode([both], features, 1, LABELS, {"出生地": {("人物", "地点")}})[0][1] == {}
+
+
+def test_triple_f1_by_hand():
+    # gold: 3 triples over two texts; predicted: 2 right (one after dropping 《》 and case), 1 wrong predicate
+    a = RelationExample(
+        "《红楼梦》作者曹雪芹", (), (("《红楼梦》", "作者", "曹雪芹"), ("曹雪芹", "出生地", "南京")), 1, "t"
+    )
+    b = RelationExample("abc的作者是张三", (), (("ABC", "作者", "张三"),), 2, "t")
+    decoded = [({}, {((1, 4), 0, (7, 10)): 0.9}), ({}, {((0, 3), 0, (7, 9)): 0.8, ((0, 3), 1, (7, 9)): 0.7})]
+    metrics = decoding.relation_metrics([a, b], decoded, LABELS)
+    assert metrics["triple_precision"] == pytest.approx(2 / 3) and metrics["triple_recall"] == pytest.approx(2 / 3)
+    assert metrics["triple_f1"] == pytest.approx(2 / 3)
+    assert metrics["per_predicate"]["出生地"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    assert "作者" in decoding.predicate_table(metrics)
+
+
+def test_a_relation_across_windows_is_counted_and_never_predicted(tmp_path, capsys):
+    from ernie_ft.text.pipeline import TextPipeline
+    from ernie_ft.text.scratch import build_vocab, write_vocab
+
+    far = "甲" * 40
+    text = "张三" + far + "的妻子是李四，王五出生于北京。"
+    triples = (((0, 2, "人物"), "妻子", (46, 48, "人物")), ((49, 51, "人物"), "出生地", (54, 56, "地点")))
+    examples = [RelationExample(text, triples, (), 1, "long")]
+    vocab = str(tmp_path / "vocab.txt")
+    write_vocab(build_vocab([text]), vocab)
+    pipeline = TextPipeline(vocab, exact_spans=True)
+    task = Relation()
+    labels = ["出生地", "妻子"]
+    features = task.featurize(examples, [pipeline.encode(text)], pipeline, labels, DataConfig(max_len=24, stride=8))
+    assert len(features) >= 3
+    assert "1 triples have their subject and object in no common window of --max-len 24" in capsys.readouterr().err
+    perfect = [cells(*[(h, i, j, 5.0) for h, i, j in f["_targets"]]) for f in features]
+    [(_, triples)] = decoding.decode(perfect, features, 1, labels)
+    assert {(s, labels[c], o) for s, c, o in triples} == {((49, 51), "出生地", (54, 56))}
+    # each end alone is still an entity target in its window
+    assert any((0, 1, 2) in f["_targets"] for f in features)
+
+
+def train_args(train, out, *extra):
+    """A scratch 2x64 model on the six sentences, dev = train: it has to memorise them."""
+    return [
+        "--train", train, "--dev", train, "--model", "scratch:2x64", "--threads", "1", "--max-len", "32",
+        "--epochs", "40", "--batch-size", "6", "--lr", "3e-3", "--warmup", "0.05", "--dropout", "0", "--seed", "2",
+        "--eval-steps", "10", "--output", str(out), *extra,
+    ]  # fmt: skip
+
+
+def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, capsys):
+    train = write(tmp_path / "train.jsonl", duie())
+    assert relation(train_args(train, tmp_path / "full")) == 0
+    metrics = json.loads((tmp_path / "full" / "metrics.json").read_text(encoding="utf-8"))["dev"]
+    assert metrics["triple_f1"] >= 0.9 and metrics["entity_f1"] >= 0.9, metrics
+
+    assert relation(train_args(train, tmp_path / "cut", "--stop-after-steps", "15")) == 0
+    assert relation(train_args(train, tmp_path / "cut", "--resume")) == 0
+    full, resumed = saved_weights(tmp_path / "full" / "best"), saved_weights(tmp_path / "cut" / "best")
+    assert full.keys() == resumed.keys() and any(name.startswith("pointers.") for name in full)
+    for name in full:
+        np.testing.assert_allclose(resumed[name], full[name], rtol=0, atol=1e-6, err_msg=name)
+
+    texts = write(tmp_path / "new.txt", "".join(f"{text}\n" for text, _ in SENTENCES))
+    out = tmp_path / "pred.jsonl"
+    assert cli(["predict", "--model", str(tmp_path / "full"), "--input", texts, "--output", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [sorted(r) for r in records] == [["entities", "relations", "text"]] * len(SENTENCES)
+    right = 0
+    for record, (text, triples) in zip(records, SENTENCES):
+        for r in record["relations"]:
+            assert sorted(r) == ["object", "predicate", "score", "subject"]
+            for end in (r["subject"], r["object"]):
+                assert (
+                    sorted(end) == ["end", "start", "text", "type"] and text[end["start"] : end["end"]] == end["text"]
+                )
+        found = {
+            (r["subject"]["text"], r["predicate"], r["object"]["text"], r["subject"]["type"])
+            for r in record["relations"]
+        }
+        right += found == {(s, p, o, st) for s, p, o, st, _ in triples}
+        assert all(sorted(e) == ["end", "role", "score", "start", "text", "type"] for e in record["entities"])
+    assert right >= len(SENTENCES) - 1
+
+    capsys.readouterr()
+    assert cli(["evaluate", "--model", str(tmp_path / "full"), "--input", train]) == 0
+    report = capsys.readouterr().out
+    assert "predicate" in report and "作词" in report and "triples" in report
+    assert cli(["export", "--model", str(tmp_path / "full"), "--output", str(tmp_path / "hf"), "--format", "hf"]) == 2
+    assert "pointer" in capsys.readouterr().err
