@@ -318,7 +318,35 @@ def test_a_tiny_model_memorises_nested_entities_resumes_exactly_and_predicts(tmp
         assert all(text[e["start"] : e["end"]] == e["text"] and e["score"] > 0.5 for e in record["entities"])
         found = sorted((e["start"], e["end"], e["type"]) for e in record["entities"])
         assert found == spans_of(text, entities) or record is not records[0], found
-    assert sum(
-        sorted((e["start"], e["end"], e["type"]) for e in r["entities"]) == spans_of(t, e)
-        for r, (t, e) in zip(records, SENTENCES)
-    ) >= len(SENTENCES) - 1
+    assert (
+        sum(
+            sorted((e["start"], e["end"], e["type"]) for e in r["entities"]) == spans_of(t, e)
+            for r, (t, e) in zip(records, SENTENCES)
+        )
+        >= len(SENTENCES) - 1
+    )
+
+    # the exported graphs answer as the dygraph model does (Paddle Inference once computed RoPE wrongly); no hf export
+    for engine, extra in (("inference", []), ("onnxruntime", ["--format", "onnx"])):
+        exported, again = tmp_path / f"export-{engine}", tmp_path / f"pred-{engine}.jsonl"
+        assert cli(["export", "--model", str(tmp_path / "full"), "--output", str(exported), *extra]) == 0
+        assert cli(["predict", "--model", str(exported), "--input", texts, "--output", str(again)]) == 0
+        answers = [json.loads(line) for line in again.read_text(encoding="utf-8").splitlines()]
+        assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in answers] == [
+            [(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in records
+        ], engine
+        scores = [
+            (e["score"], f["score"]) for r, a in zip(records, answers) for e, f in zip(r["entities"], a["entities"])
+        ]
+        assert max(abs(x - y) for x, y in scores) < 2e-3, engine
+
+
+def test_hf_export_of_a_nested_model_is_one_error_line(tmp_path, capsys):
+    train = write(tmp_path / "train.json", cmeee())
+    args = train_args(train, tmp_path / "run")
+    args[args.index("--epochs") + 1] = "1"
+    assert ner(args) == 0
+    capsys.readouterr()
+    assert cli(["export", "--model", str(tmp_path / "run"), "--output", str(tmp_path / "hf"), "--format", "hf"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and "GlobalPointer" in err[0] and "onnx" in err[0], err

@@ -75,6 +75,12 @@ def _check_exportable(loaded, model_dir: str) -> None:
             f"--model {model_dir}: --format hf exports classification, NER and QA models; a {task.head!r} head "
             "has no transformers architecture that ernie_ft writes"
         )
+    if getattr(task, "nested", False):
+        raise UserError(
+            f"--model {model_dir}: a nested NER model (ner --nested) scores every (start, end) span per type with a "
+            "GlobalPointer head; transformers has no such architecture (ForTokenClassification tags each token once, "
+            "so it cannot hold nested entities); export it with --format onnx or the default Paddle Inference graph"
+        )
     if task.model_class:
         raise UserError(
             f"--model {model_dir}: its model is {task.model_class}, whose layers (e.g. a CRF's transitions) "

@@ -34,11 +34,13 @@ def rotary(x, positions):
     dim = x.shape[-1]
     inv_freq = paddle.exp(paddle.arange(0, dim // 2, dtype="float32") * (-2.0 * math.log(10000.0) / dim))
     angles = positions.astype("float32").unsqueeze(-1) * inv_freq.unsqueeze(0)  # [L, D/2]
-    # each angle used for a pair (2k, 2k+1) of values: [L, D] with the angles repeated pairwise
-    cos = paddle.repeat_interleave(paddle.cos(angles), 2, axis=-1).unsqueeze(0).unsqueeze(2)
-    sin = paddle.repeat_interleave(paddle.sin(angles), 2, axis=-1).unsqueeze(0).unsqueeze(2)
-    pairs = paddle.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(paddle.shape(x))
-    return x * cos.astype(x.dtype) + pairs * sin.astype(x.dtype)
+    # each angle for both members of its pair (2k, 2k+1): [1, L, 1, D]. The cosine and sine are taken of this one
+    # tensor: with two separate pairwise copies (of cos and of sin), Paddle Inference 3.3 computed the exported
+    # model's scores wrongly (up to 17 off the dygraph ones; ONNX Runtime was right)
+    paired = paddle.stack([angles, angles], axis=-1).reshape([1, -1, 1, dim]).astype(x.dtype)
+    halves = x.reshape([0, 0, 0, dim // 2, 2])  # (x_2k, x_2k+1) -> (-x_2k+1, x_2k)
+    pairs = paddle.stack([-halves[..., 1], halves[..., 0]], axis=-1).reshape([0, 0, 0, dim])
+    return x * paddle.cos(paired) + pairs * paddle.sin(paired)
 
 
 class GlobalPointer(nn.Layer):
