@@ -98,7 +98,7 @@ def plot_label_scores(per_class: dict, path: str, title: str = "Per-label precis
             ax.barh(y + (k - 1) * 0.27, [per_class[n][key] for n in names], height=0.27, color=colour, label=key)
         size = max(6.0, min(10.0, 400.0 / max(len(names), 1)))
         ax.set_yticks(y, labels=[f"{n} ({per_class[n]['support']})" for n in names], fontsize=size)
-        ax.invert_yaxis()
+        ax.set_ylim(len(names) - 0.5, -0.6)  # first label on top, no empty margins
         ax.set_xlim(0, 1)
         ax.set_xlabel("score (support in brackets)")
         ax.set_title(title)
