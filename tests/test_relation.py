@@ -222,7 +222,7 @@ def train_args(train, out, *extra):
     """A scratch 2x64 model on the six sentences, dev = train: it has to memorise them."""
     return [
         "--train", train, "--dev", train, "--model", "scratch:2x64", "--threads", "1", "--max-len", "32",
-        "--epochs", "40", "--batch-size", "6", "--lr", "3e-3", "--warmup", "0.05", "--dropout", "0", "--seed", "2",
+        "--epochs", "80", "--batch-size", "6", "--lr", "3e-3", "--warmup", "0.05", "--dropout", "0", "--seed", "2",
         "--eval-steps", "10", "--output", str(out), *extra,
     ]  # fmt: skip
 
