@@ -11,6 +11,7 @@ from ernie_ft.classify import Classification, decoding
 from ernie_ft.cli import main as cli
 from ernie_ft.cli import task_command
 from ernie_ft.config import DataConfig
+from ernie_ft.data.readers import Example
 from ernie_ft.evaluation.multilabel import multilabel_metrics
 from ernie_ft.models.hf import MULTI_LABEL
 from ernie_ft.training.checkpoint import load_model
@@ -64,6 +65,7 @@ def test_each_label_source_parses(tmp_path, capsys):
         ("c.csv", "text,cat_a\n甲,1\n", ["--multi-label", "--label-columns", "tag_*"], ["'tag_*' matches no column"]),
         ("c.csv", "text,cat_a\n甲,1\n", ["--multi-label", "--label-columns", "cat_a,cat_z"], ["'cat_z' not found"]),
         ("a.tsv", "label\ttext\na\t甲\n", ["--label-separator", "|"], ["--label-separator", "--multi-label"]),
+        ("h.jsonl", '{"text": "甲", "tags": ["a-x", "b-y"]}\n', ["--hierarchy-separator=-", *TAGS], ["--multi-label"]),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, capsys, name, content, flags, fragments):
@@ -111,6 +113,18 @@ def test_hierarchy_never_emits_a_child_without_its_parent():
             assert (ends.sum(axis=1) <= top_k).all()
     paths = decoding.decode_paths(probs, up)  # single-label: one path down to a leaf
     assert [[labels[i] for i in np.flatnonzero(row)] for row in paths] == [["B", "B-z"], ["A", "A-y"]]
+
+
+def test_a_single_label_path_predicts_its_leaf_and_ancestors():
+    task = Classification(hierarchy_separator="-")
+    labels = ["A", "A-x", "A-y", "B", "B-z"]
+    examples = [Example("甲", None, ("A", "A-y"), 1, "t"), Example("乙", None, ("B", "B-z"), 2, "t")]
+    logits = np.array([[2.0, -1.0, 1.0, -2.0, 3.0], [-1.0, 4.0, 4.0, 0.5, 0.1]])  # B-z alone is not a path
+    features = [{"doc": 0}, {"doc": 1}]
+    records = task.predict(logits, features, examples, labels, DataConfig())
+    assert [(r["label"], r["labels"]) for r in records] == [("A-y", ["A", "A-y"]), ("B-z", ["B", "B-z"])]
+    metrics = task.evaluate(logits, features, examples, labels, DataConfig())
+    assert metrics["accuracy"] == 1.0 and metrics["level2_micro_f1"] == 1.0
 
 
 def test_per_level_metrics_against_a_hand_computed_case():
