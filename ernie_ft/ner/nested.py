@@ -13,7 +13,6 @@ the neighbouring window holds it whole), and a span found by two windows counts 
 from __future__ import annotations
 
 import bisect
-import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -23,7 +22,7 @@ from ernie_ft.data.batching import collate
 from ernie_ft.data.windows import pack_inputs, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import read_ner, read_ner_records
-from ernie_ft.ner.task import NER, continuation_ids, entity_types, token_units
+from ernie_ft.ner.task import NER, continuation_ids, entity_types, note_inexact, token_units
 
 THRESHOLD = 0.0
 """A span is an entity when its GlobalPointer score (logit) is above this."""
@@ -125,14 +124,7 @@ class NestedNER(NER):
                         "_heads": len(labels),
                     }
                 )
-        if inexact:
-            shown = "; ".join(f"line {e.line}: {e.text[s:t]!r} [{s}, {t}) {k}" for e, (s, t, k) in inexact[:5])
-            print(
-                f"note: {examples[0].source}: {len(inexact)} entities start or end inside a token, so the span model "
-                f"cannot hold them exactly; they are trained on the tokens they touch and count as errors when "
-                f"scored ({shown})",
-                file=sys.stderr,
-            )
+        note_inexact(inexact, "the span model cannot hold them exactly; they are trained on the tokens they touch")
         return features
 
     def collate(self, features, pipeline, seed, epoch):

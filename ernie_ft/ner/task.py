@@ -99,6 +99,17 @@ def stitch(logits: list, features: list[dict], n_docs: int) -> list[np.ndarray]:
     return rows
 
 
+def note_inexact(inexact: list, consequence: str) -> None:
+    """Say on stderr which (example, entity) pairs start or end inside a token, and what that means for the model."""
+    if inexact:
+        shown = "; ".join(f"line {e.line}: {e.text[s:t]!r} [{s}, {t}) {k}" for e, (s, t, k) in inexact[:5])
+        print(
+            f"note: {inexact[0][0].source}: {len(inexact)} entities start or end inside a token (or on characters "
+            f"that produce no token), so {consequence} and count as errors when scored ({shown})",
+            file=sys.stderr,
+        )
+
+
 def entity_types(labels: list[str]) -> list[str]:
     """The entity types of a BIO tag list, sorted."""
     return sorted({label[2:] for label in labels if label != "O"})
@@ -219,14 +230,7 @@ class NER(TaskHooks):
                         "_units": units,
                     }
                 )
-        if inexact:
-            shown = "; ".join(f"line {e.line}: {e.text[s:t]!r} [{s}, {t}) {k}" for e, (s, t, k) in inexact[:5])
-            print(
-                f"note: {examples[0].source}: {len(inexact)} entities start or end inside a token (or on "
-                f"characters that produce no token), so the tags cannot hold them exactly; they are tagged "
-                f"on the tokens they start in and count as errors when scored ({shown})",
-                file=sys.stderr,
-            )
+        note_inexact(inexact, "the tags cannot hold them exactly; they are tagged on the tokens they start in")
         return features
 
     def loss(self, logits, batch):
