@@ -170,7 +170,8 @@ def _rows_examples(rows, source: str, labelled: bool, locate, counts: Counts) ->
         at = locate(n)
         text = record.get("text")
         if not isinstance(text, str) or not text.strip():
-            raise UserError(f'{at.field("text")}: missing or empty "text"; each line needs {RECORD}')
+            needs = RECORD if labelled else '{"text": "..."}'
+            raise UserError(f'{at.field("text")}: missing or empty "text"; each record needs {needs}')
         placed, gold = [], []
         if labelled and "spo_list" in record:
             counts["duie"] += 1

@@ -151,14 +151,13 @@ class Relation(TaskHooks):
         if apart:
             shown = "; ".join(f"line {e.line}: {e.triples[k][1]}" for e, k in apart[:3])
             print(
-                f"note: {examples[0].source}: {len(apart)} triples have their subject and object in no common window "
-                f"of --max-len {max_len} tokens: they cannot be learnt or predicted and are scored as misses "
-                f"({shown})",
+                f"note: {examples[0].source}: relations whose subject and object lie in no common window of --max-len "
+                f"{max_len} tokens: {len(apart)}; they cannot be learnt or predicted, and count as misses ({shown})",
                 file=sys.stderr,
             )
         if lost:
             print(
-                f"note: {examples[0].source}: {lost} triples have an entity on characters without a token (not learnt)",
+                f"note: {examples[0].source}: relations with an end on characters without a token: {lost} (not learnt)",
                 file=sys.stderr,
             )
 
