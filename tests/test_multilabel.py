@@ -40,6 +40,8 @@ def test_each_label_source_parses(tmp_path, capsys):
     tsv = write(tmp_path / "a.tsv", "labels\ttext\n体育|娱乐\t甲\n\t乙\n财经\t丙\n")
     sep = Classification(multi_label=True, label_separator="|")
     assert read(sep, tsv, label_column="labels") == [("甲", ("体育", "娱乐")), ("乙", ()), ("丙", ("财经",))]
+    coded = write(tmp_path / "coded.tsv", "labels\ttext\n0|1\t甲\n")  # --label-names names each label
+    assert read(sep, coded, label_column="labels", label_names="0=体育,1=娱乐") == [("甲", ("体育", "娱乐"))]
     columns = write(tmp_path / "c.csv", "text,category_体育,category_娱乐,other\n甲,1,1,x\n乙,0,0,y\n丙,0,1,z\n")
     expected = [("甲", ("category_体育", "category_娱乐")), ("乙", ()), ("丙", ("category_娱乐",))]
     assert read(Classification(multi_label=True, label_columns="category_*"), columns) == expected
