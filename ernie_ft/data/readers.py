@@ -41,7 +41,8 @@ class Example:
 
     text: str
     text_pair: str | None
-    label: str | None
+    label: str | tuple[str, ...] | None
+    """A string, or a tuple of labels where the file gives a JSON list (``classify --multi-label``: label sets)."""
     line: int
     source: str
 
