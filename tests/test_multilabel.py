@@ -210,6 +210,13 @@ def test_a_tiny_model_memorises_label_paths_resumes_and_predicts(tmp_path, capsy
     assert cli(["evaluate", "--model", str(out), "--input", dev_file, "--output-dir", str(report)]) == 0
     assert "level2_micro_f1" in capsys.readouterr().out and (report / "label_scores.png").stat().st_size > 0
 
+    exported, again = tmp_path / "exported", tmp_path / "again.jsonl"  # Paddle Inference decodes the same sets
+    assert cli(["export", "--model", str(out), "--output", str(exported)]) == 0
+    assert cli(["predict", "--model", str(exported), "--input", texts, "--output", str(again)]) == 0
+    static = [json.loads(line) for line in again.read_text(encoding="utf-8").splitlines()]
+    assert [r["labels"] for r in static] == [r["labels"] for r in records]
+    assert all(abs(r["probs"][k] - s["probs"][k]) < 1e-4 for r, s in zip(records, static) for k in labels)
+
     hf_dir = tmp_path / "hf"  # transformers' problem_type out and back in
     assert cli(["export", "--model", str(out), "--output", str(hf_dir), "--format", "hf"]) == 0
     assert json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))["problem_type"] == MULTI_LABEL
