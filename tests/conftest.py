@@ -238,3 +238,51 @@ def pretrained(texts_file, tmp_path_factory):
     assert main(pretrain_args(texts_file, out, "--stop-after-steps", "8")) == 0
     assert main(pretrain_args(texts_file, out, "--resume")) == 0
     return out
+
+
+# ------------------------------------------------------------------ a real headless Chromium for the page tests
+# scripts/test.sh installs Debian's chromium and chromium-driver where it can (root with apt-get); elsewhere the
+# browser tests skip, naming what is missing (pytest's summary shows the reason, -ra), and in CI (CI=true) they
+# fail: CI's machines reach Debian's packages, so there a missing browser is a broken setup.
+
+
+def without_browser(reason: str):
+    """Skip the browser tests for ``reason``, or fail them in CI."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI: the browser tests cannot run: {reason}", pytrace=False)
+    pytest.skip(f"browser tests not run: {reason}")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium driven by Selenium, one per test module. Its profile and temporary files sit in a
+    directory of their own with a short path: Chromium's singleton socket lives there, and a Unix socket's path
+    holds at most 107 bytes (a test's own tmp_path under pytest-xdist made it 118, and Chromium exited)."""
+    try:
+        from selenium import webdriver
+    except ImportError:
+        without_browser("selenium is not installed (pip install -e '.[dev]')")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        without_browser(
+            "Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    scratch = tmp_path_factory.mktemp("chromium")
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1000,900",
+        "--lang=zh-CN",
+        f"--user-data-dir={scratch / 'profile'}",
+    ):
+        options.add_argument(flag)
+    from selenium.webdriver.chrome.service import Service
+
+    service = Service(driver_path, env={**os.environ, "TMPDIR": str(scratch)})
+    driver = webdriver.Chrome(service=service, options=options)
+    yield driver
+    driver.quit()

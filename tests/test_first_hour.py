@@ -5,7 +5,6 @@ the fields the model was trained with."""
 import contextlib
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -261,30 +260,14 @@ def test_info_names_the_fields_the_model_was_trained_with(run, pair_run):
         assert info == {"required": ["text"], "optional": ["text_pair"], "trained_with": trained}, model_dir
 
 
-def test_the_page_shows_a_text_pair_box_only_for_a_model_trained_on_pairs(run, pair_run, tmp_path):
-    webdriver = pytest.importorskip("selenium.webdriver")
+def test_the_page_shows_a_text_pair_box_only_for_a_model_trained_on_pairs(run, pair_run, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ready
     from selenium.webdriver.support.ui import WebDriverWait
 
-    chromium, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.skip("Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'p'}"):
-        options.add_argument(flag)
-    from selenium.webdriver.chrome.service import Service
-
-    browser = webdriver.Chrome(service=Service(driver, env={**os.environ, "TMPDIR": str(tmp_path)}), options=options)
-    try:
-        for model_dir, boxes in ((run[0], ["field-text"]), (pair_run, ["field-text", "field-text_pair"])):
-            with serving(model_dir) as url:
-                browser.get(url + "/")
-                WebDriverWait(browser, 60).until(ready.visibility_of_element_located((By.ID, "form")))
-                shown = [
-                    area.get_attribute("id") for area in browser.find_elements(By.CSS_SELECTOR, "#fields textarea")
-                ]
-                assert shown == boxes, model_dir
-    finally:
-        browser.quit()
+    for model_dir, boxes in ((run[0], ["field-text"]), (pair_run, ["field-text", "field-text_pair"])):
+        with serving(model_dir) as url:
+            browser.get(url + "/")
+            WebDriverWait(browser, 60).until(ready.visibility_of_element_located((By.ID, "form")))
+            shown = [area.get_attribute("id") for area in browser.find_elements(By.CSS_SELECTOR, "#fields textarea")]
+            assert shown == boxes, model_dir
