@@ -886,34 +886,36 @@ def assert_int8_within_bound(fp32, int8):
     "fixture,inputs", [("classifier", CLASSIFY_INPUTS), ("tagger", NER_INPUTS), ("reader", QA_INPUTS)]
 )
 def test_an_onnx_export_predicts_what_the_checkpoint_predicts(fixture, inputs, request, tmp_path, capsys):
-    """export --format onnx --quantize int8: ONNX Runtime in fp32 gives dygraph's records (probabilities to 1e-4; the
-    CRF decodes outside the graph); int8's outputs stay within ``INT8_ERROR``; --engine auto prefers int8, and the
-    server names the engine and the precision."""
+    """export --format onnx: ONNX Runtime in fp32 gives dygraph's records (probabilities to 1e-4; the CRF decodes
+    outside the graph); --quantize int8 (an export of its own, holding the int8 model alone): its outputs stay within
+    ``INT8_ERROR`` of fp32's; --engine auto prefers int8, and the server names the engine and the precision."""
     from ernie_ft import Predictor
     from ernie_ft.cli import main
     from ernie_ft.serving.limits import Limits
     from ernie_ft.serving.model import ServedModel
 
     model_dir = str(request.getfixturevalue(fixture))
-    exported = tmp_path / "onnx"
-    assert (
-        main(["export", "--model", model_dir, "--output", str(exported), "--format", "onnx", "--quantize", "int8"]) == 0
-    )
+    exported, quantized = tmp_path / "onnx", tmp_path / "int8"
+    assert main(["export", "--model", model_dir, "--output", str(exported), "--format", "onnx"]) == 0
     out = capsys.readouterr().out
     assert "ONNX Runtime fusions: " in out and "SkipLayerNormalization x4" in out and "MultiHeadAttention x2" in out, (
         out
     )
-    assert "runs it with ONNX Runtime in int8" in out and (exported / "model.int8.onnx").is_file()
+    command = ["export", "--model", model_dir, "--output", str(quantized), "--format", "onnx", "--quantize", "int8"]
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert "runs it with ONNX Runtime in int8" in out and (quantized / "model.int8.onnx").is_file()
+    assert not (quantized / "model.onnx").exists()
     reference = predicted_by_cli(model_dir, inputs, tmp_path, "--engine", "dygraph")
     assert _close(predicted_by_cli(str(exported), inputs, tmp_path, "--engine", "onnxruntime"), reference)
 
-    fp32, int8 = (Predictor(str(exported), engine, "cpu") for engine in ("onnxruntime", "onnxruntime-int8"))
+    fp32, int8 = Predictor(str(exported), "onnxruntime", "cpu"), Predictor(str(quantized), "onnxruntime-int8", "cpu")
     examples, features = fp32.prepare(inputs)
     assert_int8_within_bound(fp32.logits(features, 8), int8.logits(features, 8))
-    assert predicted_by_cli(str(exported), inputs, tmp_path) == predicted_by_cli(
-        str(exported), inputs, tmp_path, "--engine", "onnxruntime-int8"
+    assert predicted_by_cli(str(quantized), inputs, tmp_path) == predicted_by_cli(
+        str(quantized), inputs, tmp_path, "--engine", "onnxruntime-int8"
     )
-    info = ServedModel(str(exported), "auto", "cpu").info(Limits())
+    info = ServedModel(str(quantized), "auto", "cpu").info(Limits())
     assert (info["engine"], info["precision"]) == ("onnxruntime", "int8")
 
 
@@ -958,6 +960,8 @@ def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier
 
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("房间很干净，服务也好\n太差了，不会再来\n早餐一般，位置不错\n", encoding="utf-8")
+    assert main(["export", "--model", classifier, "--output", str(tmp_path / "fp32"), "--format", "onnx"]) == 0
+    fp32 = Predictor(str(tmp_path / "fp32"), "onnxruntime", "cpu")
     for extra, source in (((), "sentiment_train.tsv"), (("--calibration", str(calibration)), "calibration.txt")):
         exported = tmp_path / f"static-{source}"
         command = ["export", "--model", classifier, "--output", str(exported), "--format", "onnx"]
@@ -965,7 +969,7 @@ def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier
         assert "static quantization calibrated on " in capsys.readouterr().out
         manifest = json.loads((exported / "onnx.json").read_text())
         assert manifest["files"]["model.int8.onnx"]["calibration"].endswith(f" of {source}")
-        fp32, int8 = (Predictor(str(exported), engine, "cpu") for engine in ("onnxruntime", "onnxruntime-int8"))
+        int8 = Predictor(str(exported), "onnxruntime-int8", "cpu")
         examples, features = fp32.prepare(CLASSIFY_INPUTS)
         assert_int8_within_bound(fp32.logits(features, 8), int8.logits(features, 8))
 

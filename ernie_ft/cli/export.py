@@ -8,8 +8,8 @@ import os
 from ernie_ft.cli import flags
 from ernie_ft.cli.parsers import Parser
 from ernie_ft.inference import FORMATS
+from ernie_ft.inference.int8 import DEFAULT_METHOD, METHODS, TARGETS
 from ernie_ft.inference.libraries import LOG
-from ernie_ft.inference.onnx import DEFAULT_INT8, QUANTIZATIONS
 
 
 def build_parser(prog: str) -> Parser:
@@ -32,9 +32,11 @@ def build_parser(prog: str) -> Parser:
     )
     parser.add_argument(
         "--quantize",
-        choices=QUANTIZATIONS,
-        help=f"also write model.int8.onnx (needs --format onnx): int8 weights, activations quantized per batch "
-        f"(int8-dynamic) or with ranges calibrated on training texts (int8-static); int8 is {DEFAULT_INT8}",
+        metavar="METHOD[:TARGET]",
+        help=f"write model.int8.onnx instead of the fp32 models (needs --format onnx): int8 weights, activations "
+        f"quantized per batch (int8-dynamic) or with ranges calibrated on training texts (int8-static); int8 is "
+        f"{DEFAULT_METHOD}. METHOD: {', '.join(METHODS)}. TARGET, the CPU that will run it: "
+        f"{', '.join(f'{name} ({cpus})' for name, cpus in TARGETS.items())}; default: this machine's",
     )
     parser.add_argument(
         "--calibration",

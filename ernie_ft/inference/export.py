@@ -36,12 +36,14 @@ def export(
     its weights as safetensors, whatever the source held); returns the output directory.
 
     ``task``: a task spec that replaces the one the checkpoint recorded; the export records it instead.
-    ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``), and with ``quantize`` (one of
-    ``onnx.QUANTIZATIONS``) ``model.int8.onnx``; static quantization calibrates on the texts of ``calibration``
-    (a file the task reads), by default on the run's training file. What the libraries print while the graph is
+    ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``), and with ``quantize`` (a
+    ``--quantize`` value, ``int8.parse``) ``model.int8.onnx`` instead, in a directory holding only what the int8
+    engine reads (``slim``); static quantization calibrates on the texts of ``calibration`` (a file the task reads),
+    by default on the run's training file. What the libraries print while the graph is
     traced and converted goes to ``export.log`` in the output (``libraries.LOG``), or with ``verbose`` to the terminal.
     """
-    static = _check_options(format, quantize, calibration)
+    choice = _check_options(format, quantize, calibration)
+    static = choice is not None and choice.method == "static"
     import paddle
 
     from ernie_ft.inference import libraries, onnx
@@ -88,12 +90,14 @@ def export(
                     config.num_attention_heads,
                     config.hidden_size,
                     loaded.pipeline.pad_id,
-                    quantize,
+                    choice,
                     batches,
                     sample,
                 )
         if format == "onnx":
             print(onnx.describe(manifest))
+        if choice:
+            slim(tmp, loaded.task.binds_model)
     except BaseException as error:
         _keep_log(log, output, error)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -120,23 +124,32 @@ CALIBRATION_WINDOWS = 256
 CALIBRATION_BATCH = 16
 
 
-def _check_options(format: str, quantize: str | None, calibration: str | None) -> bool:
-    """Refuse flags that do not go together; True when the export quantizes statically (and calibrates)."""
-    from ernie_ft.inference import onnx
+def slim(directory: str, keeps_weights: bool) -> None:
+    """Remove from an int8 export what its engine does not read: the Paddle graph and its parameters, and the dygraph
+    weights unless the task binds the model (``binds_model``: a CRF's transitions are read from them)."""
+    from ernie_ft.models.weights import SAFE_WEIGHTS
+
+    for name in (f"{PREFIX}.json", f"{PREFIX}.pdmodel", f"{PREFIX}.pdiparams", f"{PREFIX}.pdiparams.info"):
+        if os.path.isfile(os.path.join(directory, name)):
+            os.remove(os.path.join(directory, name))
+    if not keeps_weights and os.path.isfile(os.path.join(directory, SAFE_WEIGHTS)):
+        os.remove(os.path.join(directory, SAFE_WEIGHTS))
+
+
+def _check_options(format: str, quantize: str | None, calibration: str | None):
+    """Refuse flags that do not go together; the ``int8.Choice`` of ``quantize`` (None without it)."""
+    from ernie_ft.inference import int8
 
     if format not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     if format == "onnx":
         check_dependencies(quantize)
-    if quantize is not None:
-        if quantize not in onnx.QUANTIZATIONS:
-            raise UserError(f"--quantize must be one of {', '.join(onnx.QUANTIZATIONS)}, not {quantize!r}")
-        if format != "onnx":
-            raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
-    static = onnx.int8_method(quantize) == "static"
-    if calibration is not None and not static:
+    choice = int8.parse(quantize)
+    if choice is not None and format != "onnx":
+        raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
+    if calibration is not None and (choice is None or choice.method != "static"):
         raise UserError("--calibration is for static quantization: add --quantize int8-static")
-    return static
+    return choice
 
 
 def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:

@@ -5,12 +5,10 @@ paddle2onnx (a PaddleNLP dependency) converts the static graph that ``export`` s
 ``inference.json``) into ONNX with dynamic batch size and length; ONNX Runtime's transformer optimizer fuses
 what it recognises (embeddings + LayerNorm, residual + LayerNorm, bias + GELU), and ``fuse_attention`` each
 layer's attention, into ``model.onnx``, which gives the dygraph model's logits (classification to 1.2e-7 on the
-nano shape). ``--quantize`` adds
-``model.int8.onnx``: weights int8, activations quantized per batch (dynamic) or with ranges calibrated on
-training texts (static). Weights use 7 of the 8 bits (``reduce_range``): the uint8 x int8 products of CPUs without
-VNNI saturate in 16-bit sums otherwise, which took a QA model's outputs 35 % off fp32's where 7 bits keep them
-within 2.2 %. Whatever the task does with the outputs (pooling windows, CRF decoding, spans) runs
-as for the other engines.
+nano shape). ``--quantize`` writes
+``model.int8.onnx`` instead: weights int8, activations quantized per batch (dynamic) or with ranges calibrated on
+training texts (static), chosen for the CPU that will run it (``int8``: the bits, which products, the attention).
+Whatever the task does with the outputs (pooling windows, CRF decoding, spans) runs as for the other engines.
 
 ``onnx.json`` records the hash of each ONNX file and of the weights it was made from: an ONNX file that does
 not belong to the checkpoint beside it is refused instead of answering for another model.
@@ -18,34 +16,25 @@ not belong to the checkpoint beside it is refused instead of answering for anoth
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ernie_ft.errors import UserError
+
+if TYPE_CHECKING:
+    from ernie_ft.inference.int8 import Choice
 
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
 MANIFEST = "onnx.json"
 OPSET = 14
 INSTALL = "pip install onnxruntime"
-QUANTIZATIONS = ("int8", "int8-dynamic", "int8-static")
-"""``--quantize`` values: 'int8' is ``DEFAULT_INT8``'s method."""
-DEFAULT_INT8 = "int8-dynamic"
-"""Dynamic int8 by default: measured side by side (``benchmarks/bench_deploy.py``, docs/benchmarks.md), it was the
-faster of the two (1.60x / 1.45x Paddle Inference's documents/s for a classifier / a tagger, static 1.32x / 1.36x)
-and lost no more (accuracy -0.16 and F1 -0.10 against static's -0.16 and -0.23)."""
 FILES = {"fp32": ONNX_FILE, "int8": INT8_FILE}
 ENGINE = {"fp32": "onnxruntime", "int8": "onnxruntime-int8"}
 """The ``--engine`` that runs each precision's file."""
-
-
-def int8_method(quantize: str | None) -> str | None:
-    """'dynamic' or 'static' for a ``--quantize`` value ('int8' is ``DEFAULT_INT8``'s method), None without one."""
-    return (DEFAULT_INT8 if quantize == "int8" else quantize).split("-")[1] if quantize else None
 
 
 def onnx_file(directory: str, precision: str = "fp32") -> str | None:
@@ -75,7 +64,7 @@ def convert(
     heads: int,
     hidden: int,
     pad_id: int,
-    quantize: str | None = None,
+    quantize: Choice | None = None,
     calibration: Iterable[dict] | None = None,
     calibration_source: str | None = None,
 ) -> dict:
@@ -84,7 +73,8 @@ def convert(
 
     ``weights``: the checkpoint's weights file, whose hash the manifest records. ``heads``, ``hidden``: the
     encoder's shape, for the optimizer's patterns; ``pad_id``: the padding token, which attention masks.
-    ``calibration``: batches of model inputs (numpy) for static quantization, read from ``calibration_source``.
+    ``quantize``: how to write ``model.int8.onnx`` (``int8.parse``); ``calibration``: batches of model inputs
+    (numpy) for static quantization, read from ``calibration_source``.
     """
     from ernie_ft.inference.libraries import check_dependencies, no_installs
 
@@ -99,24 +89,27 @@ def convert(
     # Python fusions only (opt_level 0): the session applies ONNX Runtime's own graph optimisations when it loads
     optimized = optimizer.optimize_model(raw, model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
     fused = {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}
+    unfused = path + ".unfused"
+    if quantize and quantize.attention:  # int8 products in the attention: quantized from the graph before fusing it
+        optimized.save_model_to_file(unfused)
     fused["MultiHeadAttention"] = fuse_attention(optimized.model, heads, pad_id)
     optimized.prune_graph()
     optimized.save_model_to_file(path)
     os.remove(raw)
     manifest = {"weights_sha256": sha256(weights), "fusions": fused, "files": {ONNX_FILE: {"precision": "fp32"}}}
-    if quantize:
-        method = int8_method(quantize)
-        int8 = os.path.join(directory, INT8_FILE)
-        if method == "static":
-            _quantize_static(path, int8, calibration)
-        else:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
+    if quantize:  # the int8 model replaces the fp32 one: an export holds what its engine reads
+        from ernie_ft.inference.int8 import quantize as write_int8
 
-            with _quiet():
-                quantize_dynamic(path, int8, weight_type=QuantType.QInt8, reduce_range=True)
-        manifest["files"][INT8_FILE] = {"precision": "int8", "method": method}
-        if method == "static":
-            manifest["files"][INT8_FILE]["calibration"] = calibration_source
+        write_int8(quantize, path, unfused, os.path.join(directory, INT8_FILE), calibration)
+        for name in (path, unfused):
+            if os.path.exists(name):
+                os.remove(name)
+        entry = {"precision": "int8", "method": quantize.method, "quantization": quantize.record()}
+        if quantize.attention:  # the int8 model was quantized from the graph before this fusion
+            fused.pop("MultiHeadAttention")
+        if quantize.method == "static":
+            entry["calibration"] = calibration_source
+        manifest["files"] = {INT8_FILE: entry}
     for name, entry in manifest["files"].items():
         entry["sha256"] = sha256(os.path.join(directory, name))
     with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
@@ -222,53 +215,36 @@ def _attention_layer(graph, softmax):
     )
 
 
-def _quantize_static(source: str, target: str, calibration: Iterable[dict]) -> None:
-    """Weights int8 per channel, activations uint8 with ranges from the ``calibration`` batches (QDQ format), in the
-    products of an activation and a weight (attention's products of two activations stay fp32)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Batches(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter(calibration)
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    with _quiet():
-        quantize_static(
-            source,
-            target,
-            Batches(),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            reduce_range=True,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
-            extra_options={"MatMulConstBOnly": True},
-        )
-
-
-@contextlib.contextmanager
-def _quiet():
-    """ONNX Runtime's quantizer logs advice (pre-processing, skipped tensors) as warnings of the root logger."""
-    logging.disable(logging.WARNING)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def describe(manifest: dict) -> str:
-    """One line on what ``convert`` wrote: the fusions that applied and the int8 method."""
-    fused = ", ".join(f"{name} x{count}" for name, count in manifest["fusions"].items()) or "none"
+    """One line on what ``convert`` wrote: the fusions that applied and how the int8 model was quantized."""
+    fused = ", ".join(f"{name} x{count}" for name, count in manifest["fusions"].items() if count) or "none"
     line = f"ONNX Runtime fusions: {fused}"
-    int8 = manifest["files"].get(INT8_FILE)
-    if int8:
-        line += f"; {INT8_FILE}: int8, {int8['method']} quantization"
-        if int8.get("calibration"):
-            line += f" calibrated on {int8['calibration']}"
+    entry = manifest["files"].get(INT8_FILE)
+    if entry:
+        line += f"; {INT8_FILE}: int8, {quantization_line(entry)}"
     return line
+
+
+def quantization_line(entry: dict) -> str:
+    """How ``onnx.json``'s ``entry`` for the int8 file says it was quantized (an export of before the targets: the
+    method alone)."""
+    from ernie_ft.inference.int8 import Choice
+
+    choice, calibration = entry.get("quantization"), entry.get("calibration")
+    if choice:
+        return Choice(**choice).describe(calibration)
+    return f"{entry['method']} quantization" + (f" calibrated on {calibration}" if calibration else "")
+
+
+def quantization(directory: str) -> dict | None:
+    """What ``onnx.json`` in ``directory`` records of its int8 model's quantization (``int8.Choice.record`` and
+    ``line``, its description), or None."""
+    try:
+        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+            entry = json.load(f)["files"][INT8_FILE]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {**entry.get("quantization", {"method": entry.get("method")}), "line": quantization_line(entry)}
 
 
 def check_belongs(directory: str, precision: str) -> str:

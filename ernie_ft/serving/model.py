@@ -49,6 +49,12 @@ class ServedModel(Predictor):
         """The input the model warms up with: the task's ``example_input``, else a greeting in each required field."""
         return self.task.example_input or dict.fromkeys(self.required, WARM_UP_TEXT)
 
+    def quantization(self) -> dict | None:
+        """How the int8 model was quantized (its onnx.json: method, target CPU, bits, attention), else None."""
+        from ernie_ft.inference.onnx import quantization
+
+        return quantization(self.loaded.directory) if self.engine == "onnxruntime-int8" else None
+
     def info(self, limits: Limits) -> dict:
         """What ``GET /v1/info`` tells about the model (the app adds readiness)."""
         return {
@@ -58,6 +64,7 @@ class ServedModel(Predictor):
             "model": self.name,
             "engine": runtime_and_precision(self.engine)[0],
             "precision": runtime_and_precision(self.engine)[1],
+            "quantization": self.quantization(),
             "inputs": {
                 "required": list(self.required),
                 "optional": list(self.optional),

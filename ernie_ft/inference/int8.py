@@ -1,0 +1,172 @@
+"""int8 quantization for the CPU the model will run on: ``export --format onnx --quantize METHOD[:TARGET]``.
+
+METHOD is ``int8`` (``DEFAULT_METHOD``), ``int8-dynamic`` (activations quantized per batch) or ``int8-static``
+(ranges calibrated on training texts). TARGET names the CPU kind, by default this machine's (``/proc/cpuinfo``):
+
+- ``vnni`` (AVX-512 VNNI, AVX-VNNI, and AMX, which has them): the uint8 x int8 products add up in 32 bits, so the
+  weights use all 8 bits, and the attention's two products of activations (scores and weighted values) run as
+  ``MatMulInteger`` too instead of a float ``MultiHeadAttention``: on the AVX-512 VNNI machine of docs/benchmarks.md
+  that was the faster graph (the benchmark's deployment table).
+- ``avx2`` and ``avx512`` (without VNNI): ``vpmaddubsw`` adds pairs of uint8 x int8 products in 16 bits, which
+  saturate with 8-bit weights (a QA model's outputs 35 % off fp32's, where 7 bits keep them within 2.2 %), so the
+  weights use 7 bits (``reduce_range``); the attention stays the float ``MultiHeadAttention`` (1.07x optimum's
+  dynamic int8 and 1.60x Paddle Inference on AVX2, the benchmark's earlier rows).
+
+The choice is written to ``onnx.json`` (``Choice.record``), printed by ``export`` and shown by ``/v1/info``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from ernie_ft.errors import UserError
+
+METHODS = ("int8", "int8-dynamic", "int8-static")
+DEFAULT_METHOD = "int8-dynamic"
+"""Dynamic int8 by default: measured side by side (``benchmarks/bench_deploy.py``, docs/benchmarks.md), it was the
+faster of the two (1.60x / 1.45x Paddle Inference's documents/s for a classifier / a tagger on AVX2, static 1.32x /
+1.36x) and lost no more (accuracy -0.16 and F1 -0.10 against static's -0.16 and -0.23)."""
+TARGETS = {
+    "vnni": "AVX-512 VNNI, AVX-VNNI or AMX",
+    "avx512": "AVX-512 without VNNI",
+    "avx2": "AVX2 without VNNI",
+}
+"""``--quantize METHOD:TARGET`` values and the CPUs each is for."""
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How ``model.int8.onnx`` is quantized, and why."""
+
+    method: str
+    """'dynamic' or 'static'."""
+    target: str
+    """A key of ``TARGETS``."""
+    chosen_by: str
+    """'--quantize' when the user named the target, else the flags of this machine that chose it."""
+    reduce_range: bool
+    """Weights in 7 bits (CPUs without VNNI) instead of 8."""
+    attention: bool
+    """The attention's two products of activations quantized (``MatMulInteger``) rather than a float
+    ``MultiHeadAttention``."""
+    per_channel: bool
+    """A scale per output column of each weight (static) rather than one per tensor (dynamic)."""
+
+    def record(self) -> dict:
+        return asdict(self)
+
+    def describe(self, calibration: str | None = None) -> str:
+        """What the export line and ``/v1/info`` say; ``calibration``: where static ranges came from."""
+        bits = "7-bit weights (reduce_range)" if self.reduce_range else "8-bit weights"
+        attention = "attention's matmuls int8" if self.attention else "attention in float (MultiHeadAttention)"
+        scales = "per-channel" if self.per_channel else "per-tensor"
+        calibrated = f" calibrated on {calibration}" if calibration else ""
+        return (
+            f"{self.method} quantization{calibrated} for {self.target} ({self.chosen_by}): {bits}, {scales}, "
+            f"{attention}"
+        )
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
+    """This machine's CPU flags (Linux), None where they cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        return None
+    return None
+
+
+def native_target(flags: set[str] | None) -> tuple[str, str]:
+    """(target, why) for a CPU with ``flags``: 'vnni' with any VNNI flag, else 'avx512' or 'avx2'; 'avx2' (the
+    setting that saturates nowhere) when the flags are unknown."""
+    if flags is None:
+        return "avx2", "this machine's CPU flags unread"
+    found = [flag for flag in VNNI_FLAGS if flag in flags]
+    if found:
+        return "vnni", f"this machine's CPU: {' '.join(found)}"
+    if "avx512f" in flags:
+        return "avx512", "this machine's CPU: avx512f without VNNI"
+    return "avx2", "this machine's CPU: no VNNI"
+
+
+def parse(value: str | None, flags: set[str] | None = None) -> Choice | None:
+    """The ``Choice`` for a ``--quantize`` value (None without one); UserError for an unknown method or target.
+    ``flags``: the CPU flags an unnamed target is chosen for (default: this machine's)."""
+    if value is None:
+        return None
+    method, _, target = value.partition(":")
+    if method not in METHODS:
+        raise UserError(
+            f"--quantize must be one of {', '.join(METHODS)}, optionally with :TARGET ({', '.join(TARGETS)}), "
+            f"not {value!r}"
+        )
+    method = (DEFAULT_METHOD if method == "int8" else method).split("-")[1]
+    if target and target not in TARGETS:
+        known = ", ".join(f"{name} ({cpus})" for name, cpus in TARGETS.items())
+        raise UserError(f"--quantize {value}: unknown target {target!r}; one of {known}, or none for this CPU's")
+    chosen_by = "--quantize"
+    if not target:
+        target, chosen_by = native_target(cpu_flags() if flags is None else flags)
+    vnni = target == "vnni"
+    return Choice(method, target, chosen_by, not vnni, vnni and method == "dynamic", method == "static")
+
+
+def quantize(choice: Choice, fused: str, unfused: str, target: str, calibration: Iterable[dict] | None) -> None:
+    """Write ``target``, the int8 model, from the fp32 graph with the attention fused (``fused``) or not (``unfused``,
+    read when ``choice.attention``)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quiet():
+        if choice.method == "static":
+            _quantize_static(fused, target, calibration, choice.reduce_range)
+        else:  # every operator ONNX Runtime quantizes: with the attention unfused, its MatMuls of two activations too
+            quantize_dynamic(
+                unfused if choice.attention else fused,
+                target,
+                weight_type=QuantType.QInt8,
+                reduce_range=choice.reduce_range,
+                per_channel=choice.per_channel,
+            )
+
+
+def _quantize_static(source: str, target: str, calibration: Iterable[dict], reduce_range: bool) -> None:
+    """Weights int8 per channel, activations uint8 with ranges from the ``calibration`` batches (QDQ format), in the
+    products of an activation and a weight (attention's products of two activations stay fp32)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Batches(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter(calibration)
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(
+        source,
+        target,
+        Batches(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        reduce_range=reduce_range,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul"],
+        extra_options={"MatMulConstBOnly": True},
+    )
+
+
+@contextlib.contextmanager
+def _quiet():
+    """ONNX Runtime's quantizer logs advice (pre-processing, skipped tensors) as warnings of the root logger."""
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
