@@ -264,6 +264,6 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
     capsys.readouterr()
     assert cli(["evaluate", "--model", str(tmp_path / "full"), "--input", train]) == 0
     report = capsys.readouterr().out
-    assert "predicate" in report and "作词" in report and "triples" in report
+    assert "predicate" in report and "作词" in report and "all triples" in report
     assert cli(["export", "--model", str(tmp_path / "full"), "--output", str(tmp_path / "hf"), "--format", "hf"]) == 2
     assert "pointer" in capsys.readouterr().err

@@ -132,7 +132,7 @@ def predicate_table(metrics: dict) -> str:
     lines = [f"{'predicate':<{width}}  precision  recall     f1  support"]
     for p, m in rows:
         lines.append(f"{p:<{width}}  {m['precision']:9.4f}  {m['recall']:6.4f}  {m['f1']:.4f}  {m['support']:7d}")
-    for name in ("triple", "entity"):
+    for name, row in (("triple", "all triples"), ("entity", "entities")):
         m = {k: metrics[f"{name}_{k}"] for k in ("precision", "recall", "f1")}
-        lines.append(f"{name + 's':<{width}}  {m['precision']:9.4f}  {m['recall']:6.4f}  {m['f1']:.4f}")
+        lines.append(f"{row:<{width}}  {m['precision']:9.4f}  {m['recall']:6.4f}  {m['f1']:.4f}")
     return "\n".join(lines)
