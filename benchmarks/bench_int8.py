@@ -1,0 +1,208 @@
+"""int8 against optimum and Paddle Inference, end to end, in one run: the VNNI and AVX2 rows of the deployment table.
+
+    python benchmarks/bench_int8.py --classifier RUN --torch-python PATH [--quantize int8] [--rounds 5] \
+        [--texts 1200] [--cut 120] [--threads 2] [--work DIR]
+
+RUN, a classifier trained on ChnSentiCorp, is exported twice: ``export`` (Paddle Inference, fp32) and ``export
+--format onnx --quantize Q`` (ernie_ft's int8, chosen for this CPU unless Q names a target). Three engines then
+predict the same ChnSentiCorp dev texts (the first --texts, cut to --cut characters), each in a process of its own
+that starts once (start-up is not timed) and runs one pass whenever asked: ernie_ft's ``Predictor`` (what ``predict``
+runs) with the int8 export and with the Paddle Inference export, and optimum's dynamic int8 of a same-shape
+BERT (``optimum_worker.py``, in the interpreter given by --torch-python). The engines take turns in each round
+(the machine is shared: load moves every engine alike within a round), and the table gives each engine's median
+documents/s, the median of the per-round ratios, where the time goes (reading and tokenisation / the model / the
+answers; for ernie_ft also the model's graph alone, ``session.run`` or Paddle's ``run``, inside the model step) and
+the labels: accuracy on the dev labels, and the share of int8's labels equal to fp32's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from cpu import line as cpu_line
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
+
+
+def dev(count: int, cut: int) -> tuple[list[str], list[str]]:
+    """(texts cut to ``cut`` characters, their labels): the first ``count`` ChnSentiCorp dev reviews."""
+    with open(os.path.join(SHARED, "chnsenticorp", "dev.tsv"), encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1 : count + 1]
+    return [text[:cut] for _, text in rows], [label for label, _ in rows]
+
+
+class Timed:
+    """A session (ONNX Runtime) or predictor (Paddle Inference) whose ``run`` adds its seconds to ``seconds``."""
+
+    def __init__(self, inner):
+        self.inner, self.seconds = inner, 0.0
+
+    def run(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return self.inner.run(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def worker(spec: dict) -> None:
+    """ernie_ft's side: one ``Predictor``, a warm-up pass, then a timed pass per ``go`` line."""
+    from ernie_ft import Predictor
+
+    texts, gold = dev(spec["texts"], spec["cut"])
+    records = [{"text": t} for t in texts]
+    predictor = Predictor(spec["model"], engine=spec["engine"], device="cpu", batch_size=32)
+    model = predictor.loaded.model
+    attribute = "session" if hasattr(model, "session") else "predictor"
+    graph = Timed(getattr(model, attribute))
+    setattr(model, attribute, graph)
+    predictor(records)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        graph.seconds = 0.0
+        ticks = [time.perf_counter()]
+        examples, features = predictor.prepare(records)
+        ticks.append(time.perf_counter())
+        logits = predictor.logits(features, predictor.batch_size)
+        ticks.append(time.perf_counter())
+        answers = predictor.answer(examples, features, logits)
+        ticks.append(time.perf_counter())
+        seconds = [b - a for a, b in zip(ticks, ticks[1:])]
+        labels = [a["label"] for a in answers]
+        print(
+            json.dumps(
+                {
+                    "docs_per_s": len(records) / sum(seconds),
+                    "seconds": seconds,
+                    "graph": graph.seconds,
+                    "accuracy": sum(a == b for a, b in zip(labels, gold)) / len(gold),
+                    "labels": labels,
+                }
+            ),
+            flush=True,
+        )
+
+
+def start(command: list[str], env: dict | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    ask(proc, None)
+    return proc
+
+
+def ask(proc: subprocess.Popen, line: str | None) -> dict:
+    """Send ``line`` (if any) and read the worker's next JSON line (skipping what libraries print)."""
+    if line is not None:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    for out in proc.stdout:
+        if out.startswith("{"):
+            return json.loads(out)
+    sys.exit(f"a worker stopped ({proc.args[:3]}): exit {proc.wait()}")
+
+
+def exports(run: str, work: str, quantize: str) -> dict:
+    from ernie_ft.inference.export import export
+    from ernie_ft.training.runtime import quiet_libraries
+
+    quiet_libraries()
+
+    return {
+        "ernie_ft int8": export(run, os.path.join(work, "int8"), overwrite=True, format="onnx", quantize=quantize),
+        "Paddle Inference fp32": export(run, os.path.join(work, "paddle"), overwrite=True),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--classifier", help="a classification run trained on ChnSentiCorp (required)")
+    parser.add_argument("--torch-python", help="an interpreter with torch, transformers, optimum-onnx (required)")
+    parser.add_argument("--quantize", default="int8", help="ernie_ft's --quantize (default: int8, for this CPU)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--texts", type=int, default=1200)
+    parser.add_argument("--cut", type=int, default=120)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", help="directory for the exports (default: a temporary one)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(json.loads(args.worker))
+    if not (args.classifier and args.torch_python):
+        parser.error("--classifier and --torch-python are required")
+    print(cpu_line(), flush=True)
+    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    work = args.work or tempfile.mkdtemp(prefix="bench_int8_")
+    dirs = exports(args.classifier, work, args.quantize)
+    with open(os.path.join(dirs["ernie_ft int8"], "onnx.json"), encoding="utf-8") as f:
+        print("int8:", json.dumps(json.load(f)["files"]["model.int8.onnx"].get("quantization")), flush=True)
+    texts, _ = dev(args.texts, args.cut)
+    source = os.path.join(work, "texts.txt")
+    with open(source, "w", encoding="utf-8") as f:
+        f.write("\n".join(texts) + "\n")
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    engines = {}
+    for name, directory in dirs.items():
+        engine = "onnxruntime-int8" if "int8" in name else "inference"
+        spec = {"model": directory, "engine": engine, "texts": args.texts, "cut": args.cut}
+        engines[name] = start([sys.executable, __file__, "--worker", json.dumps(spec)], env)
+    vocab = os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt")
+    worker_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optimum_worker.py")
+    command = [args.torch_python, worker_file, vocab, source, os.path.join(work, "hf"), "--threads", str(args.threads)]
+    engines["optimum int8"] = start(command, env)
+    rounds = {name: [] for name in engines}
+    for n in range(args.rounds):
+        for name, proc in engines.items():
+            rounds[name].append(ask(proc, "go"))
+        print(f"round {n + 1}: " + ", ".join(f"{k} {v[-1]['docs_per_s']:.0f}" for k, v in rounds.items()), flush=True)
+    for proc in engines.values():
+        proc.stdin.close()
+        proc.wait()
+    report(rounds, os.getloadavg())
+
+
+def report(rounds: dict, load: tuple) -> None:
+    ours, optimum, paddle = rounds["ernie_ft int8"], rounds["optimum int8"], rounds["Paddle Inference fp32"]
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in load)}\n")
+    print(
+        "| engine | documents/s (median) | reading + tokenisation / model / answers | model's graph alone | "
+        "accuracy | labels equal to fp32's |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, results in rounds.items():
+        median = statistics.median(r["docs_per_s"] for r in results)
+        seconds = [statistics.median(r["seconds"][i] for r in results) for i in range(3)]
+        shares = " / ".join(f"{100 * s / sum(seconds):.0f} %" for s in seconds)
+        graph = (
+            f"{100 * statistics.median(r['graph'] / sum(r['seconds']) for r in results):.0f} % of a pass"
+            if "graph" in results[0]
+            else ""
+        )
+        accuracy = f"{100 * results[-1]['accuracy']:.2f}" if "accuracy" in results[-1] else ""
+        if name == "optimum int8":
+            agree = f"{100 * results[-1]['agree_with_fp32']:.2f} % (its PyTorch fp32)"
+        else:
+            same = sum(a == b for a, b in zip(results[-1]["labels"], paddle[-1]["labels"]))
+            agree = f"{100 * same / len(paddle[-1]['labels']):.2f} %"
+        print(f"| {name} | {median:.0f} | {shares} | {graph} | {accuracy} | {agree} |")
+    for label, num, den in (
+        ("ernie_ft int8 / optimum int8", ours, optimum),
+        ("ernie_ft int8 / Paddle fp32", ours, paddle),
+    ):
+        ratios = [a["docs_per_s"] / b["docs_per_s"] for a, b in zip(num, den)]
+        print(f"\n{label}: {statistics.median(ratios):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+
+
+if __name__ == "__main__":
+    main()
