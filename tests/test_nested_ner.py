@@ -341,7 +341,7 @@ def test_a_tiny_model_memorises_nested_entities_resumes_exactly_and_predicts(tmp
         assert max(abs(x - y) for x, y in scores) < 2e-3, engine
 
 
-def test_hf_export_of_a_nested_model_is_one_error_line(tmp_path, capsys):
+def test_hf_export_and_distill_of_a_nested_model_are_one_error_line_each(tmp_path, capsys):
     train = write(tmp_path / "train.json", cmeee())
     args = train_args(train, tmp_path / "run")
     args[args.index("--epochs") + 1] = "1"
@@ -350,6 +350,10 @@ def test_hf_export_of_a_nested_model_is_one_error_line(tmp_path, capsys):
     assert cli(["export", "--model", str(tmp_path / "run"), "--output", str(tmp_path / "hf"), "--format", "hf"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("error: ") and "GlobalPointer" in err[0] and "onnx" in err[0], err
+    student = ["distill", "--teacher", str(tmp_path / "run"), "--train", train, "--output", str(tmp_path / "student")]
+    assert cli(student) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and "nested" in err[0] and "--crf" not in err[0], err
 
 
 def test_cmeee_as_cblue_ships_it_reads_whole_with_its_nesting():

@@ -43,6 +43,11 @@ def teacher_dir(path: str) -> str:
             f"--teacher {path}: a multi-label or hierarchical classifier (a sigmoid per label); distill takes a "
             "single-label teacher only (its softmax gives the soft labels)"
         )
+    if task == "ner" and options.get("nested"):
+        raise UserError(
+            f"--teacher {path}: a nested NER model (ner --nested); distill takes a flat NER teacher only (its "
+            "per-token softmax gives the soft labels), distilling a span model is not built yet"
+        )
     if task == "ner" and load_task(task, recorded_run(found)["run"].get("task")).model_class is not None:
         raise UserError(
             f"--teacher {path}: an NER run trained with --crf; distill takes an NER teacher without --crf only "
