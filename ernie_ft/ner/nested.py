@@ -19,10 +19,9 @@ from typing import ClassVar
 import numpy as np
 
 from ernie_ft.data.batching import collate
-from ernie_ft.data.windows import pack_inputs, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import read_ner, read_ner_records
-from ernie_ft.ner.task import NER, continuation_ids, entity_types, note_inexact, token_units
+from ernie_ft.ner.task import NER, continuation_ids, entity_types, note_inexact, token_units, token_windows
 
 THRESHOLD = 0.0
 """A span is an entity when its GlobalPointer score (logit) is above this."""
@@ -101,16 +100,13 @@ class NestedNER(NER):
     def featurize(self, examples, encodings, pipeline, labels, data):
         index = {kind: i for i, kind in enumerate(labels)}
         continuation = continuation_ids(pipeline)
-        budget = data.max_len - 2
-        stride = min(data.overlap(), budget // 2)
         features, inexact = [], []
         for doc, (example, encoding) in enumerate(zip(examples, encodings)):
             units = token_units(encoding, continuation)
             spans, loose = unit_spans(example.entities, units, index)
             inexact += [(example, span) for span in loose]
             n_tokens = len(encoding.ids)
-            for start, end in window_spans(n_tokens, budget, stride):
-                ids, types = pack_inputs(encoding.ids[start:end], None, pipeline.cls_id, pipeline.sep_id)
+            for start, end, ids, types in token_windows(encoding.ids, pipeline, data):
                 inside = [(k, i - start + 1, j - start + 1) for k, i, j in spans if start <= i and j < end]
                 features.append(
                     {

@@ -99,6 +99,14 @@ def stitch(logits: list, features: list[dict], n_docs: int) -> list[np.ndarray]:
     return rows
 
 
+def token_windows(ids: list[int], pipeline, data):
+    """(start, end, input_ids, token_type_ids) of each window over a text's token ``ids``: --max-len tokens with
+    [CLS] and [SEP], consecutive windows sharing --stride (at most half a window)."""
+    budget = data.max_len - 2
+    for start, end in window_spans(len(ids), budget, min(data.overlap(), budget // 2)):
+        yield (start, end, *pack_inputs(ids[start:end], None, pipeline.cls_id, pipeline.sep_id))
+
+
 def note_inexact(inexact: list, consequence: str) -> None:
     """Say on stderr which (example, entity) pairs start or end inside a token, and what that means for the model."""
     if inexact:
@@ -207,8 +215,6 @@ class NER(TaskHooks):
     def featurize(self, examples, encodings, pipeline, labels, data):
         index = {tag: i for i, tag in enumerate(labels)}
         continuation = continuation_ids(pipeline)
-        budget = data.max_len - 2
-        stride = min(data.overlap(), budget // 2)
         features, inexact = [], []
         for doc, (example, encoding) in enumerate(zip(examples, encodings)):
             units = token_units(encoding, continuation)
@@ -218,8 +224,7 @@ class NER(TaskHooks):
                 token_labels[token] = index.get(tag, 0)  # a type train never had (--allow-new-labels): O
             exact = set(units_to_spans(tags, units)[0])
             inexact += [(example, e) for e in example.entities if e not in exact and f"B-{e[2]}" in index]
-            for start, end in window_spans(len(encoding.ids), budget, stride):
-                ids, types = pack_inputs(encoding.ids[start:end], None, pipeline.cls_id, pipeline.sep_id)
+            for start, end, ids, types in token_windows(encoding.ids, pipeline, data):
                 features.append(
                     {
                         "input_ids": ids,
