@@ -1,7 +1,7 @@
 """CPU deployment side by side: one trained model through every engine, accuracy and documents/s end to end.
 
     python benchmarks/bench_deploy.py --classifier RUN [--ner RUN] [--threads 2] [--rounds 3] \
-        [--torch-python /work/venv-torch/bin/python] [--work DIR]
+        [--torch-python PATH] [--work DIR]
 
 For each trained run (a classifier scored on ChnSentiCorp dev, a tagger on CLUENER dev, from ../shared/data), the
 checkpoint is exported three ways (``export``; ``export --format onnx --quantize int8-dynamic``; ``--quantize

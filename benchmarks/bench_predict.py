@@ -1,7 +1,7 @@
 """Prediction throughput, side by side: ernie_ft dygraph, the exported model on Paddle Inference, HF/PyTorch.
 
     python benchmarks/bench_predict.py [--shape nano] [--docs 1200] [--threads 2] [--rounds 1] \
-        [--torch-python /work/venv-torch/bin/python]
+        [--torch-python PATH]
 
 The same texts (ChnSentiCorp dev from ../shared/data when present, else data/sentiment_dev.tsv),
 tokenised once by ernie_ft's pipeline with the ERNIE 3.0 vocabulary, windows of at most

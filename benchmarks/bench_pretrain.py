@@ -2,7 +2,7 @@
 and what masked-position logits and the fused CPU kernels each give.
 
     python benchmarks/bench_pretrain.py [--shape tiny|nano] [--steps 20] [--warmup 3] [--threads 2] \
-        [--rounds 1] [--torch-python /work/venv-torch/bin/python]
+        [--rounds 1] [--torch-python PATH]
 
 The batches are ernie_ft's own: a slice of ../shared/data/corpus packed into blocks of 128 with
 the ERNIE 3.0 vocabulary, batch 32, whole-word masks of epoch 0 (``masking.mlm_batch``), written

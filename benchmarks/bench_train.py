@@ -1,7 +1,7 @@
 """Training throughput of ernie_ft against HF transformers/PyTorch and plain PaddleNLP, side by side.
 
     python benchmarks/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
-        [--rounds 1] [--torch-python /work/venv-torch/bin/python]
+        [--rounds 1] [--torch-python PATH]
 
 The sequences are ``../shared/bench/common.make_batches``'s (the review-corpus length
 distribution, batch 32, max length 128, vocab 40000, labels learnable from a bag of ids).

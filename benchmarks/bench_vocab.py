@@ -1,7 +1,7 @@
 """Measure the jieba + BPE vocabulary extension on ChnSentiCorp, side by side with the base vocabulary.
 
     python benchmarks/bench_vocab.py [--sizes 2000 8000 20000] [--epochs 1] [--threads 1]
-                                  [--hf-python /work/bench-venv/bin/python] [--output runs/bench_vocab.md]
+                                  [--hf-python PATH] [--output runs/bench_vocab.md]
 
 1. Learns an extension per size from the train split (``python -m ernie_ft.vocab learn``).
 2. Tokens per character on train/dev/test, and the inputs, real and padded tokens of one training
@@ -21,7 +21,7 @@
 
 HF ``transformers`` is not a dependency of ernie_ft. For the BertTokenizerFast column, give
 ``--hf-python`` an interpreter that has it, e.g. a separate venv:
-``python3 -m venv /work/bench-venv && /work/bench-venv/bin/pip install transformers tokenizers``;
+``python3 -m venv VENV && VENV/bin/pip install transformers tokenizers`` (then ``--hf-python VENV/bin/python``);
 without one, the column is skipped with a message. The machine's conditions (CPU, cores, load
 average before and after) are written with the tables to --output (markdown) and stdout.
 """
