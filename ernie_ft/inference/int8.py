@@ -5,8 +5,8 @@ METHOD is ``int8`` (``DEFAULT_METHOD``), ``int8-dynamic`` (activations quantized
 
 - ``vnni`` (AVX-512 VNNI, AVX-VNNI, and AMX, which has them): the uint8 x int8 products add up in 32 bits, so the
   weights use all 8 bits, and the attention's two products of activations (scores and weighted values) run as
-  ``MatMulInteger`` too instead of a float ``MultiHeadAttention``: on the AVX-512 VNNI machine of docs/benchmarks.md
-  that was the faster graph (the benchmark's deployment table).
+  ``MatMulInteger`` too instead of a float ``MultiHeadAttention``, as optimum's graph does (on the AVX-512 VNNI
+  machine of docs/benchmarks.md the two graphs measured within that shared machine's noise of each other).
 - ``avx2`` and ``avx512`` (without VNNI): ``vpmaddubsw`` adds pairs of uint8 x int8 products in 16 bits, which
   saturate with 8-bit weights (a QA model's outputs 35 % off fp32's, where 7 bits keep them within 2.2 %), so the
   weights use 7 bits (``reduce_range``); the attention stays the float ``MultiHeadAttention`` (1.07x optimum's
