@@ -80,21 +80,8 @@ def export(
         with libraries.to_file(log):
             static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
             paddle.jit.save(static, os.path.join(tmp, PREFIX))
-            if format == "onnx":
-                config = loaded.model.config
-                manifest = onnx.convert(
-                    tmp,
-                    graph_file(tmp),
-                    os.path.join(tmp, f"{PREFIX}.pdiparams"),
-                    os.path.join(tmp, SAFE_WEIGHTS),
-                    config.num_attention_heads,
-                    config.hidden_size,
-                    loaded.pipeline.pad_id,
-                    choice,
-                    batches,
-                    sample,
-                )
-        if format == "onnx":
+            manifest = _to_onnx(tmp, loaded, choice, batches, sample) if format == "onnx" else None
+        if manifest:
             print(onnx.describe(manifest))
         if choice:
             slim(tmp, loaded.task.binds_model)
@@ -105,6 +92,26 @@ def export(
     shutil.rmtree(output, ignore_errors=True)
     os.rename(tmp, output)
     return output
+
+
+def _to_onnx(directory: str, loaded, choice, batches, sample) -> dict:
+    """``onnx.convert`` of the graph just saved in ``directory``; its manifest."""
+    from ernie_ft.inference import onnx
+    from ernie_ft.models.weights import SAFE_WEIGHTS
+
+    config = loaded.model.config
+    return onnx.convert(
+        directory,
+        graph_file(directory),
+        os.path.join(directory, f"{PREFIX}.pdiparams"),
+        os.path.join(directory, SAFE_WEIGHTS),
+        config.num_attention_heads,
+        config.hidden_size,
+        loaded.pipeline.pad_id,
+        choice,
+        batches,
+        sample,
+    )
 
 
 OWN = (LOG, "eval-*")
