@@ -54,4 +54,4 @@ def test_task_loads_and_follows_the_protocol(spec, monkeypatch):
         "predict",
     ):
         assert hasattr(task, attribute), attribute
-    assert task.head in HEADS
+    assert task.head in HEADS or task.model_class, "a head without a PaddleNLP class needs the task's model_class"
