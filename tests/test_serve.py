@@ -704,49 +704,8 @@ def test_the_page_is_one_offline_file_that_calls_the_api(classifier):
 
 
 # ------------------------------------------------------------------ the page in a real headless Chromium
-# Type a text, submit, read the rendered result from the DOM and compare it with the API's answer.
-# scripts/test.sh installs Debian's chromium and chromium-driver where it can (root with apt-get);
-# elsewhere these tests skip, naming what is missing (pytest's summary shows the reason, -ra), and in CI
-# (CI=true) they fail: CI's machines reach Debian's packages, so there a missing browser is a broken setup.
-
-
-def without_browser(reason: str):
-    """Skip the browser tests for ``reason``, or fail them in CI."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI: the browser tests cannot run: {reason}", pytrace=False)
-    pytest.skip(f"browser tests not run: {reason}")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    try:
-        from selenium import webdriver
-    except ImportError:
-        without_browser("selenium is not installed (pip install -e '.[dev]')")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        without_browser(
-            "Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    scratch = tmp_path_factory.mktemp("chromium")  # its profile and singleton socket, not left in /tmp
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1000,900",
-        "--lang=zh-CN",
-        f"--user-data-dir={scratch / 'profile'}",
-    ):
-        options.add_argument(flag)
-    from selenium.webdriver.chrome.service import Service
-
-    service = Service(driver_path, env={**os.environ, "TMPDIR": str(scratch)})
-    driver = webdriver.Chrome(service=service, options=options)
-    yield driver
-    driver.quit()
+# Type a text, submit, read the rendered result from the DOM and compare it with the API's answer. The browser is
+# conftest.py's fixture (skipped where Chromium is missing, failed in CI).
 
 
 def submit(browser, url, fields):
