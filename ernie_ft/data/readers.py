@@ -556,7 +556,7 @@ def _label(at: Location, record: dict, column: str) -> str | tuple[str, ...]:
     if isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
         raise UserError(
             f'{at.field(column)}: label in column "{column}" is a JSON {"object" if isinstance(value, dict) else ""}'
-            f'{"" if isinstance(value, dict) else "list holding lists or objects"}; expected a string or a list of '
+            f"{'' if isinstance(value, dict) else 'list holding lists or objects'}; expected a string or a list of "
             'strings, e.g. "label": ["体育", "娱乐"]'
         )
     if isinstance(value, list):  # several labels (classify --multi-label); empty items dropped
