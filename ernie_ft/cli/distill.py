@@ -56,6 +56,7 @@ def build_parser(prog: str) -> Parser:
     )
     group.add_argument("--unlabelled", nargs="+", metavar="FILE", help=docs["unlabelled"])
     own = ("temperature", "alpha", "transfer", "transfer_weight", "student_vocab")
+    own += ("threshold", "thresholds", "tune_thresholds", "top_k")  # a multi-label teacher's student
     add_field_flags(group, Distillation, [f for f in distill_options() if f.name in own])
     parser.inapplicable = {"--model": "the student model is --student MODEL"}
     for section, cls in SECTIONS.items():

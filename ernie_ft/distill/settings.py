@@ -13,12 +13,18 @@ def check(task) -> None:
     """The distillation's settings of ``task`` (a Distillation or an NerDistillation), checked."""
     if not task.teacher:
         raise UserError("--teacher is required: the output directory of a classification or NER run to distil")
-    for flag in ("multi_label", "hierarchy_separator", "class_weights"):  # Classification's, not distillation's
-        if getattr(task, flag, None):
-            raise UserError(
-                f"--{flag.replace('_', '-')} does not apply to distill: the student learns one label per text from "
-                "the teacher's softmax (a multi-label or hierarchical teacher cannot be distilled yet)"
-            )
+    if getattr(task, "class_weights", None):  # Classification's, not distillation's
+        raise UserError(
+            "--class-weights does not apply to distill: the student learns the teacher's probabilities (class "
+            "weights are not built for distillation yet); leave it out"
+        )
+    threshold_flags = ("tune_thresholds", "top_k", "thresholds")
+    given = [f for f in threshold_flags if getattr(task, f, None)]
+    if given and not getattr(task, "sets", False):
+        raise UserError(
+            f"--{given[0].replace('_', '-')} is for a multi-label or hierarchical teacher's student: this teacher "
+            "gives one label per text"
+        )
     if not task.temperature > 0:
         raise UserError(f"--temperature must be greater than 0, not {task.temperature}")
     if not 0 <= task.alpha <= 1:

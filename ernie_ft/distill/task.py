@@ -19,10 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from ernie_ft.classify import multilabel
 from ernie_ft.classify.task import Classification
 from ernie_ft.config import RunConfig
 from ernie_ft.data.readers import TrainedColumn, read_examples
-from ernie_ft.distill import settings
+from ernie_ft.distill import labelsets, settings
 from ernie_ft.distill import teacher as teachers
 from ernie_ft.distill import transfer as transfers
 from ernie_ft.distill import vocab as vocabs
@@ -65,6 +66,8 @@ class Distillation(Classification):
 
     def __post_init__(self):
         settings.check(self)
+        if self.sets:  # a multi-label or hierarchical teacher's settings (labelsets.student_options)
+            super().__post_init__()
 
     @functools.cached_property
     def teacher_dir(self) -> str:
@@ -88,6 +91,12 @@ class Distillation(Classification):
     def fit_labels(self, train):
         """The teacher's labels, in its order (its logits' columns); a labelled text with another is an error."""
         labels = teachers.teacher_labels(self.teacher_dir)
+        if self.sets:
+            labelled = [e for e in train if e.label is not None]
+            labelsets.check_known(labelled, labels)
+            self.tuning = self.tune_thresholds
+            self._prior = multilabel.targets(labelled, labels).mean(axis=0) if labelled else None
+            return labels
         known = set(labels)
         for e in train:
             if e.label is not None and e.label not in known:
@@ -100,7 +109,11 @@ class Distillation(Classification):
     def featurize(self, examples, encodings, pipeline, labels, data):
         """Classification's windows; with --transfer logits each training window also gets its text's teacher
         logits, with intermediate layers the student's token ids are checked against the teacher's."""
-        features = super().featurize(examples, encodings, pipeline, labels, data)
+        if self.sets:  # unlabelled texts: target rows of -1
+            features = super().featurize(labelsets.filled(examples), encodings, pipeline, labels, data)
+            labelsets.mark_unlabelled(examples, features)
+        else:
+            features = super().featurize(examples, encodings, pipeline, labels, data)
         if examples is self._train and self._transfer is not None:
             self._transfer.teacher_ids = transfers.check_pipeline(
                 pipeline, self.teacher_dir, f"--transfer {self.transfer}", "hidden states are compared token by token"
@@ -122,7 +135,10 @@ class Distillation(Classification):
 
     def bind(self, model, teacher=None) -> None:
         """With --transfer hidden or hidden+attention: put the teacher (``teacher``, else --teacher's model)
-        beside the student ``model``, checking their shapes, and add the projection to the student."""
+        beside the student ``model``, checking their shapes, and add the projection to the student. A label-set
+        student's new head starts at its labels' log-odds, as Classification's."""
+        if self.sets:
+            super().bind(model)
         if self.transfer == "logits":
             return
         teacher = transfers.load_teacher(self.teacher_dir) if teacher is None else teacher
@@ -141,8 +157,11 @@ class Distillation(Classification):
         return self.soft_loss(logits, teacher_logits, batch["labels"]) + self.transfer_weight * sum(parts.values())
 
     def soft_loss(self, logits, teacher_logits, labels):
-        """The loss on the logits (see ``loss``)."""
+        """The loss on the logits (see ``loss``; label sets: ``labelsets.soft_loss``)."""
         import paddle.nn.functional as F
+
+        if self.sets:
+            return labelsets.soft_loss(self, logits, teacher_logits, labels)
 
         t = self.temperature
         logits = logits.astype("float32")
@@ -165,12 +184,14 @@ def distill(config: RunConfig) -> dict:
 
     given = config.task.get("teacher")  # none: Distillation says it is required
     ner = given and teachers.teacher_task(teachers.teacher_dir(given)) == "ner"
-    task = (NerDistillation if ner else Distillation)(**config.task)
+    sets = {} if ner or not given else teachers.label_set_options(teachers.teacher_dir(given), config.task)
+    task = (NerDistillation if ner else Distillation)(**{**sets, **config.task})
     teacher = task.teacher_dir
     vocabs.check(config, task.student_vocab)
     inputs = check_inputs(task, config) if task.student_vocab == "used" else None  # its texts cut the vocabulary
     config = vocabs.student_config(config, task, inputs)
-    metrics = train(task, dataclasses.replace(config, task={}), inputs)
+    recorded = {} if ner else labelsets.recorded(task)  # a label-set student's checkpoint decodes label sets
+    metrics = train(task, dataclasses.replace(config, task=recorded), inputs)
     if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":  # one process, or the first of a launched job
         record = {
             "teacher": os.path.abspath(teacher),

@@ -38,11 +38,6 @@ def teacher_dir(path: str) -> str:
             "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner)"
         )
     options = recorded_run(found)["run"].get("task") or {}
-    if task == "classify" and (options.get("multi_label") or options.get("hierarchy_separator")):
-        raise UserError(
-            f"--teacher {path}: a multi-label or hierarchical classifier (a sigmoid per label); distill takes a "
-            "single-label teacher only (its softmax gives the soft labels)"
-        )
     if task == "ner" and options.get("nested"):
         raise UserError(
             f"--teacher {path}: a nested NER model (ner --nested); distill takes a flat NER teacher only (its "
@@ -66,6 +61,14 @@ def recorded_run(directory: str) -> dict:
     """The checkpoint's ``ernie_ft.yaml``: {'task': spec, 'run': the run config}."""
     with open(os.path.join(directory, checkpoint.RUN_FILE), encoding="utf-8") as f:
         return yaml.safe_load(f)
+
+
+def label_set_options(directory: str, given: dict) -> dict:
+    """A multi-label or hierarchical classification teacher's label-set settings for its student (see
+    ``labelsets.student_options``); {} for a single-label teacher."""
+    from ernie_ft.distill.labelsets import student_options
+
+    return student_options(recorded_run(directory)["run"].get("task") or {}, given)
 
 
 def teacher_labels(directory: str) -> list[str]:
@@ -95,6 +98,10 @@ def soft_labels(directory: str, examples: list, cache_dir: str | None, batch_siz
     loaded = checkpoint.load_model(directory)
     kernels.enable_fast_kernels(loaded.model)
     data = inference_data(loaded.run["data"], {}, loaded.task)
+    if getattr(loaded.task, "sets", False):  # label sets: an unlabelled text (None) reads as the empty set
+        from ernie_ft.distill.labelsets import filled
+
+        examples = filled(examples)
     encodings = loaded.pipeline.encode_many(loaded.task.texts(examples), cache_dir=cache_dir)
     features = loaded.task.featurize(examples, encodings, loaded.pipeline, loaded.labels, data)
     logits = compute_logits(loaded.model, features, loaded.pipeline.pad_id, batch_size)
