@@ -123,6 +123,18 @@ def saved_weights(model_dir) -> dict:
     return load_file(str(Path(model_dir) / "model.safetensors"))
 
 
+def assert_same_weights(expected_dir, actual_dir, atol: float = 1e-6, head: str = "") -> None:
+    """The two model directories hold the same tensors (names, and values within ``atol``); ``head``: a name prefix
+    that must be among them (the task's own head, not only the encoder)."""
+    import numpy as np
+
+    expected, actual = saved_weights(expected_dir), saved_weights(actual_dir)
+    assert expected.keys() == actual.keys()
+    assert any(name.startswith(head) for name in expected), head
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=0, atol=atol, err_msg=name)
+
+
 def shared(*parts) -> Path:
     """A file under ../shared/data, or skip the test when that folder is absent."""
     path = SHARED.joinpath(*parts)

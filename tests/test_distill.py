@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DATA, ROOT, saved_weights
+from conftest import DATA, ROOT, assert_same_weights, saved_weights
 
 from ernie_ft.cli import main, task_command
 
@@ -143,10 +143,7 @@ def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tm
     assert main(distill_args(teacher, files, tmp_path / "cut", *short, "--stop-after-steps", "3")) == 0
     assert not (tmp_path / "cut" / "best").exists()
     assert main(distill_args(teacher, files, tmp_path / "cut", *short, "--resume")) == 0
-    full, resumed = saved_weights(tmp_path / "full" / "best"), saved_weights(tmp_path / "cut" / "best")
-    assert full.keys() == resumed.keys()
-    for name in full:
-        np.testing.assert_allclose(resumed[name], full[name], rtol=0, atol=1e-6, err_msg=name)
+    assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best")
 
 
 @pytest.mark.parametrize(
