@@ -312,7 +312,17 @@ TOP_LEVEL = ("resume", "overwrite")
 
 @functools.cache
 def field_docs(cls) -> dict:
-    """Field name -> the docstring written under it in the class body."""
+    """Field name -> the docstring written under it in the class body, or in the body of the dataclass it inherits
+    the field from (a subclass's own docstring wins)."""
+    docs = {}
+    for klass in reversed(cls.__mro__):
+        if klass is cls or (dataclasses.is_dataclass(klass) and "__dataclass_fields__" in vars(klass)):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls) -> dict:
+    """Field name -> docstring for the fields written in ``cls``'s own body."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body
     docs = {}

@@ -70,6 +70,22 @@ def test_serve_limit_flags_come_from_the_limits_fields_and_their_docstrings(caps
     assert args.max_wait_ms == 2.5 and args.max_queue == Limits().max_queue
 
 
+def test_a_flag_inherited_by_a_task_subclass_keeps_its_docstring_as_help(capsys):
+    """distill's student settings are Classification's fields on Distillation, a subclass: their help is the
+    docstring under the field where Classification declares it."""
+    from ernie_ft.classify.task import Classification
+    from ernie_ft.config import field_docs
+    from ernie_ft.distill.task import Distillation
+
+    assert field_docs(Distillation)["top_k"] == field_docs(Classification)["top_k"] != ""
+    assert "Softmax temperature" in field_docs(Distillation)["temperature"]  # the subclass's own fields too
+    with pytest.raises(SystemExit):
+        cli.main(["distill", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in ("threshold", "tune_thresholds", "top_k"):
+        assert " ".join(field_docs(Classification)[name].split()[2:6]) in text, name  # after "With --multi-label:"
+
+
 # ---------------------------------------------------------------- typed options at the boundary
 
 
