@@ -34,7 +34,7 @@ def plot(path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [row for row in FIGURES if row[2] is not None]
+    rows = FIGURES
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.4))
     labels = [f"{table}: {what}" for table, what, _, _ in rows]
     bars = ax.barh(range(len(rows)), [r[2] for r in rows], color=[COLOURS[r[3]] for r in rows])

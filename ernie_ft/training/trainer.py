@@ -107,6 +107,11 @@ def check_inputs(task, cfg: RunConfig) -> tuple[dict, list]:
     return examples, labels
 
 
+def _datasets_first_warning(record) -> bool:
+    """False for PaddleNLP's warning that ``datasets`` was imported before it (a logging filter)."""
+    return "imported before paddlenlp" not in record.getMessage()
+
+
 def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> Run:
     """Read and check the data (unless ``inputs`` holds what ``check_inputs`` returned), build the model and
     optimizer for this job's processes, and on ``--resume`` load the saved state. Nothing is written before the
@@ -115,7 +120,7 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
     import logging
 
     # reading a saved dataset imported ``datasets`` before PaddleNLP, which warns about its own downloads then
-    logging.getLogger("PaddleNLP").addFilter(lambda record: "imported before paddlenlp" not in record.getMessage())
+    logging.getLogger("PaddleNLP").addFilter(_datasets_first_warning)  # the same function: added once per process
     from ernie_ft.training import runtime
     from ernie_ft.training.parallel import Parallel
 
