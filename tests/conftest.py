@@ -135,6 +135,22 @@ def assert_same_weights(expected_dir, actual_dir, atol: float = 1e-6, head: str 
         np.testing.assert_allclose(actual[name], expected[name], rtol=0, atol=atol, err_msg=name)
 
 
+def exported_predictions(model_dir, texts: str, out_dir) -> dict:
+    """engine -> ``predict``'s records for the ``texts`` file from the model's Paddle Inference export and its ONNX
+    export (each written under ``out_dir``)."""
+    import json
+
+    from ernie_ft.cli import main as cli
+
+    answers = {}
+    for engine, extra in (("inference", []), ("onnxruntime", ["--format", "onnx"])):
+        exported, again = Path(out_dir) / f"export-{engine}", Path(out_dir) / f"pred-{engine}.jsonl"
+        assert cli(["export", "--model", str(model_dir), "--output", str(exported), *extra]) == 0
+        assert cli(["predict", "--model", str(exported), "--input", texts, "--output", str(again)]) == 0
+        answers[engine] = [json.loads(line) for line in again.read_text(encoding="utf-8").splitlines()]
+    return answers
+
+
 def shared(*parts) -> Path:
     """A file under ../shared/data, or skip the test when that folder is absent."""
     path = SHARED.joinpath(*parts)

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import assert_same_weights, shared
+from conftest import assert_same_weights, exported_predictions, shared
 
 from ernie_ft.cli import main as cli
 from ernie_ft.cli import task_command
@@ -181,6 +181,32 @@ def test_decode_needs_both_pointers_and_keeps_to_the_schema():
     assert decoding.decode([both], features, 1, LABELS, {"出生地": {("人物", "地点")}})[0][1] == {}
 
 
+def test_the_pointers_loss_is_taken_on_pairs_of_gold_entities():
+    """The pointers are trained on the cells decoding reads (pairs of entities): a logit elsewhere leaves the loss
+    as it is, one on a pair changes it; the entity pointer is trained on every span."""
+    import paddle
+
+    from ernie_ft.relation.task import candidate_pairs
+
+    n, length = len(LABELS), 10
+    targets = [(0, 1, 3), (1, 6, 8), (2 + 0, 1, 6), (2 + n + 0, 3, 8)]  # 红楼梦 (1..3) 作者 曹雪芹 (6..8)
+    pairs = candidate_pairs(targets, length)
+    assert {tuple(x) for x in np.argwhere(pairs)} == {
+        *((0, i, j) for i in (1, 6) for j in (1, 6)),
+        *((1, i, j) for i in (3, 8) for j in (3, 8)),
+    }
+    dense = np.zeros((1, 2 + 2 * n, length, length), dtype="float32")
+    dense[(0, *np.array(targets).T)] = 1
+    batch = {"targets": paddle.to_tensor(dense), "pairs": pairs[None]}
+    logits = np.random.default_rng(0).normal(size=dense.shape).astype("float32")
+    loss = lambda x: float(Relation().loss(paddle.to_tensor(x), batch))  # noqa: E731
+    base = loss(logits)
+    for cell, moves in (((2 + 1, 2, 5), False), ((2 + n, 3, 5), False), ((2 + 1, 6, 1), True), ((0, 2, 5), True)):
+        changed = logits.copy()
+        changed[(0, *cell)] += 3.0
+        assert (abs(loss(changed) - base) > 1e-3) == moves, cell
+
+
 def test_triple_f1_by_hand():
     # gold: 3 triples over two texts; predicted: 2 right (one after dropping 《》 and case), 1 wrong predicate
     a = RelationExample(
@@ -235,7 +261,7 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
 
     assert relation(train_args(train, tmp_path / "cut", "--stop-after-steps", "15")) == 0
     assert relation(train_args(train, tmp_path / "cut", "--resume")) == 0
-    assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best", head="pointers.")
+    assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best", head="tails.dense2")
 
     texts = write(tmp_path / "new.txt", "".join(f"{text}\n" for text, _ in SENTENCES))
     out = tmp_path / "pred.jsonl"
@@ -257,6 +283,20 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
         right += found == {(s, p, o, st) for s, p, o, st, _ in triples}
         assert all(sorted(e) == ["end", "role", "score", "start", "text", "type"] for e in record["entities"])
     assert right >= len(SENTENCES) - 1
+
+    # the exported graphs (the efficient pointers' biases, the rotary entity pointer) answer as the dygraph model
+    def triples(records):
+        return [
+            [(r["subject"]["start"], r["subject"]["end"], r["predicate"], r["object"]["start"]) for r in x["relations"]]
+            for x in records
+        ]
+
+    for engine, answers in exported_predictions(tmp_path / "full", texts, tmp_path).items():
+        assert triples(answers) == triples(records), engine
+        scores = [
+            (r["score"], s["score"]) for x, y in zip(records, answers) for r, s in zip(x["relations"], y["relations"])
+        ]
+        assert scores and max(abs(a - b) for a, b in scores) < 2e-3, engine
 
     capsys.readouterr()
     assert cli(["evaluate", "--model", str(tmp_path / "full"), "--input", train]) == 0

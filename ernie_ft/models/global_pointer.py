@@ -2,17 +2,20 @@
 
 Each head (an entity type for nested NER; a subject/object or a predicate's head/tail for GPLinker)
 projects every token to a query and a key of ``head_size`` values; the score of the span (i, j) is
-``q_i . k_j / sqrt(head_size)``. With ``rope`` the query and key are rotated by their token's
-position first (rotary position embedding), so the score knows the span's width. Spans that
-end before they start or touch padding get ``MASKED``, far below any learned score, so a
-decode that keeps every score > 0 never picks them.
+``q_i . k_j / sqrt(head_size)``. ``EfficientGlobalPointer`` (Su, 2022) shares one query and key among
+the heads and gives each head a start and an end bias per token instead: far fewer weights when the
+heads are many (GPLinker's two pointers per predicate). With ``rope`` the query and key are rotated by
+their token's position first (rotary position embedding), so the score knows the span's width. Spans
+that end before they start or touch padding get ``MASKED``, far below any learned score, so a decode
+that keeps every score > 0 never picks them.
 
 ``global_pointer_loss`` is the multi-label categorical cross-entropy ("global pointer loss"): per
 batch row and head, ``log(1 + sum_neg e^s) + log(1 + sum_pos e^-s)``, which pushes every gold span
 above 0 and every other span below 0 without a class-balance weight.
 
-Two names here are a stable interface shared with the relation extractor: ``GlobalPointer`` and
-``global_pointer_loss``. ``ErnieGlobalPointer`` is ERNIE with this head, the model of ``ner --nested``.
+Three names here are a stable interface shared with the relation extractor: ``GlobalPointer``,
+``EfficientGlobalPointer`` and ``global_pointer_loss``. ``ErnieGlobalPointer`` is ERNIE with a
+``GlobalPointer``, the model of ``ner --nested``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,18 @@ def rotary(x, positions):
     return x * paddle.cos(paired) + pairs * paddle.sin(paired)
 
 
+def span_mask(logits, mask, tril_mask: bool):
+    """``logits`` [B, heads, L, L] with ``MASKED`` where a span touches padding (``mask`` [B, L] is 0) and, with
+    ``tril_mask``, where it ends before it starts."""
+    length = paddle.shape(logits)[-1]
+    valid = mask.astype("bool")
+    keep = paddle.logical_and(valid.unsqueeze(1).unsqueeze(-1), valid.unsqueeze(1).unsqueeze(2))  # [B, 1, L, L]
+    if tril_mask:
+        upper = paddle.triu(paddle.ones([length, length], dtype="float32")).astype("bool")  # j >= i
+        keep = paddle.logical_and(keep, upper.unsqueeze(0).unsqueeze(0))
+    return paddle.where(keep, logits, paddle.full_like(logits, MASKED))
+
+
 class GlobalPointer(nn.Layer):
     """Span scores per head: ``forward(hidden [B, L, H], mask [B, L]) -> logits [B, heads, L, L]``.
 
@@ -56,9 +71,12 @@ class GlobalPointer(nn.Layer):
         super().__init__()
         self.tril_mask = tril_mask  # False: no triangle masked (GPLinker's head-head and tail-tail pointers)
         if head_size % 2:
-            raise ValueError(f"GlobalPointer: head_size must be even for rotary embeddings, got {head_size}")
+            raise ValueError(f"{type(self).__name__}: head_size must be even for rotary embeddings, got {head_size}")
         self.heads, self.head_size, self.rope = heads, head_size, rope
-        self.dense = nn.Linear(hidden_size, heads * head_size * 2)
+        self.build(hidden_size)
+
+    def build(self, hidden_size: int) -> None:
+        self.dense = nn.Linear(hidden_size, self.heads * self.head_size * 2)
 
     def forward(self, hidden, mask):
         shape = paddle.shape(hidden)
@@ -69,18 +87,47 @@ class GlobalPointer(nn.Layer):
             positions = paddle.arange(0, length, dtype="int64")
             q, k = rotary(q, positions), rotary(k, positions)
         logits = paddle.matmul(q.transpose([0, 2, 1, 3]), k.transpose([0, 2, 3, 1])) / math.sqrt(self.head_size)
-        valid = mask.astype("bool")
-        pair = paddle.logical_and(valid.unsqueeze(1).unsqueeze(-1), valid.unsqueeze(1).unsqueeze(2))  # [B,1,L,L]
-        keep = pair
-        if self.tril_mask:
-            upper = paddle.triu(paddle.ones([length, length], dtype="float32")).astype("bool")  # j >= i
-            keep = paddle.logical_and(pair, upper.unsqueeze(0).unsqueeze(0))
-        return paddle.where(keep, logits, paddle.full_like(logits, MASKED))
+        return span_mask(logits, mask, self.tril_mask)
 
 
-def global_pointer_loss(logits, targets):
+class EfficientGlobalPointer(GlobalPointer):
+    """``GlobalPointer``'s scores and masks from fewer weights, for many heads (GPLinker's pointers).
+
+    Su's Efficient GlobalPointer (2022) with the parameters of PaddleNLP's
+    ``paddlenlp.layers.globalpointer.GlobalPointer`` (``dense1``, ``dense2``; the same scores: tests compare them):
+    one query and key of ``head_size`` shared by all heads (``dense1``, rotated when ``rope``) score every span once,
+    and each head adds a start and an end bias per token (``dense2`` on the same projection):
+    ``logits[b, h, i, j] = q_i . k_j / sqrt(head_size) + end_h(j) + start_h(i)``. Against one query and key per
+    head this projects to 2 x head_size values instead of heads x 2 x head_size, which made GPLinker's 92 pointer
+    heads cost ten times the encoder. PaddleNLP's layer is not used as it stands: its rotary slices a position table
+    with strided views and it masks by subtracting 1e12 in the logits' dtype (an overflow under float16); here the
+    rotation is ``rotary`` (checked against Paddle Inference and ONNX Runtime) and masked spans hold ``MASKED`` in
+    float32. With few heads of a small encoder, per-head queries and keys learn more (CMeEE, docs/results.md).
+    """
+
+    def build(self, hidden_size: int) -> None:
+        self.dense1 = nn.Linear(hidden_size, self.head_size * 2)
+        self.dense2 = nn.Linear(self.head_size * 2, self.heads * 2)
+
+    def forward(self, hidden, mask):
+        x = self.dense1(hidden).astype("float32")  # [B, L, 2D]: query and key interleaved, as PaddleNLP's
+        pairs = x.reshape([0, 0, self.head_size, 2])
+        q, k = pairs[..., 0], pairs[..., 1]
+        if self.rope:
+            positions = paddle.arange(0, paddle.shape(hidden)[1], dtype="int64")
+            q, k = rotary(q.unsqueeze(2), positions).squeeze(2), rotary(k.unsqueeze(2), positions).squeeze(2)
+        logits = paddle.matmul(q, k, transpose_y=True).unsqueeze(1) / math.sqrt(self.head_size)  # [B, 1, L, L]
+        bias = self.dense2(x).transpose([0, 2, 1]) / 2  # [B, 2 heads, L]: (end, start) per head
+        bias = bias.reshape([0, self.heads, 2, -1])
+        logits = logits + bias[:, :, 0].unsqueeze(2) + bias[:, :, 1].unsqueeze(3)
+        return span_mask(logits, mask, self.tril_mask)
+
+
+def global_pointer_loss(logits, targets, sum_heads: bool = False):
     """Mean over batch rows and heads of the multi-label categorical cross-entropy of ``logits`` [B, heads, L, L]
-    against 0/1 ``targets`` of the same shape (1: the span is gold for that head).
+    against 0/1 ``targets`` of the same shape (1: the span is gold for that head); with ``sum_heads``, summed over
+    heads and averaged over rows (GPLinker's reduction: each of 46 predicates' pointers then weighs on the encoder
+    as much as one entity type, where a mean would divide their gradient by the number of predicates).
 
     Per row and head, with s the scores: ``log(1 + sum over non-gold e^s) + log(1 + sum over gold e^-s)``. Targets
     must be 0 where the logits are ``MASKED`` (a gold span there would cost about 1e12).
@@ -94,7 +141,8 @@ def global_pointer_loss(logits, targets):
     zeros = paddle.zeros_like(scores[:, :1])  # the 1 in log(1 + ...)
     negative = paddle.logsumexp(paddle.concat([negative, zeros], axis=-1), axis=-1)
     positive = paddle.logsumexp(paddle.concat([positive, zeros], axis=-1), axis=-1)
-    return (negative + positive).mean()
+    loss = negative + positive
+    return loss.sum() / shape[0] if sum_heads else loss.mean()
 
 
 class ErnieGlobalPointer(ErniePretrainedModel):

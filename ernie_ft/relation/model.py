@@ -2,8 +2,12 @@
 
 One GlobalPointer finds entities with two heads, subject (head 0) and object (head 1); per relation class c
 (``config.num_labels`` of them) a head-head pointer (head 2 + c) scores (subject's first token, object's first
-token) and a tail-tail pointer (head 2 + C + c) scores (subject's last token, object's last token). Those two have
-no triangle mask: an object may come before its subject. The forward pass returns one tensor [B, 2 + 2C, L, L].
+token) and a tail-tail pointer (head 2 + C + c) scores (subject's last token, object's last token). The pointers
+have no triangle mask (an object may come before its subject) and no rotary embedding; each is an
+``EfficientGlobalPointer`` (one query and key for all its C heads, a start and end bias per head: with a query and
+key per head the two would project each token to 4 x C x 64 values, ten times a 2 x 128 encoder's work), two of
+them as first and last tokens need different queries and keys. The forward pass returns one tensor
+[B, 2 + 2C, L, L].
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import paddle
 from paddle import nn
 from paddlenlp.transformers import ErnieModel, ErniePretrainedModel
 
-from ernie_ft.models.global_pointer import GlobalPointer
+from ernie_ft.models.global_pointer import EfficientGlobalPointer, GlobalPointer
 
 ENTITY_HEADS = 2
 """Subject and object."""
@@ -26,8 +30,8 @@ class ErnieForRelationExtraction(ErniePretrainedModel):
         self.ernie = ErnieModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.entities = GlobalPointer(config.hidden_size, ENTITY_HEADS, head_size=64, rope=True)
-        pointers = 2 * config.num_labels  # head-head, then tail-tail, per relation class
-        self.pointers = GlobalPointer(config.hidden_size, pointers, head_size=64, rope=False, tril_mask=False)
+        pointer = dict(hidden_size=config.hidden_size, heads=config.num_labels, rope=False, tril_mask=False)
+        self.heads, self.tails = EfficientGlobalPointer(**pointer), EfficientGlobalPointer(**pointer)
 
     def forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, **kwargs):
         # named inputs, not *args: paddle.jit.to_static (export) matches its InputSpecs to them
@@ -36,4 +40,4 @@ class ErnieForRelationExtraction(ErniePretrainedModel):
         )[0]
         hidden = self.dropout(hidden)
         mask = input_ids != self.config.pad_token_id
-        return paddle.concat([self.entities(hidden, mask), self.pointers(hidden, mask)], axis=1)
+        return paddle.concat([layer(hidden, mask) for layer in (self.entities, self.heads, self.tails)], axis=1)
