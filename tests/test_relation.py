@@ -181,30 +181,53 @@ def test_decode_needs_both_pointers_and_keeps_to_the_schema():
     assert decoding.decode([both], features, 1, LABELS, {"出生地": {("人物", "地点")}})[0][1] == {}
 
 
-def test_the_pointers_loss_is_taken_on_pairs_of_gold_entities():
-    """The pointers are trained on the cells decoding reads (pairs of entities): a logit elsewhere leaves the loss
-    as it is, one on a pair changes it; the entity pointer is trained on every span."""
+def test_the_pointers_loss_is_taken_on_pairs_of_gold_entities(tmp_path):
+    """The pointers are trained on the cells decoding reads (pairs of gold entities): the training output holds the
+    scores the full output gives those cells, and the loss is the multi-label cross-entropy (summed over heads) of
+    the entity scores and of the pointers' scores on those cells alone."""
     import paddle
 
-    from ernie_ft.relation.task import candidate_pairs
+    from ernie_ft.config import ModelConfig
+    from ernie_ft.models import modeling
+    from ernie_ft.relation.task import candidate_pairs, training_targets
+    from ernie_ft.text.pipeline import TextPipeline
+    from ernie_ft.text.scratch import build_vocab, write_vocab
 
     n, length = len(LABELS), 10
-    targets = [(0, 1, 3), (1, 6, 8), (2 + 0, 1, 6), (2 + n + 0, 3, 8)]  # 红楼梦 (1..3) 作者 曹雪芹 (6..8)
-    pairs = candidate_pairs(targets, length)
-    assert {tuple(x) for x in np.argwhere(pairs)} == {
+    # 红楼梦 (tokens 1..3) 作者 曹雪芹 (6..8); in row 1 a second subject shares 曹雪芹's first token
+    windows = [
+        [(0, 1, 3), (1, 6, 8), (2 + 0, 1, 6), (2 + n + 0, 3, 8)],
+        [(0, 1, 3), (0, 1, 2), (1, 6, 8), (2 + 1, 1, 6), (2 + n + 1, 2, 8)],
+    ]
+    assert {tuple(x) for x in np.argwhere(candidate_pairs(windows[0], length))} == {
         *((0, i, j) for i in (1, 6) for j in (1, 6)),
         *((1, i, j) for i in (3, 8) for j in (3, 8)),
     }
-    dense = np.zeros((1, 2 + 2 * n, length, length), dtype="float32")
-    dense[(0, *np.array(targets).T)] = 1
-    batch = {"targets": paddle.to_tensor(dense), "pairs": pairs[None]}
-    logits = np.random.default_rng(0).normal(size=dense.shape).astype("float32")
-    loss = lambda x: float(Relation().loss(paddle.to_tensor(x), batch))  # noqa: E731
-    base = loss(logits)
-    for cell, moves in (((2 + 1, 2, 5), False), ((2 + n, 3, 5), False), ((2 + 1, 6, 1), True), ((0, 2, 5), True)):
-        changed = logits.copy()
-        changed[(0, *cell)] += 3.0
-        assert (abs(loss(changed) - base) > 1e-3) == moves, cell
+    batch = training_targets(windows, length, 2 + 2 * n)
+    assert batch["pair_valid"].sum(axis=-1).tolist() == [[4, 4], [4, 9]]  # cells are distinct: (1, 6) once in row 1
+
+    vocab = str(tmp_path / "vocab.txt")
+    write_vocab(build_vocab(["红楼梦作者曹雪芹"]), vocab)
+    paddle.seed(0)
+    model = modeling.build_model(
+        ModelConfig(model="scratch:1x32"), "pointer", n, TextPipeline(vocab), Relation.model_class
+    )
+    model.eval()
+    ids = paddle.to_tensor(np.random.default_rng(0).integers(5, 12, size=(2, length)))
+    dense = model(ids).numpy()
+    out = model(ids, pair_index=paddle.to_tensor(batch["pair_index"]))
+    loss = float(Relation().loss(out, {k: paddle.to_tensor(v) for k, v in batch.items()}))
+
+    expected = 0.0  # log(1 + sum over non-gold e^s) + log(1 + sum over gold e^-s) per row and head, on the cells read
+    for row, targets in enumerate(windows):
+        gold = np.zeros(dense.shape[1:], dtype=bool)
+        gold[tuple(np.array(targets).T)] = True
+        read = np.ones_like(gold)
+        read[2 : 2 + n], read[2 + n :] = candidate_pairs(targets, length)[:, None]
+        for head in range(dense.shape[1]):
+            scores, positive, cells = dense[row, head], gold[head], read[head] & (dense[row, head] > -1e11)
+            expected += np.log1p(np.exp(scores[cells & ~positive]).sum()) + np.log1p(np.exp(-scores[positive]).sum())
+    assert loss == pytest.approx(expected / 2, rel=1e-4)
 
 
 def test_triple_f1_by_hand():

@@ -109,18 +109,32 @@ class EfficientGlobalPointer(GlobalPointer):
         self.dense1 = nn.Linear(hidden_size, self.head_size * 2)
         self.dense2 = nn.Linear(self.head_size * 2, self.heads * 2)
 
-    def forward(self, hidden, mask):
+    def parts(self, hidden):
+        """(queries [B, L, D], keys [B, L, D], biases [B, L, heads, 2]: each head's (end, start) bias per token)."""
         x = self.dense1(hidden).astype("float32")  # [B, L, 2D]: query and key interleaved, as PaddleNLP's
         pairs = x.reshape([0, 0, self.head_size, 2])
         q, k = pairs[..., 0], pairs[..., 1]
         if self.rope:
             positions = paddle.arange(0, paddle.shape(hidden)[1], dtype="int64")
             q, k = rotary(q.unsqueeze(2), positions).squeeze(2), rotary(k.unsqueeze(2), positions).squeeze(2)
+        return q, k, (self.dense2(x) / 2).reshape([0, 0, self.heads, 2])
+
+    def forward(self, hidden, mask):
+        q, k, bias = self.parts(hidden)
         logits = paddle.matmul(q, k, transpose_y=True).unsqueeze(1) / math.sqrt(self.head_size)  # [B, 1, L, L]
-        bias = self.dense2(x).transpose([0, 2, 1]) / 2  # [B, 2 heads, L]: (end, start) per head
-        bias = bias.reshape([0, self.heads, 2, -1])
+        bias = bias.transpose([0, 2, 3, 1])  # [B, heads, 2, L]
         logits = logits + bias[:, :, 0].unsqueeze(2) + bias[:, :, 1].unsqueeze(3)
         return span_mask(logits, mask, self.tril_mask)
+
+    def cells(self, hidden, index):
+        """The scores ``forward`` gives the cells ``index`` [B, K, 2] (token i, token j) of each row, unmasked:
+        [B, heads, K]. Training reads a few cells per row; this never builds the [B, heads, L, L] scores."""
+        q, k, bias = self.parts(hidden)
+        at = lambda x, axis: paddle.take_along_axis(x, index[:, :, axis : axis + 1], axis=1, broadcast=True)  # noqa: E731
+        scores = (at(q, 0) * at(k, 1)).sum(-1, keepdim=True) / math.sqrt(self.head_size)  # [B, K, 1]
+        ends = paddle.take_along_axis(bias[..., 0], index[:, :, 1:2], axis=1, broadcast=True)  # [B, K, heads]
+        starts = paddle.take_along_axis(bias[..., 1], index[:, :, 0:1], axis=1, broadcast=True)
+        return (scores + ends + starts).transpose([0, 2, 1])
 
 
 def global_pointer_loss(logits, targets, sum_heads: bool = False):

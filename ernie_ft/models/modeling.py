@@ -51,8 +51,9 @@ HEADS = {
     "span": "ErnieForQuestionAnswering",
     "mlm": "ErnieForMaskedLM",
 }
-MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform")
-"""Batch keys passed to the model besides the ids (pretraining: see masking.mlm_batch)."""
+MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform", "pair_index")
+"""Batch keys passed to the model besides the ids (pretraining: see masking.mlm_batch; the relation extractor's
+training cells: relation.task.training_targets)."""
 PER_TOKEN = ("token", "span")
 """Heads with one output row per token; 'sequence' has one per input, 'mlm' one per masked position."""
 WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")

@@ -33,11 +33,19 @@ class ErnieForRelationExtraction(ErniePretrainedModel):
         pointer = dict(hidden_size=config.hidden_size, heads=config.num_labels, rope=False, tril_mask=False)
         self.heads, self.tails = EfficientGlobalPointer(**pointer), EfficientGlobalPointer(**pointer)
 
-    def forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, **kwargs):
+    def forward(
+        self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, pair_index=None, **kwargs
+    ):
+        """The scores [B, 2 + 2C, L, L]; with ``pair_index`` [B, 2, K, 2] (training: the head-head and the tail-tail
+        cells the loss reads, ``relation.task.training_targets``) a dict of the entity scores [B, 2, L, L] and the
+        pointers' scores of those cells alone, [B, 2C, K] (the head-head ones first), in place of 2C x L x L."""
         # named inputs, not *args: paddle.jit.to_static (export) matches its InputSpecs to them
         hidden = self.ernie(
             input_ids, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask
         )[0]
         hidden = self.dropout(hidden)
         mask = input_ids != self.config.pad_token_id
+        if pair_index is not None:
+            pointers = [self.heads.cells(hidden, pair_index[:, 0]), self.tails.cells(hidden, pair_index[:, 1])]
+            return {"entities": self.entities(hidden, mask), "pointers": paddle.concat(pointers, axis=1)}
         return paddle.concat([layer(hidden, mask) for layer in (self.entities, self.heads, self.tails)], axis=1)

@@ -60,9 +60,10 @@ def candidate_pairs(targets: list, length: int) -> np.ndarray:
     among them).
 
     Decoding reads a pointer only where the entity pointer found a subject and an object, so the pointers' loss is
-    taken on these cells alone. Over all L x L cells (GPLinker's loss) a scratch model pushed every pointer score far
-    below 0 within an epoch, gold pairs included (DuIE dev, after 2 epochs: gold head-head logits median -9.5, the
-    highest cell of a window -6.4): no triple was ever decoded.
+    taken on these cells alone (and the model's training output holds only them: ``training_targets``). Over all
+    L x L cells (GPLinker's loss) a scratch model pushed every pointer score far below 0 within an epoch, gold pairs
+    included (DuIE dev, after 2 epochs: gold head-head logits median -9.5, the highest cell of a window -6.4): no
+    triple was ever decoded.
     """
     spans = [(i, j) for h, i, j in targets if h < 2]
     pairs = np.zeros((2, length, length), dtype=bool)
@@ -70,6 +71,37 @@ def candidate_pairs(targets: list, length: int) -> np.ndarray:
         for b in spans:
             pairs[0, a[0], b[0]] = pairs[1, a[1], b[1]] = True
     return pairs
+
+
+def training_targets(windows: list, length: int, heads: int) -> dict:
+    """A training batch's targets from each window's (head, i, j) targets: ``entity_targets`` [B, 2, L, L] (0/1),
+    ``pair_index`` [B, 2, K, 2] (the head-head, then tail-tail cells of ``candidate_pairs``, padded with (0, 0)),
+    ``pair_valid`` [B, 2, K] (1 on a cell, 0 on padding) and ``pair_targets`` [B, heads - 2, K] (class c's
+    head-head target at row c, its tail-tail target at row C + c)."""
+    cells = [[np.argwhere(p) for p in candidate_pairs(targets, length)] for targets in windows]
+    width = max([1] + [len(c) for row in cells for c in row])
+    entity_targets = np.zeros((len(windows), 2, length, length), dtype="float32")
+    pair_index = np.zeros((len(windows), 2, width, 2), dtype="int64")
+    pair_valid = np.zeros((len(windows), 2, width), dtype="float32")
+    pair_targets = np.zeros((len(windows), heads - 2, width), dtype="float32")
+    classes = (heads - 2) // 2
+    for row, (targets, (head_cells, tail_cells)) in enumerate(zip(windows, cells)):
+        where = [{}, {}]
+        for kind, found in enumerate((head_cells, tail_cells)):
+            pair_index[row, kind, : len(found)] = found
+            pair_valid[row, kind, : len(found)] = 1.0
+            where[kind] = {(int(i), int(j)): k for k, (i, j) in enumerate(found)}
+        for h, i, j in targets:
+            if h < 2:
+                entity_targets[row, h, i, j] = 1.0
+            else:
+                pair_targets[row, h - 2, where[(h - 2) // classes][(i, j)]] = 1.0
+    return {
+        "entity_targets": entity_targets,
+        "pair_index": pair_index,
+        "pair_valid": pair_valid,
+        "pair_targets": pair_targets,
+    }
 
 
 @dataclass
@@ -186,29 +218,23 @@ class Relation(TaskHooks):
             "input_ids": Pad(pad_val=pipeline.pad_id, dtype="int64")([f["input_ids"] for f in features]),
             "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
         }
-        if epoch is not None:  # training: the dense 0/1 targets the loss compares the logits with
-            length = batch["input_ids"].shape[1]
-            targets = np.zeros((len(features), self._heads, length, length), dtype="float32")
-            pairs = np.zeros((len(features), 2, length, length), dtype=bool)
-            for row, f in enumerate(features):
-                if f["_targets"]:
-                    targets[(row, *np.array(f["_targets"]).T)] = 1.0
-                    pairs[row] = candidate_pairs(f["_targets"], length)
-            batch["targets"], batch["pairs"] = targets, pairs
+        if epoch is not None:  # training: the entities' dense 0/1 targets, the pointers' cells and their targets
+            batch.update(training_targets([f["_targets"] for f in features], batch["input_ids"].shape[1], self._heads))
         return batch
 
     def loss(self, logits, batch):
-        import paddle
-
         from ernie_ft.models.global_pointer import MASKED, global_pointer_loss
 
-        # GPLinker's loss, summed over heads and averaged over rows, with the pointers scored on the cells decoding
-        # reads: pairs of the window's gold entities (candidate_pairs)
-        shape = logits.shape
-        keep = paddle.to_tensor(batch["pairs"]).astype("float32").unsqueeze(2)  # [B, 2, 1, L, L]
-        pointers = logits[:, 2:].reshape([shape[0], 2, -1, shape[2], shape[3]])  # [B, 2 (head, tail), C, L, L]
-        pointers = (pointers * keep + MASKED * (1 - keep)).reshape([shape[0], -1, shape[2], shape[3]])
-        return global_pointer_loss(paddle.concat([logits[:, :2], pointers], axis=1), batch["targets"], sum_heads=True)
+        # GPLinker's loss (summed over heads, averaged over rows) with the pointers scored on the cells decoding reads,
+        # pairs of the window's gold entities: the model's training output holds those cells alone (training_targets)
+        entities, pointers = logits["entities"], logits["pointers"]  # [B, 2, L, L], [B, 2C, K]
+        shape = pointers.shape
+        valid = batch["pair_valid"].astype("float32").unsqueeze(2)  # [B, 2 (head, tail), 1, K]
+        pointers = pointers.reshape([shape[0], 2, -1, shape[2]]) * valid + MASKED * (1 - valid)
+        pointers = pointers.reshape(shape)
+        return global_pointer_loss(entities, batch["entity_targets"], sum_heads=True) + global_pointer_loss(
+            pointers, batch["pair_targets"], sum_heads=True
+        )
 
     def summarize(self, outputs, batch):
         return decoding.sparse_rows(outputs.astype("float32").numpy())
