@@ -21,7 +21,8 @@ DESCRIPTION = (
     "hidden+attention the student also learns the teacher's hidden states (and attention scores) layer by layer, "
     "TinyBERT's intermediate-layer distillation; a scratch student then takes the teacher's vocabulary. An NER "
     "teacher trained without --crf teaches a student tagger its soft labels token by token (--transfer logits; "
-    "the result is an ordinary ner checkpoint, and a scratch student takes the teacher's vocabulary)."
+    "the result is an ordinary ner checkpoint, and a scratch student takes the teacher's vocabulary); a nested NER "
+    "teacher (ner --nested) teaches a nested student its span scores."
 )
 
 
@@ -55,7 +56,7 @@ def build_parser(prog: str) -> Parser:
         "(L layers of width H, e.g. scratch:2x128), a PaddleNLP name or a checkpoint directory (recipe: model: model:)",
     )
     group.add_argument("--unlabelled", nargs="+", metavar="FILE", help=docs["unlabelled"])
-    own = ("temperature", "alpha", "transfer", "transfer_weight", "student_vocab")
+    own = ("temperature", "alpha", "transfer", "transfer_weight", "nested", "student_vocab")
     own += ("threshold", "thresholds", "tune_thresholds", "top_k")  # a multi-label teacher's student
     add_field_flags(group, Distillation, [f for f in distill_options() if f.name in own])
     parser.inapplicable = {"--model": "the student model is --student MODEL"}
@@ -95,14 +96,18 @@ def with_transfer(config: RunConfig, teacher: str) -> RunConfig:
     """``config`` checked for a teacher that reads the student's token ids (--transfer hidden and
     hidden+attention, and any NER teacher): a scratch student without --vocab gets the teacher's vocabulary
     (``teacher``: its checkpoint directory). An NER teacher takes --transfer logits only."""
+    from ernie_ft.distill.nested import check_kind
     from ernie_ft.distill.teacher import teacher_task
 
     transfer = config.task.get("transfer", "logits")
     ner = teacher_task(teacher) == "ner"
+    nested = check_kind(teacher, config.task.get("teacher", teacher), config.task.get("nested"))
     if ner and transfer != "logits":
+        taught = "a nested NER teacher teaches its span scores" if nested else "an NER teacher teaches its soft labels"
+        taught += "" if nested else " per token"
         raise UserError(
-            f"--transfer {transfer}: an NER teacher teaches its soft labels per token only (hidden states and "
-            "attention are transferred for classification teachers); use --transfer logits (the default)"
+            f"--transfer {transfer}: {taught} only (hidden states and attention are transferred for classification "
+            "teachers); use --transfer logits (the default)"
         )
     if transfer == "logits" and not ner:
         return config

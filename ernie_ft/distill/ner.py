@@ -15,14 +15,13 @@ import functools
 import os
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 from ernie_ft.distill import settings
 from ernie_ft.distill import teacher as teachers
 from ernie_ft.distill import transfer as transfers
 from ernie_ft.errors import UserError
-from ernie_ft.ner.formats import read_ner
-from ernie_ft.ner.task import NER, entity_types
+from ernie_ft.ner.task import NER
 
 
 @dataclass
@@ -52,6 +51,8 @@ class NerDistillation(NER):
     _max_len: Optional[int] = dataclasses.field(default=None, init=False, repr=False)
     _teacher: object = dataclasses.field(default=None, init=False, repr=False)
     """The teacher's model (set by ``bind``)."""
+    taught: ClassVar[str] = "soft labels per token"
+    """What the teacher gives, as the training log says it."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -73,7 +74,7 @@ class NerDistillation(NER):
             return examples
         self._max_len, self._labelled = data.max_len, len(examples)
         for file in settings.unlabelled_files(self.unlabelled):
-            texts = read_ner(file, "--unlabelled", "auto", False, self.overlapping)
+            texts = super().read(file, data, "--unlabelled", labelled=False)  # as the teacher's task reads texts
             examples += [dataclasses.replace(e, entities=()) for e in texts]
         self._train = examples
         return examples
@@ -81,7 +82,7 @@ class NerDistillation(NER):
     def fit_labels(self, train):
         """The teacher's tags, in its order (its logits' columns); a labelled entity of another type is an error."""
         labels = teachers.teacher_labels(self.teacher_dir)
-        known = set(entity_types(labels))
+        known = set(self.types(labels))
         for e in train[: self._labelled]:
             for *_, kind in e.entities:
                 if kind not in known:
@@ -100,17 +101,20 @@ class NerDistillation(NER):
         self._teacher_ids = transfers.check_pipeline(
             pipeline, self.teacher_dir, f"--teacher {self.teacher}", "the NER teacher reads the student's windows"
         )
-        for f in features:
-            if f["doc"] >= self._labelled:
-                f["labels"] = [-100 if v == -100 else -1 for v in f["labels"]]
+        self.mark_unlabelled(features)
         if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":
             unlabelled = len(examples) - self._labelled
             print(
-                f"teacher {self.teacher_dir}: soft labels per token in every training step ({unlabelled} "
-                "unlabelled texts)",
+                f"teacher {self.teacher_dir}: {self.taught} in every training step ({unlabelled} unlabelled texts)",
                 file=sys.stderr,
             )
         return features
+
+    def mark_unlabelled(self, features) -> None:
+        """The tagged tokens of an unlabelled text's windows get the label -1: the loss takes their soft term only."""
+        for f in features:
+            if f["doc"] >= self._labelled:
+                f["labels"] = [-100 if v == -100 else -1 for v in f["labels"]]
 
     def bind(self, model, teacher=None) -> None:
         """The student ``model`` (as NER binds it) and the teacher beside it (``teacher``, else --teacher's)."""
@@ -119,15 +123,18 @@ class NerDistillation(NER):
         transfers.check_max_len(teacher, self._max_len)
         self._teacher = teacher
 
-    def loss(self, logits, batch):
-        """The teacher's logits of the batch (its forward pass, without gradients), then ``soft_loss``."""
+    def teacher_logits(self, batch):
+        """The teacher's logits of the student's ``batch`` (its forward pass, without gradients)."""
         import paddle
 
         from ernie_ft.models.modeling import forward
 
         with paddle.no_grad():
-            teacher_logits = forward(self._teacher, transfers.teacher_batch(batch, self._teacher_ids))
-        return self.soft_loss(logits, teacher_logits, batch["labels"])
+            return forward(self._teacher, transfers.teacher_batch(batch, self._teacher_ids))
+
+    def loss(self, logits, batch):
+        """``soft_loss`` against the teacher's logits of the same batch."""
+        return self.soft_loss(logits, self.teacher_logits(batch), batch["labels"])
 
     def soft_loss(self, logits, teacher_logits, labels):
         """Per tagged token (label >= 0, or -1 in an unlabelled text): alpha * T^2 * KL(teacher_T || student_T) +

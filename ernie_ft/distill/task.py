@@ -53,6 +53,9 @@ class Distillation(Classification):
     transfer_weight: float = 1.0
     """Weight of the hidden-state and attention losses (--transfer hidden, hidden+attention), added to the loss on
     the logits."""
+    nested: Optional[bool] = None
+    """The student of an NER teacher is of the teacher's kind: a nested span model for a teacher trained with ner
+    --nested, else a tagger. --nested (or --no-nested) says which is expected: an error when the teacher is not."""
     student_vocab: Optional[str] = None
     """A scratch student's vocabulary: full (the teacher's, with its tokenization settings) or used (the teacher's
     cut to the special tokens and those the training and unlabelled texts use: a smaller embedding). Default: built
@@ -174,23 +177,46 @@ class Distillation(Classification):
         return mixed.mean()
 
 
+def student_task(options: dict):
+    """The distillation task of the settings ``options`` (``config.task``), for its teacher's task: a Distillation
+    (a classification teacher), an NerDistillation (a flat NER teacher) or a NestedNerDistillation (a nested one)."""
+    from ernie_ft.distill.ner import NerDistillation
+    from ernie_ft.distill.nested import NestedNerDistillation, check_kind
+
+    given = options.get("teacher")  # none: Distillation says it is required
+    if not given:
+        return Distillation(**options)
+    directory = teachers.teacher_dir(given)
+    nested = check_kind(directory, given, options.get("nested"))
+    options = {k: v for k, v in options.items() if k != "nested"}
+    if teachers.teacher_task(directory) == "ner":
+        cls = NestedNerDistillation if nested else NerDistillation
+        other = [k for k in options if k not in {f.name for f in dataclasses.fields(cls)}]
+        if other:  # --threshold, --top-k, ...
+            raise UserError(
+                f"--{other[0].replace('_', '-')} is for the student of a classification teacher: the teacher "
+                f"{given} is an NER model; leave it out"
+            )
+        return cls(**options)
+    return Distillation(**{**teachers.label_set_options(directory, options), **options})
+
+
 def distill(config: RunConfig) -> dict:
     """Train a student as ``config`` says; ``config.task`` holds the Distillation's settings (teacher,
     unlabelled, temperature, alpha, transfer, transfer_weight). Its checkpoints are checkpoints of the teacher's
     task, classify or ner (their run config has no task settings); OUTPUT/distill.json records the teacher and the
     settings. Returns the metrics."""
-    from ernie_ft.distill.ner import NerDistillation
     from ernie_ft.training.trainer import check_inputs, train
 
-    given = config.task.get("teacher")  # none: Distillation says it is required
-    ner = given and teachers.teacher_task(teachers.teacher_dir(given)) == "ner"
-    sets = {} if ner or not given else teachers.label_set_options(teachers.teacher_dir(given), config.task)
-    task = (NerDistillation if ner else Distillation)(**{**sets, **config.task})
+    task = student_task(config.task)
     teacher = task.teacher_dir
     vocabs.check(config, task.student_vocab)
     inputs = check_inputs(task, config) if task.student_vocab == "used" else None  # its texts cut the vocabulary
     config = vocabs.student_config(config, task, inputs)
-    recorded = {} if ner else labelsets.recorded(task)  # a label-set student's checkpoint decodes label sets
+    if isinstance(task, Distillation):  # a label-set student's checkpoint decodes label sets
+        recorded = labelsets.recorded(task)
+    else:  # an NER student: nested if its teacher is
+        recorded = {"nested": True} if task.nested else {}
     metrics = train(task, dataclasses.replace(config, task=recorded), inputs)
     if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":  # one process, or the first of a launched job
         record = {

@@ -38,12 +38,8 @@ def teacher_dir(path: str) -> str:
             "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner)"
         )
     options = recorded_run(found)["run"].get("task") or {}
-    if task == "ner" and options.get("nested"):
-        raise UserError(
-            f"--teacher {path}: a nested NER model (ner --nested); distill takes a flat NER teacher only (its "
-            "per-token softmax gives the soft labels), distilling a span model is not built yet"
-        )
-    if task == "ner" and load_task(task, recorded_run(found)["run"].get("task")).model_class is not None:
+    nested = options.get("nested")  # a span model: its scores teach a nested student (distill/nested.py)
+    if task == "ner" and not nested and load_task(task, options).model_class is not None:
         raise UserError(
             f"--teacher {path}: an NER run trained with --crf; distill takes an NER teacher without --crf only "
             "(its per-token softmax gives the soft labels; a CRF scores whole tag sequences): train the teacher "
