@@ -1,8 +1,9 @@
 """GPLinker's decode and the relation metrics.
 
-Decode (per window): the entity pointer's spans scoring > 0 are the subjects (head 0) and objects (head 1); for each
+Decode (per window): the entity pointer's spans scoring > t are the subjects (head 0) and objects (head 1); for each
 relation class c and each subject-object pair, the triple is kept when both its head-head score (subject's first
-token, object's first token; head 2 + c) and its tail-tail score (last tokens; head 2 + C + c) are > 0. Its score is
+token, object's first token; head 2 + c) and its tail-tail score (last tokens; head 2 + C + c) are > t. The
+threshold t is 0 (GPLinker's rule) unless ``--threshold`` or ``--tune-threshold`` set it. Its score is
 the sigmoid of the smallest of the four logits (subject, object, head-head, tail-tail). Windows' triples are merged
 per text, each keeping its best score; a triple whose two ends lie in no common window is never found.
 """
@@ -18,11 +19,11 @@ from ernie_ft.relation.formats import allowed, parse_label
 ROLES = ("subject", "object")
 
 
-def sparse_rows(logits: np.ndarray) -> list[np.ndarray]:
-    """Per batch row of [B, heads, L, L] logits: the positive cells as float32 rows (head, i, j, logit)."""
+def sparse_rows(logits: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
+    """Per batch row of [B, heads, L, L] logits: the cells above ``floor`` as float32 rows (head, i, j, logit)."""
     rows = []
     for x in logits:
-        cells = np.argwhere(x > 0)
+        cells = np.argwhere(x > floor)
         rows.append(np.concatenate([cells.astype("float32"), x[tuple(cells.T)][:, None]], axis=1))
     return rows
 
@@ -55,9 +56,11 @@ def decode_window(cells: np.ndarray, n_classes: int, keep) -> tuple[dict, dict]:
     return entities, triples
 
 
-def decode(rows: list, features: list[dict], n_docs: int, labels: list[str], schema=None) -> list[tuple[dict, dict]]:
+def decode(
+    rows: list, features: list[dict], n_docs: int, labels: list[str], schema=None, threshold: float = 0.0
+) -> list[tuple[dict, dict]]:
     """Per text: ({(start, end, role): score}, {((s, e), class, (s, e)): score}) in characters, merged over its
-    windows (the best score of each)."""
+    windows (the best score of each), from the cells of ``rows`` scoring above ``threshold``."""
     keep = [allowed(schema, label) for label in labels]
     out = [({}, {}) for _ in range(n_docs)]
     for cells, f in zip(rows, features):
@@ -68,7 +71,7 @@ def decode(rows: list, features: list[dict], n_docs: int, labels: list[str], sch
             return offsets[start + i - 1][0], offsets[start + j - 1][1]
 
         inside = (cells[:, 1:3] >= 1).all(axis=1) & (cells[:, 1:3] <= end - start).all(axis=1)
-        cells = cells[inside]
+        cells = cells[inside & (cells[:, 3] > threshold)]
         entities, triples = decode_window(cells, len(labels), keep.__getitem__)
         doc_entities, doc_triples = out[f["doc"]]
         for (role, i, j), logit in entities.items():

@@ -13,7 +13,7 @@ misses.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -23,6 +23,9 @@ from ernie_ft.errors import UserError
 from ernie_ft.relation import decoding
 from ernie_ft.relation.formats import check_schema, parse_label, read_relation_records, read_relations, read_schema
 from ernie_ft.task import TaskHooks, check_known_labels, split_dev
+
+TUNED_THRESHOLDS = (0.0, -0.5, -1.0, -1.5, -2.0)
+"""The thresholds ``--tune-threshold`` tries on dev, highest first."""
 
 
 def token_span(offsets: list, start: int, end: int):
@@ -116,6 +119,14 @@ class Relation(TaskHooks):
     schema: str = ""
     """DuIE's schema file (a JSON array or JSON Lines of {predicate, subject_type, object_type}): a training triple
     outside it is an error, and decoding keeps only the predicates and types it allows."""
+    threshold: float = 0.0
+    """The logit above which an entity and each of a relation's two pointers count (0, GPLinker's rule: a
+    probability of 0.5). Lower finds more triples at a lower precision."""
+    tune_threshold: bool = False
+    """At each dev evaluation choose the threshold (0 down to -2 in steps of 0.5) with the best dev triple F1; the
+    best checkpoint keeps it (``threshold``) for the test score, predict, evaluate and serve."""
+    tuning: bool = field(default=False, init=False, repr=False)
+    """True while training with ``tune_threshold`` (set by ``fit_labels``): dev evaluations tune."""
     unused_data_settings: ClassVar[dict] = {
         "label_names": "predicates are named in the data",
         **dict.fromkeys(
@@ -153,6 +164,7 @@ class Relation(TaskHooks):
                 f"{train[0].source}: the training file has no triple placed in its text; see docs/relation.md "
                 "for the formats"
             )
+        self.tuning = self.tune_threshold
         return labels
 
     def check_labels(self, examples, labels, data, flag):
@@ -237,15 +249,32 @@ class Relation(TaskHooks):
         )
 
     def summarize(self, outputs, batch):
-        return decoding.sparse_rows(outputs.astype("float32").numpy())
+        floor = min(TUNED_THRESHOLDS[-1], self.threshold) if self.tuning else self.threshold
+        return decoding.sparse_rows(outputs.astype("float32").numpy(), floor)
 
-    def decode(self, rows, features, examples, labels):
-        return decoding.decode(rows, features, len(examples), labels, self._schema)
+    def decode(self, rows, features, examples, labels, threshold=None):
+        threshold = self.threshold if threshold is None else threshold
+        return decoding.decode(rows, features, len(examples), labels, self._schema, threshold)
 
     def evaluate(self, logits, features, examples, labels, data):
-        metrics = decoding.relation_metrics(examples, self.decode(logits, features, examples, labels), labels)
-        metrics.pop("per_predicate")
-        return metrics
+        if not (self.tuning and data.dev and examples and examples[0].source == data.dev):
+            metrics = decoding.relation_metrics(examples, self.decode(logits, features, examples, labels), labels)
+            metrics.pop("per_predicate")
+            return metrics
+        best = None  # the highest threshold of the best dev triple F1
+        for threshold in TUNED_THRESHOLDS:
+            decoded = self.decode(logits, features, examples, labels, threshold)
+            metrics = {**decoding.relation_metrics(examples, decoded, labels), "threshold": threshold}
+            if best is None or metrics["triple_f1"] > best["triple_f1"]:
+                best = metrics
+        best.pop("per_predicate")
+        return best
+
+    def learned_options(self, dev):
+        if not self.tuning or not dev or "threshold" not in dev:
+            return {}
+        self.threshold = float(dev["threshold"])
+        return {"threshold": self.threshold}
 
     def report(self, logits, features, examples, labels, data, out_dir):
         decoded = self.decode(logits, features, examples, labels)
