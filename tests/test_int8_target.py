@@ -92,6 +92,8 @@ def test_an_int8_export_says_what_was_chosen_holds_its_engines_files_and_predict
     """export --quantize int8:TARGET: the export line and onnx.json say what was chosen, the directory holds the int8
     model and what the engine reads (no Paddle graph, no fp32 ONNX, no dygraph weights), and predict, evaluate and
     the server run it, within int8's bound of the fp32 export's outputs."""
+    import onnx
+
     from ernie_ft import Predictor
     from ernie_ft.cli import main
     from ernie_ft.serving.limits import Limits
@@ -106,6 +108,11 @@ def test_an_int8_export_says_what_was_chosen_holds_its_engines_files_and_predict
     assert ("MultiHeadAttention" in out) == (not choice.attention), out
     manifest = json.loads((exported / "onnx.json").read_text())
     assert manifest["files"]["model.int8.onnx"]["quantization"] == choice.record()
+    ops = {node.op_type for node in onnx.load(str(exported / "model.int8.onnx")).graph.node}
+    # every MatMul of the vnni graph is int8, the attention's two products of activations too; the layer norms and
+    # GELUs are the split ones (onnx_graph.split_layer_norms), whatever the target
+    assert ("MatMul" in ops, "MultiHeadAttention" in ops) == (False, not choice.attention), ops
+    assert {"LayerNormalization", "Sum", "Gelu"} <= ops and not ops & {"SkipLayerNormalization", "BiasGelu"}, ops
     names = {p.name for p in exported.iterdir()}
     assert "model.int8.onnx" in names and "vocab.txt" in names and "labels.json" in names
     assert not names & {"model.onnx", "inference.json", "inference.pdiparams", "model.safetensors"}, names

@@ -126,13 +126,15 @@ def quantize(choice: Choice, fused: str, unfused: str, target: str, calibration:
     with _quiet():
         if choice.method == "static":
             _quantize_static(fused, target, calibration, choice.reduce_range)
-        else:  # every operator ONNX Runtime quantizes: with the attention unfused, its MatMuls of two activations too
+        else:  # every MatMul: with the attention unfused, its two products of activations too (quantize_dynamic
+            # leaves a MatMul whose second input is not a constant in float unless MatMulConstBOnly is off)
             quantize_dynamic(
                 unfused if choice.attention else fused,
                 target,
                 weight_type=QuantType.QInt8,
                 reduce_range=choice.reduce_range,
                 per_channel=choice.per_channel,
+                extra_options={"MatMulConstBOnly": not choice.attention},
             )
 
 

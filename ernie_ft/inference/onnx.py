@@ -77,6 +77,7 @@ def convert(
     (numpy) for static quantization, read from ``calibration_source``.
     """
     from ernie_ft.inference.libraries import check_dependencies, no_installs
+    from ernie_ft.inference.onnx_graph import split_layer_norms
 
     check_dependencies(quantize)
     import paddle2onnx
@@ -89,6 +90,7 @@ def convert(
     # Python fusions only (opt_level 0): the session applies ONNX Runtime's own graph optimisations when it loads
     optimized = optimizer.optimize_model(raw, model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
     fused = {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}
+    split = split_layer_norms(optimized.model) if quantize else {}  # the int8 graph: the CPU's faster kernels
     unfused = path + ".unfused"
     if quantize and quantize.attention:  # int8 products in the attention: quantized from the graph before fusing it
         optimized.save_model_to_file(unfused)
@@ -109,6 +111,7 @@ def convert(
             fused.pop("MultiHeadAttention")
         if quantize.method == "static":
             entry["calibration"] = calibration_source
+        entry["split"] = {name: count for name, count in split.items() if count}
         manifest["files"] = {INT8_FILE: entry}
     for name, entry in manifest["files"].items():
         entry["sha256"] = sha256(os.path.join(directory, name))
@@ -221,7 +224,9 @@ def describe(manifest: dict) -> str:
     line = f"ONNX Runtime fusions: {fused}"
     entry = manifest["files"].get(INT8_FILE)
     if entry:
-        line += f"; {INT8_FILE}: int8, {quantization_line(entry)}"
+        from ernie_ft.inference.onnx_graph import split_line
+
+        line += f"; {INT8_FILE}: int8, {quantization_line(entry)}{split_line(entry.get('split'))}"
     return line
 
 
