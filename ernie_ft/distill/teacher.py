@@ -3,13 +3,12 @@ from it (labels and data settings), and its soft labels for the student's texts.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
-import yaml
 
 from ernie_ft.errors import UserError
+from ernie_ft.models.model_dir import ModelDir, read_model_dir
 from ernie_ft.task import load_task
 from ernie_ft.training import checkpoint
 
@@ -27,17 +26,19 @@ def teacher_dir(path: str) -> str:
     with a CRF is a UserError."""
     if not os.path.isdir(path):
         raise UserError(f"--teacher {path}: directory not found; pass a classification run's output directory")
-    try:
-        found = checkpoint.resolve_model_dir(path)
-    except UserError as e:  # its messages name --model, the flag of predict and evaluate
-        raise UserError(str(e).replace("--model", "--teacher", 1)) from None
-    task = teacher_task(found)
+    found = checkpoint.checkpoint_dir(teacher_model(path), "--teacher")
+    if found.run is None:
+        raise UserError(
+            f"--teacher {path}: a transformers checkpoint; distill takes an ernie_ft run as its teacher: fine-tune "
+            f"it first, e.g. python -m ernie_ft.classify --model {path} --train FILE --output RUN"
+        )
+    task = found.task
     if task not in TASKS:
         raise UserError(
             f"--teacher {path}: a {task} checkpoint; distill takes a classification teacher (a run of "
             "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner)"
         )
-    options = recorded_run(found)["run"].get("task") or {}
+    options = found.run["run"].get("task") or {}
     nested = options.get("nested")  # a span model: its scores teach a nested student (distill/nested.py)
     if task == "ner" and not nested and load_task(task, options).model_class is not None:
         raise UserError(
@@ -45,7 +46,26 @@ def teacher_dir(path: str) -> str:
             "(its per-token softmax gives the soft labels; a CRF scores whole tag sequences): train the teacher "
             "with python -m ernie_ft ner without --crf"
         )
-    return found
+    return found.path
+
+
+def teacher_model(directory: str) -> ModelDir:
+    """The teacher's directory read once (``read_model_dir``): the distillation's steps ask it for its task, run,
+    labels and tokenizer again and again, and get what was read (a run's directory and its best/ alike). A
+    directory replaced since (a new checkpoint swapped in: another inode or modification time) is read again."""
+    key = _key(directory)
+    if key not in _READ:
+        found = read_model_dir(directory, "--teacher")
+        _READ[key] = _READ[_key(found.path)] = found
+    return _READ[key]
+
+
+_READ: dict[tuple, ModelDir] = {}
+
+
+def _key(directory: str) -> tuple:
+    status = os.stat(directory)
+    return os.path.abspath(directory), status.st_ino, status.st_mtime_ns
 
 
 def teacher_task(directory: str) -> str:
@@ -55,8 +75,12 @@ def teacher_task(directory: str) -> str:
 
 def recorded_run(directory: str) -> dict:
     """The checkpoint's ``ernie_ft.yaml``: {'task': spec, 'run': the run config}."""
-    with open(os.path.join(directory, checkpoint.RUN_FILE), encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    run = teacher_model(directory).run
+    if run is None:
+        raise UserError(
+            f"--teacher {directory}: no {checkpoint.RUN_FILE}; pass a classification run's output directory"
+        )
+    return run
 
 
 def label_set_options(directory: str, given: dict) -> dict:
@@ -68,8 +92,7 @@ def label_set_options(directory: str, given: dict) -> dict:
 
 
 def teacher_labels(directory: str) -> list[str]:
-    with open(os.path.join(directory, "labels.json"), encoding="utf-8") as f:
-        return json.load(f)
+    return checkpoint.checkpoint_dir(teacher_model(directory), "--teacher").labels
 
 
 def inherited_data(directory: str, given: dict) -> dict:
@@ -91,7 +114,7 @@ def soft_labels(directory: str, examples: list, cache_dir: str | None, batch_siz
     from ernie_ft.models import kernels
     from ernie_ft.models.modeling import compute_logits
 
-    loaded = checkpoint.load_model(directory)
+    loaded = checkpoint.load_model(teacher_model(directory))
     kernels.enable_fast_kernels(loaded.model)
     data = inference_data(loaded.run["data"], {}, loaded.task)
     if getattr(loaded.task, "sets", False):  # label sets: an unlabelled text (None) reads as the empty set

@@ -10,23 +10,25 @@ import itertools
 import json
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ernie_ft.models.model_dir import ModelDir
 
 SOURCE = "source.json"
 """In each evaluation directory: the checkpoint and the input file it scored (absolute paths)."""
 
 
-def evaluation_home(model_dir: str) -> str:
-    """Where ``evaluate``'s default directories go for the checkpoint ``model_dir``: inside it when it is an export
-    (a Paddle Inference graph, ONNX, or a transformers directory, which records no ernie_ft run), so that its
-    evaluations travel with it; else in the directory of the run it belongs to (``run/`` for ``run/best``)."""
-    from ernie_ft.inference.onnx import onnx_file
-    from ernie_ft.inference.static_graph import graph_file
-    from ernie_ft.training.checkpoint import RUN_FILE
+def evaluation_home(model_dir: str | ModelDir) -> str:
+    """Where ``evaluate``'s default directories go for the checkpoint ``model_dir`` (a path, or a ``ModelDir``
+    already read): inside it when it is an export (a Paddle Inference graph, ONNX, or a transformers directory,
+    which records no ernie_ft run), so that its evaluations travel with it; else in the directory of the run it
+    belongs to (``run/`` for ``run/best``)."""
+    from ernie_ft.models.model_dir import as_model_dir
 
-    onnx = onnx_file(model_dir) or onnx_file(model_dir, "int8")
-    exported = graph_file(model_dir) or onnx or not os.path.isfile(os.path.join(model_dir, RUN_FILE))
-    return model_dir if exported else os.path.dirname(model_dir)
+    source = as_model_dir(model_dir)
+    home = os.path.abspath(source.path)
+    return home if source.exported or source.run is None else os.path.dirname(home)
 
 
 def default_output_dir(run_dir: str, source: dict) -> str:
@@ -82,10 +84,12 @@ def evaluate(options: EvaluateOptions) -> dict:
     """Score the checkpoint on the labelled input: print the task's report, write ``metrics.json`` and the
     report's pictures to the output directory; returns the metrics."""
     from ernie_ft.inference.predict import engine_line, load_for_inference, resolve_engine, run_inference
+    from ernie_ft.training.checkpoint import checkpoint_dir
 
-    engine = resolve_engine(options.model, options.engine)
+    source = checkpoint_dir(options.model)  # the directory's one reading
+    engine = resolve_engine(source, options.engine)
     loaded, data = load_for_inference(
-        options.model,
+        source,
         options.device,
         {
             "text_column": options.text_column,
@@ -100,13 +104,13 @@ def evaluate(options: EvaluateOptions) -> dict:
     examples, features, logits = run_inference(loaded, data, options.input, "--input", True, options.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
     model_dir = os.path.abspath(loaded.directory)
-    source = {"model": model_dir, "input": os.path.abspath(options.input)}
-    out_dir = options.output_dir or default_output_dir(evaluation_home(model_dir), source)
+    where = {"model": model_dir, "input": os.path.abspath(options.input)}
+    out_dir = options.output_dir or default_output_dir(evaluation_home(loaded.source), where)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, ensure_ascii=False, indent=1)
     with open(os.path.join(out_dir, SOURCE), "w", encoding="utf-8") as f:
-        json.dump(source, f, ensure_ascii=False, indent=1)
+        json.dump(where, f, ensure_ascii=False, indent=1)
     print(f"{options.input}: {len(examples)} examples; {engine_line(engine)}")
     report = loaded.task.report(logits, features, examples, loaded.labels, data, out_dir)
     print(

@@ -12,17 +12,21 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
 from ernie_ft.errors import UserError
 from ernie_ft.inference import FORMATS
 from ernie_ft.inference.libraries import LOG, check_dependencies
 from ernie_ft.inference.static_graph import PREFIX, InferenceModel, graph_file
 
+if TYPE_CHECKING:
+    from ernie_ft.models.model_dir import ModelDir
+
 __all__ = ["PREFIX", "InferenceModel", "calibration_batches", "export", "graph_file"]
 
 
 def export(
-    model_dir: str,
+    model_dir: str | ModelDir,
     output: str,
     overwrite: bool = False,
     trust_pickle: bool = False,
@@ -32,8 +36,8 @@ def export(
     calibration: str | None = None,
     verbose: bool = False,
 ) -> str:
-    """Write the static model beside a copy of the checkpoint ``model_dir`` (a checkpoint or a run's directory;
-    its weights as safetensors, whatever the source held); returns the output directory.
+    """Write the static model beside a copy of the checkpoint ``model_dir`` (a checkpoint or a run's directory, or a
+    ``ModelDir`` already read; its weights as safetensors, whatever the source held); returns the output directory.
 
     ``task``: a task spec that replaces the one the checkpoint recorded; the export records it instead.
     ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``), and with ``quantize`` (a
@@ -48,14 +52,15 @@ def export(
 
     from ernie_ft.inference import libraries, onnx
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
-    from ernie_ft.training.checkpoint import load_model, resolve_model_dir, write_run_file
+    from ernie_ft.training.checkpoint import checkpoint_dir, load_model, write_run_file
 
-    source = resolve_model_dir(model_dir)
+    found = checkpoint_dir(model_dir)  # the directory's one reading
+    source, model_dir = found.path, found.given
     if os.path.abspath(output) == os.path.abspath(source):
         raise UserError("--output must differ from --model (the export copies the checkpoint)")
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise UserError(f"--output {output} already holds files; pass --overwrite or choose another directory")
-    loaded = load_model(source, trust_pickle=trust_pickle, task=task)
+    loaded = load_model(found, trust_pickle=trust_pickle, task=task)
     if format == "hf":
         from ernie_ft.inference.hf_export import export_hf
 
@@ -73,7 +78,7 @@ def export(
     log = None if verbose else os.path.join(tmp, libraries.LOG)
     try:
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(PICKLE_WEIGHTS, onnx.MANIFEST, "*.onnx", *OWN))
-        if not os.path.isfile(os.path.join(tmp, SAFE_WEIGHTS)):  # a trusted pickle becomes safetensors
+        if SAFE_WEIGHTS not in found.files:  # a trusted pickle becomes safetensors
             loaded.model.save_pretrained(tmp, safe_serialization=True)
         if task:  # the export runs with the task the user named
             write_run_file(tmp, task, loaded.run)

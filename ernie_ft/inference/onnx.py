@@ -241,20 +241,27 @@ def quantization_line(entry: dict) -> str:
     return f"{entry['method']} quantization" + (f" calibrated on {calibration}" if calibration else "")
 
 
-def quantization(directory: str) -> dict | None:
+def _manifest(directory: str, source=None) -> dict:
+    """``directory``'s onnx.json: as ``source`` (a ``model_dir.ModelDir``, which read it) holds it, else read now."""
+    if source is not None:
+        return source.onnx_manifest or {}
+    with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def quantization(directory: str, source=None) -> dict | None:
     """What ``onnx.json`` in ``directory`` records of its int8 model's quantization (``int8.Choice.record`` and
-    ``line``, its description), or None."""
+    ``line``, its description), or None; ``source``: ``directory`` already read (a ``model_dir.ModelDir``)."""
     try:
-        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
-            entry = json.load(f)["files"][INT8_FILE]
+        entry = _manifest(directory, source)["files"][INT8_FILE]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return {**entry.get("quantization", {"method": entry.get("method")}), "line": quantization_line(entry)}
 
 
-def check_belongs(directory: str, precision: str) -> str:
+def check_belongs(directory: str, precision: str, source=None) -> str:
     """The path of ``directory``'s ONNX model of ``precision`` after checking that export wrote it for the weights
-    beside it (``onnx.json``'s hashes); UserError otherwise."""
+    beside it (``onnx.json``'s hashes); UserError otherwise. ``source``: as for ``quantization``."""
     from ernie_ft.models.weights import SAFE_WEIGHTS
 
     name = FILES[precision]
@@ -265,8 +272,7 @@ def check_belongs(directory: str, precision: str) -> str:
     if path is None:
         raise UserError(f"--model {directory}: no {name} for --engine {engine}; create it with {redo}")
     try:
-        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
-            manifest = json.load(f)
+        manifest = _manifest(directory, source)
         recorded = manifest["files"][name]["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"--model {directory}: {name} has no record in {MANIFEST}; export it again: {redo}") from None
@@ -284,9 +290,9 @@ class OnnxModel:
 
     training = False
 
-    def __init__(self, directory: str, precision: str = "fp32", threads: int = 0):
+    def __init__(self, directory: str, precision: str = "fp32", threads: int = 0, source=None):
         onnxruntime = _import_onnxruntime(f"--engine {ENGINE[precision]}")
-        path = check_belongs(directory, precision)
+        path = check_belongs(directory, precision, source)
         from ernie_ft.training.runtime import available_cores
 
         options = onnxruntime.SessionOptions()

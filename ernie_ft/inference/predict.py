@@ -14,6 +14,7 @@ from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
 from ernie_ft.inference import ENGINES, PRECISION, runtime_and_precision
 from ernie_ft.models import kernels
+from ernie_ft.models.model_dir import ModelDir
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import task_options, unused_data_settings
 from ernie_ft.training import checkpoint, runtime
@@ -49,29 +50,33 @@ class PredictOptions:
     """Only a masked-language-model checkpoint fits (``python -m ernie_ft pretrain predict``)."""
 
 
-def resolve_engine(model_dir: str, engine: str) -> str:
-    """``engine`` with 'auto' made concrete for ``model_dir`` (a checkpoint or a run's directory): the first that it
-    holds of int8 ONNX, ONNX (``export --format onnx [--quantize int8]``), Paddle Inference (``export``), else
-    'dygraph'."""
-    return _engine(checkpoint.resolve_model_dir(model_dir), engine)
+def resolve_engine(model_dir: str | ModelDir, engine: str) -> str:
+    """``engine`` with 'auto' made concrete for ``model_dir`` (a checkpoint or a run's directory, or one already
+    read): the first that it holds of int8 ONNX, ONNX (``export --format onnx [--quantize int8]``), Paddle Inference
+    (``export``), else 'dygraph'."""
+    return _engine(checkpoint.checkpoint_dir(model_dir), engine)
 
 
-def _engine(checkpoint_dir: str, engine: str) -> str:
-    from ernie_ft.inference.static_graph import graph_file
-
+def _engine(source: ModelDir | str, engine: str) -> str:
+    """``resolve_engine`` for a directory already read, or (a path) looked at now."""
     if engine not in ENGINES:
         raise UserError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    from ernie_ft.inference.onnx import onnx_file
+    if engine != "auto":
+        return engine
+    if isinstance(source, str):
+        from ernie_ft.inference.onnx import onnx_file
+        from ernie_ft.inference.static_graph import graph_file
 
-    if engine == "auto":
-        if onnx_file(checkpoint_dir, "int8"):
-            return "onnxruntime-int8"
-        return "onnxruntime" if onnx_file(checkpoint_dir) else "inference" if graph_file(checkpoint_dir) else "dygraph"
-    return engine
+        onnx, graph = lambda precision="fp32": onnx_file(source, precision), graph_file(source)
+    else:
+        onnx, graph = source.onnx, source.graph
+    if onnx("int8"):
+        return "onnxruntime-int8"
+    return "onnxruntime" if onnx() else "inference" if graph else "dygraph"
 
 
 def load_for_inference(
-    model_dir: str,
+    model_dir: str | ModelDir,
     device: str,
     overrides: dict,
     engine: str = "dygraph",
@@ -80,17 +85,18 @@ def load_for_inference(
 ):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
-    ``model_dir``: a checkpoint or a run's directory, resolved here once (``loaded.directory``).
-    ``engine`` 'inference' runs the model exported by ``python -m ernie_ft export`` with Paddle Inference;
-    'auto' does where ``model_dir`` holds one. ``trust_pickle`` allows weights stored as a pickle
-    (``weights.weights_format``). ``task``: a task spec that replaces the one the checkpoint recorded.
+    ``model_dir``: a checkpoint or a run's directory, read here once (``read_model_dir``; ``loaded.directory``,
+    ``loaded.source``), or a ``ModelDir`` already read. ``engine`` 'inference' runs the model exported by
+    ``python -m ernie_ft export`` with Paddle Inference; 'auto' does where ``model_dir`` holds one. ``trust_pickle``
+    allows weights stored as a pickle (``weights.weights_format``). ``task``: a task spec that replaces the one the
+    checkpoint recorded.
     """
     runtime.quiet_libraries()
     device = runtime.select_device(device)
     runtime.set_threads(0)
-    model_dir = checkpoint.resolve_model_dir(model_dir)
-    engine = _engine(model_dir, engine)
-    loaded = checkpoint.load_model(model_dir, weights=engine == "dygraph", trust_pickle=trust_pickle, task=task)
+    source = checkpoint.checkpoint_dir(model_dir)
+    engine = _engine(source, engine)
+    loaded = checkpoint.load_model(source, weights=engine == "dygraph", trust_pickle=trust_pickle, task=task)
     if engine == "inference":
         from ernie_ft.inference.static_graph import InferenceModel
 
@@ -98,7 +104,7 @@ def load_for_inference(
     elif engine.startswith("onnxruntime"):
         from ernie_ft.inference.onnx import OnnxModel
 
-        loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"))
+        loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"), source=source)
     else:
         kernels.enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
@@ -150,9 +156,10 @@ def engine_line(engine: str) -> str:
 
 def predict(options: PredictOptions) -> None:
     """``python -m ernie_ft predict``: one JSON line per input record; on standard error, how many and the engine."""
-    engine = resolve_engine(options.model, options.engine)
+    source = checkpoint.checkpoint_dir(options.model)  # the directory's one reading
+    engine = resolve_engine(source, options.engine)
     loaded, data = load_for_inference(
-        options.model,
+        source,
         options.device,
         {"text_column": options.text_column, "text_pair_column": options.text_pair_column},
         engine,
@@ -206,8 +213,9 @@ class Predictor:
         task: Optional[str] = None,
         batch_size: int = 64,
     ):
-        self.model_dir, self.engine, self.batch_size = model_dir, resolve_engine(model_dir, engine), batch_size
-        self.loaded, self.data = load_for_inference(model_dir, device, {}, self.engine, trust_pickle, task)
+        source = checkpoint.checkpoint_dir(model_dir)  # the directory's one reading
+        self.model_dir, self.engine, self.batch_size = model_dir, resolve_engine(source, engine), batch_size
+        self.loaded, self.data = load_for_inference(source, device, {}, self.engine, trust_pickle, task)
         self.task, self.labels = self.loaded.task, self.loaded.labels
 
     def __call__(self, records: list[dict]) -> list[dict]:

@@ -19,6 +19,7 @@ from ernie_ft.models.weights import (
     SAFE_INDEX,
     SAFE_WEIGHTS,
     apply_layer_norm_eps,
+    has_file,
     layer_norm_eps,
     loading_line,
     stored_names,
@@ -101,11 +102,17 @@ def read_config(path: str) -> dict | None:
             config = json.load(f)
     except (ValueError, UnicodeDecodeError):
         return None
+    return transformers_config(config, path)
+
+
+def transformers_config(config, path: str, files=None) -> dict | None:
+    """``config`` (``path``'s config.json, parsed) when ``path`` is a transformers BERT or ERNIE checkpoint, else
+    None (see ``read_config``); ``files``: the names in ``path`` when already listed."""
     if not isinstance(config, dict) or config.get("model_type") not in MODEL_TYPES or "paddlenlp_version" in config:
         return None
-    names = stored_names(path)
+    names = stored_names(path, files)
     if names is None:  # no safetensors: transformers' own weight files, refused by ``check_weights``
-        return config if any(os.path.isfile(os.path.join(path, name)) for name in PICKLES) else None
+        return config if any(has_file(path, name, files) for name in PICKLES) else None
     return config if any(".encoder.layer." in n or n.startswith("encoder.layer.") for n in names) else None
 
 
@@ -129,11 +136,12 @@ def labels_of(config: dict) -> list[str]:
     return [str(id2label[key]) for key in sorted(id2label, key=int)]
 
 
-def check_weights(path: str, config: dict, flag: str = "--model") -> None:
-    """Refuse a checkpoint whose weights are a pickle, with the command that writes safetensors beside them."""
-    if os.path.isfile(os.path.join(path, SAFE_WEIGHTS)) or os.path.isfile(os.path.join(path, SAFE_INDEX)):
+def check_weights(path: str, config: dict, flag: str = "--model", files=None) -> None:
+    """Refuse a checkpoint whose weights are a pickle, with the command that writes safetensors beside them;
+    ``files``: the names in ``path`` when already listed."""
+    if has_file(path, SAFE_WEIGHTS, files) or has_file(path, SAFE_INDEX, files):
         return
-    found = [name for name in PICKLES if os.path.isfile(os.path.join(path, name))]
+    found = [name for name in PICKLES if has_file(path, name, files)]
     cls = (config.get("architectures") or ["AutoModel"])[0]
     raise UserError(
         f"{flag} {path}: its weights are {' and '.join(found) or 'missing'}, not {SAFE_WEIGHTS}; ernie_ft reads "
@@ -285,18 +293,18 @@ def is_multi_label(config: dict) -> bool:
     return config.get("problem_type") == MULTI_LABEL
 
 
-def load(cls, path: str, head: str | None, flag: str = "--model", **overrides):
+def load(cls, path: str, head: str | None, flag: str = "--model", *, source=None, **overrides):
     """(``cls`` built from the transformers checkpoint ``path``, a line on what was not loaded or None).
 
-    ``head``: the ernie_ft head of ``cls`` (which head tensors to read). ``overrides``: ErnieConfig keywords
-    (dropout, ``num_labels``). A head tensor whose shape differs (another number of labels) is left newly
-    initialised, and said so.
+    ``head``: the ernie_ft head of ``cls`` (which head tensors to read). ``source``: ``path`` already read (a
+    ``model_dir.ModelDir``), else it is read here. ``overrides``: ErnieConfig keywords (dropout, ``num_labels``).
+    A head tensor whose shape differs (another number of labels) is left newly initialised, and said so.
     """
     import paddle
     import paddlenlp.transformers as pt
 
-    config = read_config(path)
-    check_weights(path, config, flag)
+    config = source.hf_config if source is not None else read_config(path)
+    check_weights(path, config, flag, source.files if source is not None else None)
     net = cls(pt.ErnieConfig(**{**paddle_config(config, path, flag), **overrides}))
     state, unused = to_paddle(read_weights(path), config, head)
     own = net.state_dict()

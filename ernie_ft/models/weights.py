@@ -13,16 +13,17 @@ from ernie_ft.errors import UserError
 SAFE_WEIGHTS, SAFE_INDEX, PICKLE_WEIGHTS = "model.safetensors", "model.safetensors.index.json", "model_state.pdparams"
 
 
-def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model") -> str:
+def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model", files=None) -> str:
     """How a model directory's weights are stored: "safetensors", or "pickle" when the user trusts it.
 
     A pickle can run any code when it is loaded, so a directory with only ``model_state.pdparams``
     (ernie_ft before safetensors, PaddleNLP's own format) is refused without ``trust_pickle``.
-    With safetensors present, a pickle beside them is never read.
+    With safetensors present, a pickle beside them is never read. ``files``: the names in ``path`` when already
+    listed (``model_dir.ModelDir.files``).
     """
-    if os.path.isfile(os.path.join(path, SAFE_WEIGHTS)) or os.path.isfile(os.path.join(path, SAFE_INDEX)):
+    if has_file(path, SAFE_WEIGHTS, files) or has_file(path, SAFE_INDEX, files):
         return "safetensors"
-    if os.path.isfile(os.path.join(path, PICKLE_WEIGHTS)):
+    if has_file(path, PICKLE_WEIGHTS, files):
         if trust_pickle:
             return "pickle"
         raise UserError(
@@ -34,24 +35,30 @@ def weights_format(path: str, trust_pickle: bool = False, flag: str = "--model")
     raise UserError(f"{flag} {path}: no model weights ({SAFE_WEIGHTS} or {PICKLE_WEIGHTS})")
 
 
-def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", **overrides):
+def has_file(path: str, name: str, files=None) -> bool:
+    """Whether ``path`` holds the file ``name``, answered from ``files`` (the names in ``path``) when given."""
+    return name in files if files is not None else os.path.isfile(os.path.join(path, name))
+
+
+def from_pretrained(cls, path: str, trust_pickle: bool = False, flag: str = "--model", *, files=None, **overrides):
     """``cls.from_pretrained(path)`` that reads safetensors, or a pickle only when trusted: the format
-    is decided (and a pickle refused) before PaddleNLP opens any file."""
-    fmt = weights_format(path, trust_pickle, flag)
+    is decided (and a pickle refused) before PaddleNLP opens any file. ``files``: as for ``weights_format``."""
+    fmt = weights_format(path, trust_pickle, flag, files)
     net = cls.from_pretrained(path, use_safetensors=fmt == "safetensors", **overrides)
     apply_layer_norm_eps(net)  # PaddleNLP sets 1e-12 whatever config.json says (1e-5 in a model from transformers)
     return net
 
 
-def stored_names(path: str) -> set[str] | None:
-    """The tensor names in a model directory's safetensors (None for a pickle: not opened here)."""
+def stored_names(path: str, files=None) -> set[str] | None:
+    """The tensor names in a model directory's safetensors (None for a pickle: not opened here); ``files``: as for
+    ``weights_format``."""
     import json
 
     index = os.path.join(path, SAFE_INDEX)
-    if os.path.isfile(index):
+    if has_file(path, SAFE_INDEX, files):
         with open(index, encoding="utf-8") as f:
             return set(json.load(f)["weight_map"])
-    if not os.path.isfile(os.path.join(path, SAFE_WEIGHTS)):
+    if not has_file(path, SAFE_WEIGHTS, files):
         return None
     from safetensors import safe_open
 
@@ -59,10 +66,11 @@ def stored_names(path: str) -> set[str] | None:
         return set(f.keys())
 
 
-def describe_loading(model, path: str, prefix: str = "ernie.") -> str | None:
+def describe_loading(model, path: str, prefix: str = "ernie.", files=None) -> str | None:
     """One line: which of ``model``'s weights ``path`` did not hold (newly initialised) and which stored
-    tensors went unused (another head's); None when every weight came from the checkpoint."""
-    stored = stored_names(path)
+    tensors went unused (another head's); None when every weight came from the checkpoint. ``files``: as for
+    ``weights_format``."""
+    stored = stored_names(path, files)
     if stored is None:
         return None
     own = list(model.state_dict())

@@ -53,7 +53,7 @@ class ServedModel(Predictor):
         """How the int8 model was quantized (its onnx.json: method, target CPU, bits, attention), else None."""
         from ernie_ft.inference.onnx import quantization
 
-        return quantization(self.loaded.directory) if self.engine == "onnxruntime-int8" else None
+        return quantization(self.loaded.directory, self.loaded.source) if self.engine == "onnxruntime-int8" else None
 
     def info(self, limits: Limits) -> dict:
         """What ``GET /v1/info`` tells about the model (the app adds readiness)."""

@@ -17,38 +17,54 @@ _USER_DICT_FILE = "jieba_user_dict.txt"
 _EXTENSION_DIR = "vocab_extension"
 
 
-def is_hf_tokenizer_dir(directory: str) -> bool:
+class _Listing:
+    """A directory's files and JSON settings, from the directory itself or from what its caller already read
+    (``models.model_dir.read_model_dir`` gives its names and parsed files, so nothing is read twice)."""
+
+    def __init__(self, directory: str, files=None, jsons: dict | None = None):
+        self.d, self.files, self.jsons = Path(directory), files, jsons or {}
+
+    def has(self, name: str) -> bool:
+        return name in self.files if self.files is not None else (self.d / name).is_file()
+
+    def json(self, name: str) -> dict:
+        return self.jsons[name] if name in self.jsons else read_json(self.d / name)
+
+
+def is_hf_tokenizer_dir(directory: str, files=None, jsons: dict | None = None) -> bool:
     """Whether ``directory`` holds a transformers BERT-style tokenizer (rules "bert"), not one saved by ernie_ft
     or PaddleNLP: tokenizer_config.json names BertTokenizer(Fast), or without a tokenizer class config.json's
-    model_type is bert or ernie, or there is only a tokenizer.json; never with PaddleNLP's paddlenlp_version."""
-    d = Path(directory)
-    if (d / META_FILE).is_file():
+    model_type is bert or ernie, or there is only a tokenizer.json; never with PaddleNLP's paddlenlp_version.
+    ``files``, ``jsons``: the directory's file names and its JSON files already read (name: object), if known."""
+    listing = _Listing(directory, files, jsons)
+    if listing.has(META_FILE):
         return False
-    model = read_json(d / "config.json")
+    model = listing.json("config.json")
     if "paddlenlp_version" in model:
         return False
-    config = read_json(d / "tokenizer_config.json")
+    config = listing.json("tokenizer_config.json")
     if config.get("tokenizer_class"):
         return config["tokenizer_class"] in ("BertTokenizer", "BertTokenizerFast")
     if model:
         return model.get("model_type") in ("bert", "ernie")
-    return not config and not (d / "vocab.txt").is_file() and (d / "tokenizer.json").is_file()
+    return not config and not listing.has("vocab.txt") and listing.has("tokenizer.json")
 
 
-def read_tokenizer_dir(directory: str, rules: str | None) -> tuple[str, dict]:
+def read_tokenizer_dir(directory: str, rules: str | None, files=None, jsons: dict | None = None) -> tuple[str, dict]:
     """The vocabulary file and TextPipeline keywords of a directory (see ``TextPipeline.from_dir``);
-    ``rules``: these rules instead of the recorded ones."""
+    ``rules``: these rules instead of the recorded ones; ``files``, ``jsons``: as for ``is_hf_tokenizer_dir``."""
     d = Path(directory)
-    vocab = d / "vocab.txt" if (d / "vocab.txt").is_file() else d / "tokenizer.json"
-    if not vocab.is_file():
+    listing = _Listing(directory, files, jsons)
+    vocab = d / "vocab.txt" if listing.has("vocab.txt") else d / "tokenizer.json"
+    if not listing.has(vocab.name):
         raise UserError(
             f"{d}: no vocab.txt or tokenizer.json in this directory; give a checkpoint directory "
             "saved by ernie_ft, by PaddleNLP's or by transformers' save_pretrained"
         )
-    config = read_json(d / "tokenizer_config.json")
-    meta = read_json(d / META_FILE)
+    config = listing.json("tokenizer_config.json")
+    meta = listing.json(META_FILE)
     kwargs: dict = {}
-    if is_hf_tokenizer_dir(str(d)):
+    if is_hf_tokenizer_dir(str(d), files, {**listing.jsons, "tokenizer_config.json": config, META_FILE: meta}):
         kwargs = hf_settings(d, config)
     else:
         if "do_lower_case" in config:

@@ -23,12 +23,12 @@ import yaml
 
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
+from ernie_ft.models.model_dir import BEST, LABELS_FILE, LAST, RUN_FILE, ModelDir, as_model_dir
 from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
 from ernie_ft.task import BUILTIN, load_task, recorded_spec, task_source
 from ernie_ft.training.lock import LOCK, lock_output
 
-BEST, LAST, LOGS = "best", "last", "logs"
-RUN_FILE = "ernie_ft.yaml"
+LOGS = "logs"
 
 
 def recover(path: str) -> None:
@@ -177,86 +177,83 @@ class Loaded:
     run: dict
     directory: str = ""
     """The checkpoint directory it was read from (``resolve_model_dir``'s answer)."""
+    source: ModelDir | None = None
+    """What was read of that directory (``read_model_dir``), for whoever needs more of it (its kind, export files)."""
 
 
 def resolve_model_dir(path: str) -> str:
     """Accept the run's output directory as well as its best/ checkpoint."""
-    if not os.path.isdir(path):
-        raise UserError(f"--model {path}: directory not found")
-    if not os.path.isfile(os.path.join(path, RUN_FILE)) and hf.is_checkpoint(path):
-        return path
-    if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isfile(os.path.join(path, BEST, RUN_FILE)):
-        return os.path.join(path, BEST)
-    if not os.path.isfile(os.path.join(path, RUN_FILE)) and os.path.isdir(os.path.join(path, "last")):
+    return checkpoint_dir(path).path
+
+
+def checkpoint_dir(model: str | ModelDir, flag: str = "--model") -> ModelDir:
+    """``model`` read once (``read_model_dir``; a ``ModelDir`` is taken as it is) when ernie_ft can predict with it:
+    an ernie_ft checkpoint (a run, its ``best/``, an export) or a transformers checkpoint; else a UserError."""
+    found = as_model_dir(model, flag)
+    if found.run is None and found.hf_config is None:
         raise UserError(
-            f"--model {path}: this run stopped before it saved a best/ model (it has last/ only); "
-            "finish it by running the training command again with --resume"
-        )
-    if not os.path.isfile(os.path.join(path, RUN_FILE)):
-        raise UserError(
-            f"--model {path}: not an ernie_ft checkpoint (no {RUN_FILE}); "
+            f"{flag} {found.given}: not an ernie_ft checkpoint (no {RUN_FILE}); "
             "pass the output directory of a training run or its best/ folder"
         )
-    return path
+    return found
 
 
-def load_model(path: str, weights: bool = True, trust_pickle: bool = False, task: str | None = None) -> Loaded:
+def load_model(
+    path: str | ModelDir, weights: bool = True, trust_pickle: bool = False, task: str | None = None
+) -> Loaded:
     """Model, text pipeline, labels, task and run config of a saved checkpoint, ready to predict.
 
-    ``path``: a checkpoint directory or a run's output directory (``resolve_model_dir``). ``weights=False``
-    skips the dygraph model (for an exported one), unless the task binds it (``binds_model``). Weights are read
-    from safetensors; a pickle only with ``trust_pickle`` (see ``weights_format``). ``task``: a task spec given
-    by the user (``--task``) that replaces the one the checkpoint recorded (see ``checkpoint_task``).
+    ``path``: a checkpoint directory or a run's output directory (``resolve_model_dir``), or one already read (a
+    ``ModelDir``: nothing in it is read again). ``weights=False`` skips the dygraph model (for an exported one),
+    unless the task binds it (``binds_model``). Weights are read from safetensors; a pickle only with
+    ``trust_pickle`` (see ``weights_format``). ``task``: a task spec given by the user (``--task``) that replaces
+    the one the checkpoint recorded (see ``checkpoint_task``).
     """
     from ernie_ft.models.modeling import model_class
-    from ernie_ft.text.pipeline import TextPipeline
 
-    path = resolve_model_dir(path)
-    if not os.path.isfile(os.path.join(path, RUN_FILE)):
-        return _load_transformers(path, weights, task)
-    with open(os.path.join(path, RUN_FILE), encoding="utf-8") as f:
-        meta = yaml.safe_load(f)
-    with open(os.path.join(path, "labels.json"), encoding="utf-8") as f:
-        labels = json.load(f)
+    source = checkpoint_dir(path)
+    if source.run is None:
+        return _load_transformers(source, weights, task)
+    if source.labels is None:
+        raise UserError(f"--model {source.given}: no {LABELS_FILE} beside {RUN_FILE}; save the checkpoint again")
+    meta, path = source.run, source.path
     task = load_task(checkpoint_task(meta["task"], path, task), meta["run"].get("task"))
     model = None
     if weights or task.binds_model:
-        model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle)
+        model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle, files=source.files)
         model.eval()
         task.bind(model)
-    return Loaded(model, TextPipeline.from_dir(path), labels, task, meta["run"], path)
+    return Loaded(model, source.pipeline(), source.labels, task, meta["run"], path, source)
 
 
 TASK_OF_HEAD = {"sequence": "classify", "token": "ner", "span": "qa"}
 """The built-in task that answers with a transformers checkpoint's head (``hf.head_of``)."""
 
 
-def _load_transformers(path: str, weights: bool, task: str | None) -> Loaded:
+def _load_transformers(source: ModelDir, weights: bool, task: str | None) -> Loaded:
     """``load_model`` for a transformers checkpoint with a task head: the task its architecture names, the labels of
     its ``id2label``, its tokenizer's rules; the run's settings are the defaults, texts cut to at most 512 tokens."""
     from ernie_ft.models.modeling import model_class
-    from ernie_ft.text.pipeline import TextPipeline
 
-    config = hf.read_config(path)
-    head = hf.head_of(config)
+    path, config, head = source.path, source.hf_config, source.head
     if head not in TASK_OF_HEAD:
         architecture = (config.get("architectures") or ["no architecture"])[0]
         raise UserError(
             f"--model {path}: a transformers checkpoint without a task head ({architecture}); fine-tune it first, "
             f"e.g. python -m ernie_ft.classify --model {path} --train FILE --output RUN"
         )
-    hf.check_weights(path, config)
+    hf.check_weights(path, config, files=source.files)
     multi = head == "sequence" and not task and hf.is_multi_label(config)  # problem_type: a sigmoid per label
     loaded_task = load_task(task or TASK_OF_HEAD[head], {"multi_label": True} if multi else None)
     if loaded_task.head != head:
         raise UserError(f"--task {task}: its head is {loaded_task.head!r}, but --model {path} has a {head!r} head")
     model = None
     if weights or loaded_task.binds_model:
-        model, _ = hf.load(model_class(head, loaded_task.model_class), path, head)
+        model, _ = hf.load(model_class(head, loaded_task.model_class), path, head, source=source)
         model.eval()
         loaded_task.bind(model)
     run = {"data": {"max_len": min(512, int(config.get("max_position_embeddings", 512)))}}
-    return Loaded(model, TextPipeline.from_dir(path), hf.labels_of(config), loaded_task, run, path)
+    return Loaded(model, source.pipeline(), source.labels, loaded_task, run, path, source)
 
 
 def checkpoint_task(recorded: str, path: str, given: str | None = None) -> str:
