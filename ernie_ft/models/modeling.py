@@ -20,9 +20,10 @@ from ernie_ft.config import DataConfig, ModelConfig, suggest
 from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
+from ernie_ft.models.model_dir import ModelDir, read_model_dir
 from ernie_ft.models.weights import describe_loading, from_pretrained
 from ernie_ft.text.extension import same_pieces
-from ernie_ft.text.pipeline import TextPipeline, saved_extension
+from ernie_ft.text.pipeline import TextPipeline
 from ernie_ft.text.scratch import build_vocab, write_vocab
 
 # Randomly initialised shapes for tests, demos and benchmarks (no download needed).
@@ -95,13 +96,17 @@ def scratch_config(spec: str) -> dict:
     return SCRATCH[name]
 
 
-def _check_directory(path: str) -> None:
-    hf_config = hf.read_config(path)
-    if hf_config is not None:
-        hf.check_weights(path, hf_config)
+def model_dir_of(model: ModelConfig) -> ModelDir | None:
+    """--model read once when it is a directory (``read_model_dir``), for ``load_pipeline`` and ``build_model``."""
+    return read_model_dir(model.model) if kind(model.model) == "directory" else None
+
+
+def _check_directory(found: ModelDir) -> None:
+    path, files = found.given, found.files
+    if found.hf_config is not None:
+        hf.check_weights(path, found.hf_config, files=files)
         return
-    files = set(os.listdir(path))
-    if "best" in files and os.path.isfile(os.path.join(path, "best", "config.json")) and "config.json" not in files:
+    if found.path != path:  # a run's directory, which stands for its best/ where a model is loaded to predict
         raise UserError(
             f"--model {path} is a training run's output directory; pass its model: --model {os.path.join(path, 'best')}"
         )
@@ -136,9 +141,12 @@ def kind(spec: str) -> str:
     return "name"
 
 
-def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans: bool = False) -> TextPipeline:
+def load_pipeline(
+    model: ModelConfig, data: DataConfig, train_texts, exact_spans: bool = False, model_dir: ModelDir | None = None
+) -> TextPipeline:
     """The text pipeline for a model: its checkpoint's vocabulary, --vocab, or one built from train,
-    with --vocab-extension (or the extension saved with the checkpoint).
+    with --vocab-extension (or the extension saved with the checkpoint). ``model_dir``: --model already read
+    (``model_dir_of``), else it is read here.
 
     A vocabulary built from the training texts is written to the cache directory under its
     content hash (the checkpoint gets its own copy when it is saved). ``exact_spans`` (see
@@ -171,8 +179,9 @@ def load_pipeline(model: ModelConfig, data: DataConfig, train_texts, exact_spans
     if model.vocab:
         raise UserError("--vocab only applies to scratch models; a checkpoint brings its own vocabulary")
     if source == "directory":
-        _check_directory(model.model)
-        pipeline = TextPipeline.from_dir(model.model)
+        found = read_model_dir(model.model) if model_dir is None else model_dir
+        _check_directory(found)
+        pipeline = found.pipeline()
         if pipeline.extension is not None:  # the checkpoint's weights were trained with it
             if extension is not None and not same_pieces(extension, pipeline.extension.directory):
                 raise UserError(
@@ -210,9 +219,15 @@ def model_class(head: str, custom: str | None = None):
 
 
 def build_model(
-    model: ModelConfig, head: str, num_labels: int, pipeline: TextPipeline, custom_class: str | None = None
+    model: ModelConfig,
+    head: str,
+    num_labels: int,
+    pipeline: TextPipeline,
+    custom_class: str | None = None,
+    model_dir: ModelDir | None = None,
 ):
-    """An ERNIE model with the head ``head`` and ``num_labels`` outputs (2 for spans)."""
+    """An ERNIE model with the head ``head`` and ``num_labels`` outputs (2 for spans); ``model_dir``: as for
+    ``load_pipeline``."""
     import paddlenlp.transformers as pt
 
     cls = model_class(head, custom_class)
@@ -234,12 +249,14 @@ def build_model(
             **overrides,
         )
         return cls(config)
+    found = None
     if source == "directory":
-        _check_directory(model.model)
-    net, loading = _pretrained(cls, model, source, head, overrides)
+        found = read_model_dir(model.model) if model_dir is None else model_dir
+        _check_directory(found)
+    net, loading = _pretrained(cls, model, found, head, overrides)
     if loading:
         print(f"--model {model.model}: {loading}", file=sys.stderr)
-    if pipeline.extension is not None and not (source == "directory" and saved_extension(model.model)):
+    if pipeline.extension is not None and not (found is not None and found.tokenizer.get("vocab_extension")):
         grow_embeddings(net, pipeline)
     if net.config.vocab_size < pipeline.vocab_size:
         raise UserError(
@@ -249,15 +266,16 @@ def build_model(
     return net
 
 
-def _pretrained(cls, model: ModelConfig, source: str, head: str, overrides: dict):
+def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, overrides: dict):
     """(``cls`` with the weights of --model, a line on what was not loaded or None) for a directory (ernie_ft,
-    PaddleNLP or transformers) or a PaddleNLP name."""
-    if source == "directory" and hf.is_checkpoint(model.model):
-        return hf.load(cls, model.model, head, **overrides)
+    PaddleNLP or transformers: ``found``, as read) or a PaddleNLP name (``found`` None)."""
+    source = "name" if found is None else "directory"
+    if found is not None and found.hf_config is not None:
+        return hf.load(cls, model.model, head, source=found, **overrides)
     try:
-        if source == "directory":
-            net = from_pretrained(cls, model.model, model.trust_pickle, **overrides)
-            return net, describe_loading(net, model.model)
+        if found is not None:
+            net = from_pretrained(cls, model.model, model.trust_pickle, files=found.files, **overrides)
+            return net, describe_loading(net, model.model, files=found.files)
         return cls.from_pretrained(model.model, **overrides), None
     except UserError:
         raise

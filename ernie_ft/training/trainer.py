@@ -134,14 +134,15 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
     threads = runtime.set_threads(tc.threads, int(os.environ.get("PADDLE_LOCAL_SIZE", parallel.size)))
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
+    model_dir = modeling.model_dir_of(cfg.model)  # --model read once, for the pipeline and the model
     pipeline = modeling.load_pipeline(
-        cfg.model, data, lambda: task.texts(examples["train"]), exact_spans=task.exact_spans
+        cfg.model, data, lambda: task.texts(examples["train"]), task.exact_spans, model_dir
     )
     rules = checkpoint.resumed_rules(tc.output, parallel) if cfg.resume else None
     if rules is not None and rules != pipeline.rules:  # the ids the run started with, whatever today's default
         bert_only = {} if rules == "bert" else {"strip_accents": None, "tokenize_chinese_chars": True}
         pipeline = pipeline.replace(rules=rules, **bert_only)
-    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, task.model_class)
+    model = modeling.build_model(cfg.model, task.head, len(labels), pipeline, task.model_class, model_dir)
     task.bind(model)
     modeling.check_max_len(data, model, cfg.model.model)
     parallel.check_model(model)
