@@ -181,15 +181,15 @@ def load_pipeline(
     if source == "directory":
         found = read_model_dir(model.model) if model_dir is None else model_dir
         _check_directory(found)
-        pipeline = found.pipeline()
-        if pipeline.extension is not None:  # the checkpoint's weights were trained with it
-            if extension is not None and not same_pieces(extension, pipeline.extension.directory):
+        saved = found.tokenizer.get("vocab_extension")
+        if saved is not None:  # the checkpoint's weights were trained with it
+            if extension is not None and not same_pieces(extension, saved):
                 raise UserError(
                     f"--vocab-extension {extension}: --model {model.model} already has a different "
                     "vocabulary extension; drop the flag to keep the checkpoint's"
                 )
-            options["vocab_extension"] = pipeline.extension.directory
-        return pipeline.replace(**options)
+            options["vocab_extension"] = saved
+        return found.pipeline(**options)  # built once, with the saved settings and these
     from paddlenlp.transformers import AutoTokenizer
 
     try:
