@@ -166,14 +166,17 @@ def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = Non
     from ernie_ft.inference.static_graph import graph_file
     from ernie_ft.training import checkpoint
 
-    def holds(directory: str) -> bool:
-        return bool(
-            graph_file(directory) if kind == "paddle" else onnx_file(directory, "int8" if kind == "int8" else "fp32")
-        )
+    precision = "int8" if kind == "int8" else "fp32"
 
-    source = checkpoint.resolve_model_dir(model_dir)
+    def holds(directory) -> bool:  # a path, or the checkpoint as read
+        if not isinstance(directory, str):
+            return bool(directory.graph if kind == "paddle" else directory.onnx(precision))
+        return bool(graph_file(directory) if kind == "paddle" else onnx_file(directory, precision))
+
+    found = checkpoint.checkpoint_dir(model_dir)  # read once, for what it holds and for the export
+    source = found.path
     exported = source.rstrip("/") + EXPORTS[kind]
-    if holds(source):
+    if holds(found):
         return source
     if holds(exported) and os.path.getmtime(exported) >= os.path.getmtime(source):
         print(f"using the export in {exported} (--export)", flush=True)
@@ -183,5 +186,5 @@ def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = Non
         spec = {} if task is None else {"task": task}
         if kind != "paddle":
             spec.update(format="onnx", quantize="int8" if kind == "int8" else None)
-        export(source, exported, overwrite=True, trust_pickle=trust_pickle, **spec)
+        export(found, exported, overwrite=True, trust_pickle=trust_pickle, **spec)
     return exported
