@@ -184,3 +184,22 @@ def test_fine_tuning_examines_each_file_of_its_model_directory_once(source, tmp_
     net = modeling.build_model(config, "sequence", labels, pipeline, None, model_dir)
     assert net.classifier.weight.shape[-1] == labels and pipeline.vocab_size <= net.config.vocab_size
     _assert_read_once(examined(model))
+
+
+def test_distill_reads_its_teacher_once(tmp_path, examined):
+    """What distill asks of --teacher before training (its checkpoint, task, run, labels, inherited settings)."""
+    from ernie_ft.distill import teacher
+
+    best = tmp_path / "teacher" / "best"
+    shutil.copytree(RUN, best)
+    found = teacher.teacher_dir(str(best.parent))
+    assert found == str(best)
+    assert teacher.teacher_task(found) == "classify" and teacher.recorded_run(found)["task"] == "classify"
+    assert teacher.teacher_labels(found) == json.loads((RUN / "labels.json").read_text("utf-8"))
+    assert teacher.inherited_data(found, {})["max_len"] == teacher.recorded_run(found)["run"]["data"]["max_len"]
+    assert teacher.label_set_options(found, {}) == {}
+    _assert_read_once(examined(best))
+    best.rename(best.parent / "best.old")  # a new checkpoint swapped in (as training saves one) is read again
+    shutil.copytree(RUN, best, ignore=shutil.ignore_patterns("labels.json"))
+    with pytest.raises(UserError, match=f"^--teacher {best}: no labels.json"):
+        teacher.teacher_labels(found)

@@ -92,7 +92,12 @@ def label_set_options(directory: str, given: dict) -> dict:
 
 
 def teacher_labels(directory: str) -> list[str]:
-    return checkpoint.checkpoint_dir(teacher_model(directory), "--teacher").labels
+    labels = checkpoint.checkpoint_dir(teacher_model(directory), "--teacher").labels
+    if labels is None:
+        raise UserError(
+            f"--teacher {directory}: no {checkpoint.LABELS_FILE}; pass a classification run's output directory"
+        )
+    return labels
 
 
 def inherited_data(directory: str, given: dict) -> dict:

@@ -107,11 +107,8 @@ class ModelDir:
         from ernie_ft.text.pipeline import TextPipeline
 
         if self.vocab_file is None:  # the error naming what is missing
-            read_tokenizer_dir(self.path, None, self.files, self._jsons())
+            read_tokenizer_dir(self.path, None, self.files, {"config.json": self.config})
         return TextPipeline(self.vocab_file, **{**self.tokenizer, **changes})
-
-    def _jsons(self) -> dict:
-        return {"config.json": self.config}
 
 
 def read_model_dir(path: str, flag: str = "--model") -> ModelDir:
