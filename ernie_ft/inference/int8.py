@@ -5,14 +5,17 @@ METHOD is ``int8`` (``DEFAULT_METHOD``), ``int8-dynamic`` (activations quantized
 
 - ``vnni`` (AVX-512 VNNI, AVX-VNNI, and AMX, which has them): the uint8 x int8 products add up in 32 bits, so the
   weights use all 8 bits, and the attention's two products of activations (scores and weighted values) run as
-  ``MatMulInteger`` too instead of a float ``MultiHeadAttention``, as optimum's graph does (on the AVX-512 VNNI
-  machine of docs/benchmarks.md the two graphs measured within that shared machine's noise of each other).
+  ``MatMulInteger`` too instead of a float ``MultiHeadAttention``, as optimum's graph does (in an ONNX Runtime
+  profile on the AVX-512 VNNI machine of docs/benchmarks.md, one thread: the int8 matmuls with their transposes
+  and softmax took about 2.4 s of a pass where ``MultiHeadAttention`` took 3.5 s).
 - ``avx2`` and ``avx512`` (without VNNI): ``vpmaddubsw`` adds pairs of uint8 x int8 products in 16 bits, which
   saturate with 8-bit weights (a QA model's outputs 35 % off fp32's, where 7 bits keep them within 2.2 %), so the
   weights use 7 bits (``reduce_range``); the attention stays the float ``MultiHeadAttention`` (1.07x optimum's
   dynamic int8 and 1.60x Paddle Inference on AVX2, the benchmark's earlier rows).
 
-The choice is written to ``onnx.json`` (``Choice.record``), printed by ``export`` and shown by ``/v1/info``.
+Whatever the target, the graph quantized has its residual layer norms and GELUs split out of the fused operators
+(``onnx_graph.split_layer_norms``: ONNX Runtime's CPU kernels for the parts are faster). The choice is written to
+``onnx.json`` (``Choice.record``), printed by ``export`` and shown by ``/v1/info``.
 """
 
 from __future__ import annotations
