@@ -209,10 +209,11 @@ class Transfer:
 
 def load_teacher(directory: str):
     """The teacher's model from its checkpoint, for evaluation on the current device (fused CPU kernels)."""
+    from ernie_ft.distill.teacher import teacher_model
     from ernie_ft.models import kernels
     from ernie_ft.training import checkpoint
 
-    model = checkpoint.load_model(directory).model
+    model = checkpoint.load_model(teacher_model(directory)).model
     kernels.enable_fast_kernels(model)
     model.eval()
     return model
@@ -246,10 +247,10 @@ def check_pipeline(pipeline, teacher_dir: str, flag: str, why: str):
     """The teacher's token id of each of the student's (``vocab.teacher_ids``, a tensor) when the student's
     vocabulary is a cut of the teacher's with its rules (--student-vocab used), None when the ids are the same; else
     a UserError: the teacher reads the student's windows. ``flag`` and ``why`` open and explain the error."""
+    from ernie_ft.distill.teacher import teacher_model
     from ernie_ft.distill.vocab import teacher_ids
-    from ernie_ft.text.pipeline import TextPipeline
 
-    teacher = TextPipeline.from_dir(teacher_dir)
+    teacher = teacher_model(teacher_dir).pipeline()
     if same_token_ids(pipeline, teacher):
         return None
     cut = pipeline.extension is None and pipeline.vocab.keys() <= teacher.vocab.keys()

@@ -55,10 +55,10 @@ def used_tokens(pipeline, texts: list[str]) -> list[str]:
 def cut_pipeline(teacher_dir: str, texts: list[str], cache_dir: str) -> str:
     """A tokenizer directory (under ``cache_dir``, named by its content) with the teacher's settings and its
     vocabulary cut to the tokens of ``texts``; returns its path."""
-    from ernie_ft.text.pipeline import TextPipeline
+    from ernie_ft.distill.teacher import teacher_model
     from ernie_ft.text.scratch import write_vocab
 
-    teacher = TextPipeline.from_dir(teacher_dir)
+    teacher = teacher_model(teacher_dir).pipeline()
     if teacher.extension is not None:
         raise UserError(
             f"--student-vocab used: the teacher {teacher_dir} has a vocabulary extension, whose pieces are not cut; "
