@@ -27,8 +27,7 @@ import sys
 import tempfile
 import time
 
-from bench_int8 import SHARED, Timed, ask, exports, start
-from cpu import line as cpu_line
+from bench_int8 import SHARED, Timed, ask, engine_arguments, exports, print_machine, start
 
 FP32 = ("Paddle Inference fp32", "ONNX Runtime fp32")
 ENGINE = {"ernie_ft int8": "onnxruntime-int8", "Paddle Inference fp32": "inference", "ONNX Runtime fp32": "onnxruntime"}
@@ -120,19 +119,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nested", help="a ner --nested run trained on CMeEE-V2 (required)")
     parser.add_argument("--relation", help="a relation run trained on DuIE (required)")
-    parser.add_argument("--quantize", default="int8", help="the int8 export's --quantize (default: int8, for this CPU)")
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--texts", type=int, default=500, help="test texts per model (default: 500, the whole split)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--work", help="directory for the exports (default: a temporary one)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    engine_arguments(parser)
     args = parser.parse_args()
     if args.worker:
         return worker(json.loads(args.worker))
     if not (args.nested and args.relation):
         parser.error("--nested and --relation are required")
-    print(cpu_line(), flush=True)
-    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    print_machine()
     from ernie_ft.inference.export import export
 
     work = args.work or tempfile.mkdtemp(prefix="bench_ie_predict_")

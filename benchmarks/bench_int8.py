@@ -129,24 +129,35 @@ def exports(run: str, work: str, quantize: str) -> dict:
     }
 
 
+def engine_arguments(parser) -> None:
+    """The options every int8 benchmark takes: the int8 export, rounds, threads, where the exports go, and the
+    hidden --worker an engine's own process is started with."""
+    parser.add_argument("--quantize", default="int8", help="the int8 export's --quantize (default: int8, for this CPU)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", help="directory for the exports (default: a temporary one)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+
+
+def print_machine() -> None:
+    """The CPU every row names, and the load the run starts under."""
+    print(cpu_line(), flush=True)
+    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--classifier", help="a classification run trained on ChnSentiCorp (required)")
     parser.add_argument("--torch-python", help="an interpreter with torch, transformers, optimum-onnx (required)")
-    parser.add_argument("--quantize", default="int8", help="ernie_ft's --quantize (default: int8, for this CPU)")
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--texts", type=int, default=1200)
     parser.add_argument("--cut", type=int, default=120)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--work", help="directory for the exports (default: a temporary one)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    engine_arguments(parser)
     args = parser.parse_args()
     if args.worker:
         return worker(json.loads(args.worker))
     if not (args.classifier and args.torch_python):
         parser.error("--classifier and --torch-python are required")
-    print(cpu_line(), flush=True)
-    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    print_machine()
     work = args.work or tempfile.mkdtemp(prefix="bench_int8_")
     dirs = exports(args.classifier, work, args.quantize)
     with open(os.path.join(dirs["ernie_ft int8"], "onnx.json"), encoding="utf-8") as f:
