@@ -25,9 +25,8 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
-from bench_int8 import SHARED, Timed, ask, engine_arguments, exports, print_machine, start
+from bench_int8 import SHARED, ask, engine_arguments, exports, print_machine, serve_passes, start
 
 FP32 = ("Paddle Inference fp32", "ONNX Runtime fp32")
 ENGINE = {"ernie_ft int8": "onnxruntime-int8", "Paddle Inference fp32": "inference", "ONNX Runtime fp32": "onnxruntime"}
@@ -56,31 +55,9 @@ def found(answer: dict) -> dict:
 
 
 def worker(spec: dict) -> None:
-    """One ``Predictor`` on one export: a warm-up pass, then a timed pass per ``go`` line."""
-    from ernie_ft import Predictor
-
+    """One export's worker (``serve_passes``), with what each pass found."""
     records = [{"text": t} for t in texts(spec["kind"], spec["texts"])]
-    predictor = Predictor(spec["model"], engine=spec["engine"], device="cpu", batch_size=32)
-    model = predictor.loaded.model
-    attribute = "session" if hasattr(model, "session") else "predictor"
-    graph = Timed(getattr(model, attribute))
-    setattr(model, attribute, graph)
-    predictor(records)
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        if line.strip() != "go":
-            break
-        graph.seconds = 0.0
-        ticks = [time.perf_counter()]
-        examples, features = predictor.prepare(records)
-        ticks.append(time.perf_counter())
-        logits = predictor.logits(features, predictor.batch_size)
-        ticks.append(time.perf_counter())
-        answers = predictor.answer(examples, features, logits)
-        ticks.append(time.perf_counter())
-        seconds = [b - a for a, b in zip(ticks, ticks[1:])]
-        out = {"docs_per_s": len(records) / sum(seconds), "seconds": seconds, "graph": graph.seconds}
-        print(json.dumps({**out, "found": [found(a) for a in answers]}), flush=True)
+    serve_passes(spec, records, lambda answers: {"found": [found(a) for a in answers]})
 
 
 def agreement(int8: list[dict], fp32: list[dict], what: str) -> str:

@@ -58,12 +58,12 @@ class Timed:
         return getattr(self.inner, name)
 
 
-def worker(spec: dict) -> None:
-    """ernie_ft's side: one ``Predictor``, a warm-up pass, then a timed pass per ``go`` line."""
+def serve_passes(spec: dict, records: list[dict], result) -> None:
+    """An engine's worker: one ``Predictor`` on ``spec``'s export, a warm-up pass, then per ``go`` line on stdin a
+    timed pass over ``records``, printed as JSON: documents/s, the seconds of reading + tokenisation / model /
+    answers, the graph's own seconds, the process's CPU seconds, and ``result(answers)``'s fields."""
     from ernie_ft import Predictor
 
-    texts, gold = dev(spec["texts"], spec["cut"])
-    records = [{"text": t} for t in texts]
     predictor = Predictor(spec["model"], engine=spec["engine"], device="cpu", batch_size=32)
     model = predictor.loaded.model
     attribute = "session" if hasattr(model, "session") else "predictor"
@@ -84,20 +84,19 @@ def worker(spec: dict) -> None:
         answers = predictor.answer(examples, features, logits)
         ticks.append(time.perf_counter())
         seconds = [b - a for a, b in zip(ticks, ticks[1:])]
+        out = {"docs_per_s": len(records) / sum(seconds), "seconds": seconds, "graph": graph.seconds}
+        print(json.dumps({**out, "cpu": time.process_time() - cpu, **result(answers)}), flush=True)
+
+
+def worker(spec: dict) -> None:
+    """ernie_ft's side: ``serve_passes`` over the dev texts, with the accuracy and labels of each pass."""
+    texts, gold = dev(spec["texts"], spec["cut"])
+
+    def result(answers):
         labels = [a["label"] for a in answers]
-        print(
-            json.dumps(
-                {
-                    "docs_per_s": len(records) / sum(seconds),
-                    "seconds": seconds,
-                    "graph": graph.seconds,
-                    "cpu": time.process_time() - cpu,
-                    "accuracy": sum(a == b for a, b in zip(labels, gold)) / len(gold),
-                    "labels": labels,
-                }
-            ),
-            flush=True,
-        )
+        return {"accuracy": sum(a == b for a, b in zip(labels, gold)) / len(gold), "labels": labels}
+
+    serve_passes(spec, [{"text": t} for t in texts], result)
 
 
 def start(command: list[str], env: dict | None = None) -> subprocess.Popen:
