@@ -56,7 +56,7 @@ def build_parser(prog: str) -> Parser:
         "(L layers of width H, e.g. scratch:2x128), a PaddleNLP name or a checkpoint directory (recipe: model: model:)",
     )
     group.add_argument("--unlabelled", nargs="+", metavar="FILE", help=docs["unlabelled"])
-    own = ("temperature", "alpha", "transfer", "transfer_weight", "nested", "student_vocab")
+    own = ("temperature", "alpha", "transfer", "transfer_weight", "nested", "student_vocab", "class_weights")
     own += ("threshold", "thresholds", "tune_thresholds", "top_k")  # a multi-label teacher's student
     add_field_flags(group, Distillation, [f for f in distill_options() if f.name in own])
     parser.inapplicable = {"--model": "the student model is --student MODEL"}

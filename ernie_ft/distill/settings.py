@@ -13,11 +13,6 @@ def check(task) -> None:
     """The distillation's settings of ``task`` (a Distillation or an NerDistillation), checked."""
     if not task.teacher:
         raise UserError("--teacher is required: the output directory of a classification or NER run to distil")
-    if getattr(task, "class_weights", None):  # Classification's, not distillation's
-        raise UserError(
-            "--class-weights does not apply to distill: the student learns the teacher's probabilities (class "
-            "weights are not built for distillation yet); leave it out"
-        )
     threshold_flags = ("tune_thresholds", "top_k", "thresholds")
     given = [f for f in threshold_flags if getattr(task, f, None)]
     if given and not getattr(task, "sets", False):

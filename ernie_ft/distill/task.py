@@ -94,19 +94,23 @@ class Distillation(Classification):
     def fit_labels(self, train):
         """The teacher's labels, in its order (its logits' columns); a labelled text with another is an error."""
         labels = teachers.teacher_labels(self.teacher_dir)
+        labelled = [e for e in train if e.label is not None]
         if self.sets:
-            labelled = [e for e in train if e.label is not None]
             labelsets.check_known(labelled, labels)
             self.tuning = self.tune_thresholds
             self._prior = multilabel.targets(labelled, labels).mean(axis=0) if labelled else None
-            return labels
-        known = set(labels)
-        for e in train:
-            if e.label is not None and e.label not in known:
-                raise UserError(
-                    f"--train: {e.source}:{e.line}: the label {e.label!r} is not one of the teacher's "
-                    f"({', '.join(labels)}); --label-names maps codes to names as the teacher's run did"
-                )
+        else:
+            known = set(labels)
+            for e in labelled:
+                if e.label not in known:
+                    raise UserError(
+                        f"--train: {e.source}:{e.line}: the label {e.label!r} is not one of the teacher's "
+                        f"({', '.join(labels)}); --label-names maps codes to names as the teacher's run did"
+                    )
+        if self.class_weights == "balanced" and not labelled:
+            raise UserError("--class-weights balanced counts the labels of --train: its texts have none; leave it out")
+        if self.class_weights:  # the hard term's, as Classification's (balanced: over the labelled texts)
+            self._weights = self._class_weights(labelled, labels)
         return labels
 
     def featurize(self, examples, encodings, pipeline, labels, data):
@@ -160,7 +164,9 @@ class Distillation(Classification):
         return self.soft_loss(logits, teacher_logits, batch["labels"]) + self.transfer_weight * sum(parts.values())
 
     def soft_loss(self, logits, teacher_logits, labels):
-        """The loss on the logits (see ``loss``; label sets: ``labelsets.soft_loss``)."""
+        """The loss on the logits (see ``loss``; label sets: ``labelsets.soft_loss``). With --class-weights the hard
+        term of a labelled text is multiplied by its label's weight (label sets: ``pos_weight``)."""
+        import paddle
         import paddle.nn.functional as F
 
         if self.sets:
@@ -172,7 +178,8 @@ class Distillation(Classification):
         teacher = F.log_softmax(teacher_logits.astype("float32") / t, axis=-1)
         soft = (teacher.exp() * (teacher - student)).sum(axis=-1) * (t * t)
         labelled = (labels >= 0).astype("float32")
-        hard = F.cross_entropy(logits, labels.clip(min=0), reduction="none").reshape([-1])
+        weights = None if self._weights is None else paddle.to_tensor(self._weights)
+        hard = F.cross_entropy(logits, labels.clip(min=0), weight=weights, reduction="none").reshape([-1])
         mixed = labelled * (self.alpha * soft + (1 - self.alpha) * hard) + (1 - labelled) * soft
         return mixed.mean()
 
@@ -224,6 +231,7 @@ def distill(config: RunConfig) -> dict:
             "unlabelled": [os.path.abspath(p) for p in settings.unlabelled_files(task.unlabelled)],
             "temperature": task.temperature,
             "alpha": task.alpha,
+            "class_weights": getattr(task, "class_weights", None),
             "transfer": task.transfer,
             "transfer_weight": task.transfer_weight,
             "student_vocab": task.student_vocab,
