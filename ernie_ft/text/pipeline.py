@@ -103,7 +103,7 @@ class TextPipeline:
         self.rules, self.strip_accents = rules, self._kwargs["strip_accents"]
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self.last_cache_hit = False
-        self.vocab, self._lines = read_vocab(self.vocab_file)
+        self.vocab, self._lines, vocab_bytes = read_vocab(self.vocab_file)
         vocab = self.vocab
         self.vocab_size = len(self._lines)  # ids run to len-1 even when tokens repeat
         if rules == "bert":
@@ -118,15 +118,16 @@ class TextPipeline:
         self._strip = self.lowercase if self.strip_accents is None else self.strip_accents
         self._compose = rules == "bert"
         self._tok = rust_tokenizer(vocab, rules, self.lowercase, self.tokenize_chinese_chars)
-        self.fingerprint = self._load_words_and_extension(self._base_digest(), user_dict)
+        self.fingerprint = self._load_words_and_extension(self._base_digest(vocab_bytes), user_dict)
 
-    def _base_digest(self):
-        """The fingerprint's hash of the settings, vocabulary and rules (the words and extension follow)."""
+    def _base_digest(self, vocab_bytes: bytes):
+        """The fingerprint's hash of the settings, vocabulary (``vocab_bytes``: the file's) and rules (the words
+        and extension follow)."""
         digest = hashlib.sha1(
             f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|{jieba.__version__}|{tokenizers.__version__}|".encode()
         )
         if self.rules == "ernie_ft":
-            digest.update(Path(self.vocab_file).read_bytes())
+            digest.update(vocab_bytes)
         else:  # the lines, whichever file holds them; the rules follow Python's Unicode tables
             digest.update(
                 f"rules|{self.rules}|{RULES_VERSION}|{self._strip}|{self.tokenize_chinese_chars}|"

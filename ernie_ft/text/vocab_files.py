@@ -3,6 +3,7 @@ and lines; repeated lines and their warning; the lines written for transformers 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -13,19 +14,20 @@ from ernie_ft.errors import UserError
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
 
 
-def read_vocab(vocab_file: str) -> tuple[dict, list[str]]:
-    """(token -> id, the file's lines) of a vocab.txt, or of a tokenizers ``tokenizer.json`` (``*.json``) with a
-    WordPiece model; a UserError when it cannot be read or lacks a special token."""
-    if vocab_file.endswith(".json"):
-        lines = _tokenizer_json_vocab(Path(vocab_file))
-    else:
-        try:  # line splitting as PaddleNLP's load_vocabulary; str.splitlines would also split on \u2028
-            with open(vocab_file, encoding="utf-8") as f:
-                lines = [line.rstrip("\n") for line in f]
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(
-                f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); give a vocab.txt with one token per line"
-            ) from None
+def read_vocab(vocab_file: str) -> tuple[dict, list[str], bytes]:
+    """(token -> id, the file's lines, its bytes) of a vocab.txt, or of a tokenizers ``tokenizer.json``
+    (``*.json``) with a WordPiece model; a UserError when it cannot be read or lacks a special token."""
+    try:
+        data = Path(vocab_file).read_bytes()
+        if vocab_file.endswith(".json"):
+            lines = _tokenizer_json_vocab(Path(vocab_file))
+        else:  # line splitting as PaddleNLP's load_vocabulary (a text file's universal newlines); str.splitlines
+            # would also split on \u2028
+            lines = [line.rstrip("\n") for line in io.StringIO(data.decode("utf-8"), newline=None)]
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(
+            f"vocab file {vocab_file}: cannot read it as UTF-8 text ({e}); give a vocab.txt with one token per line"
+        ) from None
     # A repeated token keeps its last id, as PaddleNLP and transformers do ('$' is on two lines of ERNIE 3.0).
     vocab = {tok: i for i, tok in enumerate(lines)}
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
@@ -34,7 +36,7 @@ def read_vocab(vocab_file: str) -> tuple[dict, list[str]]:
             f"vocab file {vocab_file}: missing special tokens {', '.join(missing)}; "
             "use the checkpoint's vocab.txt or one written by build_vocab"
         )
-    return vocab, lines
+    return vocab, lines, data
 
 
 def read_json(path: Path) -> dict:
