@@ -137,12 +137,15 @@ def test_loss_is_the_soft_term_on_unlabelled_texts_and_the_mixture_on_labelled_o
     assert float(loss(student, same)) == pytest.approx(0.0, abs=1e-6)
 
 
-def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tmp_path):
+def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tmp_path, capsys):
     short = ["--epochs", "2"]
     assert main(distill_args(teacher, files, tmp_path / "full", *short)) == 0
     assert main(distill_args(teacher, files, tmp_path / "cut", *short, "--stop-after-steps", "3")) == 0
     assert not (tmp_path / "cut" / "best").exists()
+    capsys.readouterr()
     assert main(distill_args(teacher, files, tmp_path / "cut", *short, "--resume")) == 0
+    # continued from last/, not trained again from the start (which ends with the same weights too)
+    assert "resumed at step 3 " in capsys.readouterr().err
     assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best")
 
 
@@ -266,13 +269,15 @@ def test_with_transfer_the_student_reproduces_the_teachers_probabilities_and_sav
     assert record["transfer"] == "hidden" and record["transfer_weight"] == 1.0
 
 
-def test_a_resumed_transfer_run_ends_as_an_uninterrupted_one(teacher, narrow, files, tmp_path):
+def test_a_resumed_transfer_run_ends_as_an_uninterrupted_one(teacher, narrow, files, tmp_path, capsys):
     import paddle
 
     short = ["--epochs", "2", "--log-steps", "1"]
     assert main(transfer_args(teacher, files, tmp_path / "full", narrow, *short)) == 0
     assert main(transfer_args(teacher, files, tmp_path / "cut", narrow, *short, "--stop-after-steps", "3")) == 0
+    capsys.readouterr()
     assert main(transfer_args(teacher, files, tmp_path / "cut", narrow, *short, "--resume")) == 0
+    assert "resumed at step 3 " in capsys.readouterr().err  # continued from last/, not trained again from the start
 
     def losses(run):
         lines = (run / "train_log.jsonl").read_text(encoding="utf-8").splitlines()

@@ -185,7 +185,9 @@ def test_a_tiny_model_memorises_label_paths_resumes_and_predicts(tmp_path, capsy
     out = tmp_path / "run"
     assert classify(train_args(out, "--stop-after-steps", "40")) == 0  # stopped with a resumable checkpoint
     assert "thresholds:" in (out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8")
+    capsys.readouterr()
     assert classify(train_args(out, "--resume")) == 0
+    assert "resumed at step 40 " in capsys.readouterr().err  # continued from last/, not trained again from the start
     dev = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["dev"]
     assert dev["micro_f1"] >= 0.95 and dev["level2_micro_f1"] >= 0.9, dev
     saved = (out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8")

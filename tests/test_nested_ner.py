@@ -316,7 +316,7 @@ def train_args(train, out, *extra):
     ]  # fmt: skip
 
 
-def test_a_tiny_model_memorises_nested_entities_resumes_exactly_and_predicts(tmp_path):
+def test_a_tiny_model_memorises_nested_entities_resumes_exactly_and_predicts(tmp_path, capsys):
     train = write(tmp_path / "train.json", cmeee())
     assert ner(train_args(train, tmp_path / "full")) == 0
     metrics = json.loads((tmp_path / "full" / "metrics.json").read_text(encoding="utf-8"))["dev"]
@@ -325,7 +325,9 @@ def test_a_tiny_model_memorises_nested_entities_resumes_exactly_and_predicts(tmp
 
     # stopped halfway, then resumed: the weights of the uninterrupted run
     assert ner(train_args(train, tmp_path / "cut", "--stop-after-steps", "12")) == 0
+    capsys.readouterr()
     assert ner(train_args(train, tmp_path / "cut", "--resume")) == 0
+    assert "resumed at step 12 " in capsys.readouterr().err  # continued from last/, not trained again from the start
     assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best", head="global_pointer.")
 
     texts = write(tmp_path / "new.txt", "".join(f"{text}\n" for text, _ in SENTENCES))
