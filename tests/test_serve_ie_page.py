@@ -5,8 +5,6 @@ model's ``/v1/info`` and a ``predict`` record written here, so each case (an ent
 two types, a span that is the subject of one triple and the object of another) is there whatever a model learnt.
 """
 
-import json
-
 import pytest
 from conftest import ROOT
 
@@ -130,8 +128,12 @@ def test_relations_mark_each_span_once_and_list_every_triple(browser, typed):
         for r in prediction["relations"]
     ]
     assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == [p for _, _, p, _, _ in TRIPLES]
-    raw = json.dumps(prediction, ensure_ascii=False)
-    assert all(name in raw for name in ("张韶涵", "全面沦陷"))
+    # each row names its subject and its object, in that order (the mark's text before its type subscript)
+    named = [
+        [browser.execute_script("return arguments[0].querySelector('mark').firstChild.textContent", cell) for cell in r]
+        for r in ([row.find_elements(By.TAG_NAME, "td")[k] for k in (1, 3)] for row in rows)
+    ]
+    assert named == [[s, o] for s, _, _, o, _ in TRIPLES]
 
 
 def test_a_text_without_relations_says_so(browser):
