@@ -113,3 +113,10 @@ def test_a_factory_task_trains_saves_and_predicts_through_the_trainer(factory_fi
     assert isinstance(loaded.task, HookedTask) and loaded.task.name == spec
     labels = json.loads((out / "best" / "labels.json").read_text(encoding="utf-8"))
     assert loaded.labels == labels
+    # and predicts through it: the factory's predict hook gives each text its records
+    from ernie_ft import Predictor
+
+    texts = ["房间很干净，服务也好", "太吵了，不会再来"]
+    records = Predictor(str(out), device="cpu")([{"text": t} for t in texts])
+    assert [r["text"] for r in records] == texts
+    assert all(set(r["probs"]) == set(labels) and r["label"] == max(r["probs"], key=r["probs"].get) for r in records)
