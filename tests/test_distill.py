@@ -574,14 +574,24 @@ def test_an_ner_teacher_refuses_what_it_cannot_teach_in_one_line(
 
 
 def test_a_student_with_the_used_vocabulary_keeps_a_row_per_used_token_and_reads_the_teacher_through_the_id_map(
-    teacher, files, tmp_path
+    teacher, files, tmp_path, monkeypatch
 ):
     """--student-vocab used with --transfer hidden: the student's vocab.txt is the teacher's cut to the special
     tokens and the tokens of the labelled and unlabelled texts, its embedding has that many rows, the teacher
     reads the student's windows through the id map, and the checkpoint predicts."""
     from ernie_ft.distill.vocab import used_tokens
+    from ernie_ft.models import modeling
     from ernie_ft.text.pipeline import TextPipeline
 
+    read = []  # per forward pass: the rows of the model's word embedding and the token ids it was given
+    forward = modeling.forward
+
+    def recorded(model, batch):
+        rows = model.ernie.embeddings.word_embeddings.weight.shape[0]
+        read.append((rows, set(batch["input_ids"].numpy().ravel().tolist())))
+        return forward(model, batch)
+
+    monkeypatch.setattr(modeling, "forward", recorded)
     out = tmp_path / "used"
     args = distill_args(teacher, files, out, "--student-vocab", "used", "--transfer", "hidden")
     args[args.index("--epochs") + 1] = "2"
@@ -589,6 +599,9 @@ def test_a_student_with_the_used_vocabulary_keeps_a_row_per_used_token_and_reads
     full = TextPipeline.from_dir(str(teacher / "best"))
     texts = (files / "all.txt").read_text(encoding="utf-8").splitlines()
     expected = used_tokens(full, texts)
+    # the teacher (full vocabulary) was given the teacher's ids of the used tokens, not the student's own ids
+    by_teacher = set().union(*(ids for rows, ids in read if rows == full.vocab_size))
+    assert by_teacher <= {full.vocab[token] for token in expected} and max(by_teacher) >= len(expected)
     assert (out / "best" / "vocab.txt").read_text(encoding="utf-8").splitlines() == expected
     assert len(expected) < full.vocab_size
     assert saved_weights(out / "best")["ernie.embeddings.word_embeddings.weight"].shape[0] == len(expected)
