@@ -140,7 +140,14 @@ def test_predict_with_token_and_span_heads_from_transformers(tmp_path):
     assert (
         cli.main(["predict", "--model", str(FIXTURES / "bert-token"), "--input", str(texts), "--output", str(out)]) == 0
     )
-    assert "entities" in json.loads(out.read_text(encoding="utf-8"))
+    # the fixture's fourth text: transformers' logits tag every character B-PER (margins over 1.1), so each is an
+    # entity of its own; predict must give those, not merely some entities
+    entities = json.loads(out.read_text(encoding="utf-8"))["entities"]
+    token = EXPECTED["bert-token"]
+    id2label = json.loads((FIXTURES / "bert-token" / "config.json").read_text(encoding="utf-8"))["id2label"]
+    tags = [id2label[str(i)] for i in np.argmax(token["logits"][3], axis=-1)[1:7]]  # [CLS] 我在上海工作 [SEP]
+    assert all(tag.startswith("B-") for tag in tags), tags
+    assert [(e["start"], e["end"], e["type"]) for e in entities] == [(i, i + 1, t[2:]) for i, t in enumerate(tags)]
     questions = tmp_path / "qa.jsonl"
     questions.write_text(
         json.dumps({"question": "谁在上海工作", "context": "我在上海工作"}, ensure_ascii=False) + "\n", "utf-8"
@@ -151,7 +158,14 @@ def test_predict_with_token_and_span_heads_from_transformers(tmp_path):
         == 0
     )
     answer = json.loads(out.read_text(encoding="utf-8"))
-    assert answer["answer"] in "我在上海工作"
+    # the fixture's first question, [CLS] question [SEP] context [SEP]: the context's 6 tokens at positions 8 to 13
+    qa = EXPECTED["bert-qa"]
+    assert qa["input_ids"][0][8:14] == token["input_ids"][3][1:7]  # 我在上海工作
+    starts, ends = (np.array(qa[name][0][8:14]) for name in ("start_logits", "end_logits"))
+    i, j = max(((i, j) for i in range(6) for j in range(i, 6)), key=lambda span: starts[span[0]] + ends[span[1]])
+    assert (answer["answer"], answer["start"]) == ("我在上海工作"[i : j + 1], i)  # transformers' best span
+    best = answer["n_best"][0]
+    assert abs(best["start_logit"] - starts[i]) < 1e-4 and abs(best["end_logit"] - ends[j]) < 1e-4
 
 
 def test_fine_tune_from_a_transformers_encoder_and_from_another_head(tmp_path, capsys):
