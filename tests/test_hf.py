@@ -396,7 +396,18 @@ def test_evaluate_a_transformers_classifier_and_fine_tune_qa_and_pretraining_fro
         )
         == 0
     )
-    assert "accuracy" in json.loads((tmp_path / "e" / "metrics.json").read_text(encoding="utf-8"))
+    metrics = json.loads((tmp_path / "e" / "metrics.json").read_text(encoding="utf-8"))
+    # scored on the checkpoint's own labels: per label, the share of its texts predict gives it (this random
+    # classifier gives every text 负面: recall 1 and 0, where labels taken in another order give 0 and 1)
+    predicted = tmp_path / "dev.jsonl"
+    assert cli.main(["predict", "--model", str(FIXTURES / "bert-seq"), "--input", dev, "--output", str(predicted)]) == 0
+    gold = [line.split("\t")[0] for line in (DATA / "sentiment_dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    labels = [json.loads(line)["label"] for line in predicted.read_text(encoding="utf-8").splitlines()]
+    assert len(labels) == len(gold) and set(gold) == set(metrics["per_class"]) == {"负面", "正面"}
+    for label in set(gold):
+        ours = [p for p, g in zip(labels, gold) if g == label]
+        assert metrics["per_class"][label]["recall"] == pytest.approx(ours.count(label) / len(ours)), label
+    assert metrics["accuracy"] == pytest.approx(sum(p == g for p, g in zip(labels, gold)) / len(gold))
     encoder = str(FIXTURES / "bert-base")
     qa = ["qa", "--model", encoder, "--train", str(DATA / "qa_train.json"), "--output", str(tmp_path / "qa")]
     assert cli.main([*qa, "--epochs", "1", "--max-len", "64", "--batch-size", "16"]) == 0
