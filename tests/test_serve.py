@@ -931,6 +931,17 @@ def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier
         int8 = Predictor(str(exported), "onnxruntime-int8", "cpu")
         examples, features = fp32.prepare(CLASSIFY_INPUTS)
         assert_int8_within_bound(fp32.logits(features, 8), int8.logits(features, 8))
+    # the ranges come from the texts named: the two calibrations give the activations other scales (the weights'
+    # scales are left out: their names count the models built in this process)
+    import onnx
+
+    scales = [
+        {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(d / "model.int8.onnx")).graph.initializer
+         if t.name.endswith("_scale") and not t.name.endswith(".w_0_scale")}
+        for d in (tmp_path / "static-sentiment_train.tsv", tmp_path / "static-calibration.txt")
+    ]  # fmt: skip
+    assert scales[0].keys() == scales[1].keys() and len(scales[0]) >= 10, scales
+    assert any(not np.array_equal(scales[0][name], scales[1][name]) for name in scales[0])
 
 
 def test_onnx_export_refusals_are_one_error_line_and_write_nothing(
