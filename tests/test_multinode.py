@@ -302,9 +302,11 @@ def test_the_rendezvous_timeout_is_refused_unless_above_zero(tmp_path, capsys):
 
 
 def test_without_a_shared_filesystem_rank_1_receives_the_checkpoints_to_resume_and_test(tmp_path):
-    """Each node its own --output, and only node 0's holds the run to resume (stopped after 2 steps; on one process:
+    """Each node its own --output, and only node 0's holds the run to resume (stopped after 1 step; on one process:
     the global batch is the same). Both nodes resume and score --test with best/: rank 0 reads last/ and best/, rank 1
-    receives them over the process group, and the job ends where the uninterrupted run ends."""
+    receives them over the process group, and the job ends where the uninterrupted run ends. Two steps follow the
+    resume, so rank 1's optimizer state counts too: with the moments it received, rank 1's weights after step 2 are
+    rank 0's, and so are its step-3 gradients (a rank 1 left with a fresh optimizer moved rank 0's weights 5e-4)."""
     train = tmp_path / "train.tsv"  # the header and 24 texts: 3 steps of 8
     lines = (DATA / "sentiment_train.tsv").read_text(encoding="utf-8").splitlines()
     train.write_text("\n".join(lines[:25]) + "\n", encoding="utf-8")
@@ -314,12 +316,12 @@ def test_without_a_shared_filesystem_rank_1_receives_the_checkpoints_to_resume_a
     reference, outputs = tmp_path / "reference", [tmp_path / "node-0", tmp_path / "node-1"]
     one = [*args, "--batch-size", "8", "--lr", "2e-3"]
     assert main([*one, "--output", str(reference)]) == 0
-    assert main([*one, "--output", str(outputs[0]), "--stop-after-steps", "2"]) == 0
+    assert main([*one, "--output", str(outputs[0]), "--stop-after-steps", "1"]) == 0
     node = [*args, "--batch-size", "4", "--lr", "1e-3", "--nnodes", "2", "--nproc", "1", "--resume"]
     nodes = [[*node, "--output", str(out), "--node-rank", str(k)] for k, out in enumerate(outputs)]
     assert run_nodes(nodes, outputs, tmp_path) == [0, 0]
 
-    assert "resumed at step 2" in (outputs[1] / "logs" / "node-1" / "workerlog.0").read_text()
+    assert "resumed at step 1 " in (outputs[1] / "logs" / "node-1" / "workerlog.0").read_text()
     assert sorted(os.listdir(outputs[1])) == ["logs"]  # node 1 never had a checkpoint on its disk
     metrics = [json.loads((d / "metrics.json").read_text(encoding="utf-8")) for d in (reference, outputs[0])]
     assert metrics[1]["test"] == metrics[0]["test"]  # scored with best/ on both ranks, each its share
