@@ -58,6 +58,9 @@ def test_split_layer_norms_keeps_the_outputs_and_leaves_no_fused_node(bias):
     assert split_layer_norms(model) == {"SkipLayerNormalization": 1, "BiasGelu": 1}
     ops = [node.op_type for node in model.graph.node]
     assert ops == ["MatMul", "Add", "Gelu", *(["Add"] if bias else []), "Sum", "LayerNormalization"], ops
+    # the fused node's epsilon carried over (1e-12 in place of its 1e-5 moves these outputs by less than the tolerance)
+    (epsilon,) = [a.f for a in model.graph.node[-1].attribute if a.name == "epsilon"]
+    assert epsilon == pytest.approx(1e-5)
     got, _ = run(model, x)  # LayerNormalization at opset 14: ONNX Runtime's, as the transformer optimizer writes it
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)  # the same sums, in another order
 
