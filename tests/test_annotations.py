@@ -128,8 +128,9 @@ def test_label_studio_choices_cancelled_several_annotations_and_predictions(tmp_
     cancelled = {"id": 9, "was_cancelled": True, "result": [choice("负面")], "updated_at": "2024-05-01T00:00:00Z"}
     older = {"id": 10, "result": [choice("负面")], "updated_at": "2024-01-01T00:00:00Z"}
     newer = {"id": 11, "result": [choice("正面")], "updated_at": "2024-03-01T00:00:00Z"}
-    tasks = [
-        {"id": 1, "data": {"text": "好吃"}, "annotations": [cancelled, newer, older]},
+    oldest = {"id": 13, "result": [choice("负面")], "updated_at": "2023-12-01T00:00:00Z"}
+    tasks = [  # the most recent annotation of task 1 is neither its first nor its last non-cancelled one
+        {"id": 1, "data": {"text": "好吃"}, "annotations": [cancelled, older, newer, oldest]},
         {"id": 2, "data": {"text": "难吃"}, "annotations": [cancelled], "predictions": [{"result": [choice("负面")]}]},
         {"id": 3, "data": {"text": "还没标"}, "annotations": []},
         {"id": 4, "data": {"text": "一般"}, "annotations": [{"id": 12, "result": [choice("中性")]}]},
