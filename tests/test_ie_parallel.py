@@ -37,12 +37,26 @@ def args(task: str, data: Path, out: Path, *extra) -> tuple:
 
 
 def launched(root: Path) -> None:
-    """In each launched process: every task in every layout, one after the other (the job starts once)."""
+    """In each launched process: every task in every layout, one after the other (the job starts once). Rank 0
+    writes ``{task}-tp/sharded.json``: the names of the parameters the mesh split (Shard placements) in the model
+    that trained."""
     from ernie_ft.cli import task_command
+    from ernie_ft.training.parallel import Parallel
 
+    prepare, out = Parallel.prepare, {}
+
+    def recording(self, model, *a, **k):
+        prepared = prepare(self, model, *a, **k)
+        if self.mesh is not None and self.is_main:
+            names = [n for n, p in prepared[0].named_parameters() if p.is_dist() and "Shard" in str(p.placements)]
+            (out["run"] / "sharded.json").write_text(json.dumps(names))
+        return prepared
+
+    Parallel.prepare = recording
     for task in TASKS:
         for layout, extra in LAYOUTS.items():
-            command, argv = args(task, root, root / f"{task}-{layout}", *extra)
+            out["run"] = root / f"{task}-{layout}"
+            command, argv = args(task, root, out["run"], *extra)
             assert task_command(command)(argv) == 0
 
 
@@ -107,6 +121,10 @@ def test_two_processes_train_the_weights_of_one(runs, task, layout):
 
     log = (runs / "logs" / "workerlog.0").read_text()
     assert {"dp": "2 data-parallel processes", "tp": "mesh 1 data-parallel x 2 tensor-parallel"}[layout] in log
+    if layout == "tp":  # the encoder's matrices were split (q/k/v/linear1 weights and biases, out_proj/linear2
+        # weights: 10 a layer, 2 layers), the span heads replicated: equal weights are not two whole replicas'
+        sharded = json.loads((two / "sharded.json").read_text())
+        assert len(sharded) == 20 and all(name.startswith("ernie.encoder.layers.") for name in sharded), sharded
     # every dev sentence scored once: the same counts, and scores that may differ only where rounding flips a
     # borderline span (at most one entity or triple of the 19 entities and 7 triples)
     ours, theirs = evaluations(one), evaluations(two)
