@@ -24,7 +24,8 @@ import sys
 
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_metrics
-from ernie_ft.ner.formats import check_spans, read_ner
+from ernie_ft.ner.formats import read_ner
+from ernie_ft.ner.tags import check_spans
 
 
 def build_dictionary(examples) -> dict[str, str]:

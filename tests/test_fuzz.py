@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from ernie_ft.data.readers import read_examples
 from ernie_ft.data.squad import read_qa
 from ernie_ft.errors import UserError
-from ernie_ft.ner.formats import NerExample, read_ner, write_cluener, write_conll, write_spans
+from ernie_ft.ner.formats import NerExample, read_ner
+from ernie_ft.ner.writers import write_cluener, write_conll, write_spans
 from ernie_ft.pretrain.corpus import scan
 
 FUZZ_EXAMPLES = int(os.environ.get("ERNIE_FT_FUZZ_EXAMPLES", "40"))

@@ -13,7 +13,8 @@ from conftest import DATA, saved_weights, shared
 from ernie_ft.cli import task_command
 from ernie_ft.config import DataConfig
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics
-from ernie_ft.ner.formats import NerExample, parse_tag, read_ner, spans_to_tags, tags_to_spans
+from ernie_ft.ner.formats import NerExample, read_ner
+from ernie_ft.ner.tags import parse_tag, spans_to_tags, tags_to_spans
 from ernie_ft.ner.task import NER
 
 main = task_command("ner")

@@ -7,17 +7,9 @@ import pytest
 from conftest import DATA
 
 from ernie_ft.errors import UserError
-from ernie_ft.ner.formats import (
-    NerExample,
-    detect_format,
-    parse_tag,
-    read_ner,
-    spans_to_tags,
-    tags_to_spans,
-    write_cluener,
-    write_conll,
-    write_spans,
-)
+from ernie_ft.ner.formats import NerExample, detect_format, read_ner
+from ernie_ft.ner.tags import parse_tag, spans_to_tags, tags_to_spans
+from ernie_ft.ner.writers import write_cluener, write_conll, write_spans
 
 BIO, BIOES = DATA / "ner_test_bio.conll", DATA / "ner_test_bioes.conll"
 CLUENER, SPANS = DATA / "ner_train.jsonl", DATA / "ner_dev.jsonl"

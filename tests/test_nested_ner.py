@@ -372,7 +372,7 @@ def test_hf_export_of_a_nested_model_is_one_error_line(tmp_path, capsys):
 
 def test_cmeee_as_cblue_ships_it_reads_whole_with_its_nesting():
     """The real CMeEE-V2 train split: every record read, nesting kept; a flat reader would drop 3,580 entities."""
-    from ernie_ft.ner.formats import check_spans
+    from ernie_ft.ner.tags import check_spans
 
     path = str(shared("cmeee-v2", "train.json"))
     examples = NER(nested=True).read(path, DataConfig(), "--train")

@@ -1,15 +1,14 @@
-"""NER files in and out: CoNLL (BIO, BIOES/BMES, IO), CLUENER JSONL and span JSONL; doccano JSONL and Label
-Studio JSON exports in (``data.annotations``).
+"""NER files in: CoNLL (BIO, BIOES/BMES, IO), CLUENER JSONL, span JSONL and CMeEE; doccano JSONL and Label
+Studio JSON exports (``data.annotations``). ``ner.writers`` writes the first three back.
 
 Every format becomes the same internal example: the text and its entities as character spans
-``(start, end_exclusive, type)``. Tag schemes are converted at the edge, in ``tags_to_spans`` and
-``spans_to_tags``; the model itself is trained on BIO tags derived from the spans.
+``(start, end_exclusive, type)``. Tag schemes are converted at the edge, in ``ner.tags`` (``tags_to_spans`` and
+``spans_to_tags``); the model itself is trained on BIO tags derived from the spans.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -17,13 +16,9 @@ from typing import Optional
 from ernie_ft.data import annotations
 from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
+from ernie_ft.ner.tags import PREFIXES, TAG, check_spans, detect_scheme, parse_tag, tags_to_spans
 
 FORMATS = ("auto", "conll", "cluener", "spans", "text", "doccano", "label-studio", "cmeee")
-SCHEMES = ("bio", "bioes", "bmes", "io")
-OVERLAPPING = ("error", "keep-longest")
-# BILOU's L/U are BIOES's E/S; BMES's M is an inside tag.
-_PREFIXES = {"B": "B", "I": "I", "M": "I", "E": "E", "L": "E", "S": "S", "U": "S"}
-_TAG = re.compile(r"^(?:O|[BIMELSUbimelsu][-_]\S+)$")
 
 
 @dataclass(frozen=True)
@@ -38,110 +33,6 @@ class NerExample:
     relations: tuple = ()  # ((start, end, type) head, (start, end, type) tail, relation) from doccano/Label Studio
 
 
-def parse_tag(tag: str, where: str) -> tuple[str, Optional[str]]:
-    """('O', None) or (prefix in B/I/E/S, type) for a tag such as B-PER, M-LOC, U_ORG or O."""
-    if tag == "O":
-        return "O", None
-    if not _TAG.match(tag):
-        raise UserError(
-            f"{where}: tag {tag!r} is not O or PREFIX-TYPE with a prefix from B, I, E, S, M, L, U "
-            "(e.g. B-PER); check the separator between the token and its tag"
-        )
-    return _PREFIXES[tag[0].upper()], tag[2:]
-
-
-def detect_scheme(prefixes: set, raw: set = frozenset()) -> str:
-    """The tag scheme a file uses, from the prefixes it contains (raw: the prefixes as written)."""
-    if "M" in raw:
-        return "bmes"
-    if prefixes & {"E", "S"}:
-        return "bioes"
-    return "bio" if "B" in prefixes or not prefixes else "io"
-
-
-def tags_to_spans(tags: list, scheme: str = "bio") -> tuple[list, list]:
-    """Entity spans (start, end_exclusive, type) over positions, and the positions that broke the scheme.
-
-    ``tags`` are (prefix, type) pairs from ``parse_tag``. Repair rule, the one conlleval uses:
-    an I-/E- tag that does not continue an entity of its type starts a new entity there; under
-    BIOES/BMES an entity left open (B- or I- not followed by I-/E- of its type) ends at its last
-    tag. IO has no B, so I- after O or another type is how every entity starts, not an error.
-    """
-    closed_schemes = scheme in ("bioes", "bmes")
-    spans, invalid, start, kind = [], [], None, None
-
-    def close(end: int, proper: bool) -> None:
-        nonlocal start, kind
-        if start is not None:
-            spans.append((start, end, kind))
-            if closed_schemes and not proper:
-                invalid.append(end - 1)
-        start, kind = None, None
-
-    for i, (prefix, type_) in enumerate(tags):
-        if prefix in ("I", "E") and (start is None or kind != type_):
-            if scheme != "io":
-                invalid.append(i)
-            close(i, False)
-            start, kind = i, type_
-        elif prefix in ("B", "S", "O"):
-            close(i, False)
-            if prefix != "O":
-                start, kind = i, type_
-        if prefix in ("E", "S"):
-            close(i + 1, True)
-    close(len(tags), False)
-    return spans, sorted(set(invalid))
-
-
-def spans_to_tags(n: int, spans, scheme: str = "bio") -> list[str]:
-    """Tags for ``n`` positions from non-overlapping (start, end_exclusive, type) spans."""
-    tags = ["O"] * n
-    inside = "M" if scheme == "bmes" else "I"
-    for start, end, type_ in spans:
-        if scheme == "io":
-            tags[start:end] = [f"I-{type_}"] * (end - start)
-        elif scheme == "bio":
-            tags[start:end] = [f"B-{type_}"] + [f"I-{type_}"] * (end - start - 1)
-        elif end - start == 1:
-            tags[start] = f"S-{type_}"
-        else:
-            tags[start:end] = [f"B-{type_}"] + [f"{inside}-{type_}"] * (end - start - 2) + [f"E-{type_}"]
-    return tags
-
-
-def check_spans(spans: list, text: str, where: str, overlapping: str = "error") -> tuple[tuple, list]:
-    """Sorted, de-duplicated spans; out-of-range spans are errors, overlaps too unless 'keep-longest'.
-
-    Returns (spans, dropped): with keep-longest the shorter of two overlapping entities is dropped; with 'nested'
-    (``ner --nested``) overlapping and nested entities, and one span with two types, are all kept.
-    """
-    for start, end, type_ in spans:
-        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
-            raise UserError(
-                f"{where}: entity {type_!r} covering characters {start} to {end - 1} is empty or "
-                f"outside the text ({len(text)} characters, numbered from 0); fix its offsets"
-            )
-    if overlapping == "nested":
-        return tuple(sorted(set(spans))), []
-    kept, dropped = [], []
-    for span in sorted(set(spans), key=lambda s: (s[0] - s[1], s[0], s[2])):  # longest first
-        clash = next((k for k in kept if k[0] < span[1] and span[0] < k[1]), None)
-        if clash is None:
-            kept.append(span)
-            continue
-        if overlapping != "keep-longest":
-            a, b = sorted([clash, span])
-            raise UserError(
-                f"{where}: entity {text[b[0] : b[1]]!r} [{b[0]}, {b[1]}) {b[2]} overlaps "
-                f"{text[a[0] : a[1]]!r} [{a[0]}, {a[1]}) {a[2]}; a tagger labels each character once. "
-                "Fix the file, pass --overlapping keep-longest to keep the longer entity, or train with ner --nested "
-                "(a span model that keeps nested and overlapping entities)"
-            )
-        dropped.append(span)
-    return tuple(sorted(kept)), dropped
-
-
 def detect_format(lines: list[str]) -> str:
     """'cluener', 'spans', 'conll' or 'text' (one unlabelled text per line) from a file's content."""
     first = next(line for line in lines if line.strip())
@@ -152,7 +43,7 @@ def detect_format(lines: list[str]) -> str:
             record = {}
         return "spans" if isinstance(record, dict) and "entities" in record else "cluener"
     body = [line for line in lines[:2000] if line.strip() and not line.startswith("-DOCSTART-")]
-    tagged = sum(len(line.split()) >= 2 and bool(_TAG.match(line.split()[-1])) for line in body)
+    tagged = sum(len(line.split()) >= 2 and bool(TAG.match(line.split()[-1])) for line in body)
     return "conll" if tagged * 2 >= len(body) else "text"  # a few bad lines: CoNLL, so the error names them
 
 
@@ -366,7 +257,7 @@ def _read_conll(where: str, path: str, lines: list[str], labelled: bool, overlap
     if current:
         sentences.append(current)
     raw = {tag[0].upper() for sentence in sentences for *_, tag in sentence if tag != "O"}
-    scheme = detect_scheme({_PREFIXES[p] for p in raw}, raw)
+    scheme = detect_scheme({PREFIXES[p] for p in raw}, raw)
     char_level = all(len(token) == 1 for sentence in sentences for _, token, *_ in sentence)
     examples, repaired, dropped = [], [], []
     for sentence in sentences:
@@ -407,53 +298,6 @@ def _note_dropped(where: str, dropped: list) -> None:
             f"one ({shown})",
             file=sys.stderr,
         )
-
-
-def write_conll(examples: list[NerExample], scheme: str = "bio", sep: str = "\t") -> str:
-    """CoNLL text: one token and its tag per line, a blank line after each sentence.
-
-    Tokens are the example's own CoNLL tokens when it came from such a file, else its characters
-    (whitespace skipped). Entities must start and end on token boundaries.
-    """
-    out = []
-    for e in examples:
-        tokens = e.tokens or tuple((i, i + 1) for i, c in enumerate(e.text) if not c.isspace())
-        index = {start: i for i, (start, _) in enumerate(tokens)}
-        ends = {end: i for i, (_, end) in enumerate(tokens)}
-        spans = []
-        for start, end, type_ in e.entities:
-            if start not in index or end not in ends:
-                raise ValueError(f"{e.source}:{e.line}: entity [{start}, {end}) does not fall on token boundaries")
-            spans.append((index[start], ends[end] + 1, type_))
-        tags = spans_to_tags(len(tokens), spans, scheme)
-        out += [f"{e.text[s:t]}{sep}{tag}" for (s, t), tag in zip(tokens, tags)] + [""]
-    return "\n".join(out) + ("\n" if out else "")
-
-
-def write_cluener(examples: list[NerExample]) -> str:
-    """CLUENER JSONL: {"text", "label": {type: {entity: [[start, end_inclusive], ...]}}} per line."""
-    lines = []
-    for e in examples:
-        label: dict = {}
-        for start, end, type_ in e.entities:
-            label.setdefault(type_, {}).setdefault(e.text[start:end], []).append([start, end - 1])
-        lines.append(json.dumps({"text": e.text, "label": label}, ensure_ascii=False))
-    return "\n".join(lines) + "\n"
-
-
-def write_spans(examples: list[NerExample]) -> str:
-    """Span JSONL: {"text", "entities": [{"start", "end" (exclusive), "type", "text"}]} per line."""
-    return "".join(
-        json.dumps(
-            {
-                "text": e.text,
-                "entities": [{"start": s, "end": t, "type": k, "text": e.text[s:t]} for s, t, k in e.entities],
-            },
-            ensure_ascii=False,
-        )
-        + "\n"
-        for e in examples
-    )
 
 
 def check_choice(value: str, choices, flag: str) -> None:

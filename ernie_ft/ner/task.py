@@ -19,15 +19,8 @@ import numpy as np
 from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
-from ernie_ft.ner.formats import (
-    FORMATS,
-    OVERLAPPING,
-    check_choice,
-    parse_tag,
-    read_ner,
-    read_ner_records,
-    tags_to_spans,
-)
+from ernie_ft.ner.formats import FORMATS, check_choice, read_ner, read_ner_records
+from ernie_ft.ner.tags import OVERLAPPING, parse_tag, tags_to_spans
 from ernie_ft.task import TaskHooks, check_known_labels, resolve_task, split_dev
 
 _CONTINUATION: dict = {}
