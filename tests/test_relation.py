@@ -182,6 +182,65 @@ def test_decode_needs_both_pointers_and_keeps_to_the_schema():
     assert decoding.decode([both], features, 1, LABELS, {"出生地": {("人物", "地点")}})[0][1] == {}
 
 
+def test_packed_rows_add_each_bias_on_its_side():
+    """The packed layout by hand (L = 3, C = 1): a subject at token 1, an object at token 2; the head-head score of
+    (1, 2) is shared(1, 2) + end bias of token 2 + start bias of token 1 (1.75). The biases on the other sides
+    (end of token 1, start of token 2) are -5: taken there the cell would score -4.5 and no triple be found."""
+    length = 3
+    x = np.full((1, length, 4 * length + 4), -9.0, dtype="float32")
+    x[0, 1, 1], x[0, 2, length + 2] = 2.0, 3.0  # entity (subject, 1, 1) and (object, 2, 2): row i, column j
+    for kind in (0, 1):  # head-head, then tail-tail: shared scores, then (end, start) per token
+        x[0, 1, (2 + kind) * length + 2] = 0.5
+        bias = 4 * length + 2 * kind
+        x[0, :, bias : bias + 2] = [[0, 0], [-5.0, 0.25], [1.0, -5.0]]
+    [rows] = decoding.packed_rows(x)
+    assert rows.tolist() == [[0, 1, 1, 2.0], [1, 2, 2, 3.0], [2, 1, 2, 1.75], [3, 1, 2, 1.75]]
+    [(_, triples)] = decoding.decode([rows], one_window("红楼梦"), 1, LABELS[:1])
+    assert triples == {((0, 1), 0, (1, 2)): pytest.approx(1 / (1 + np.exp(-1.75)))}
+
+
+def test_packed_output_decodes_as_the_dense_scores(tmp_path):
+    """A tiny random model's packed output decodes to the triples and scores of its dense scores (the previous
+    output) at several thresholds, a tuning floor below them, over two windows of a text and a padded one."""
+    import paddle
+
+    from ernie_ft.config import ModelConfig
+    from ernie_ft.models import modeling
+    from ernie_ft.text.pipeline import TextPipeline
+    from ernie_ft.text.scratch import build_vocab, write_vocab
+
+    vocab = str(tmp_path / "vocab.txt")
+    write_vocab(build_vocab(["红楼梦作者曹雪芹周杰伦演唱了七里香"]), vocab)
+    labels = [f"p{c}" for c in range(4)]
+    pipeline = TextPipeline(vocab)
+    paddle.seed(3)
+    model = modeling.build_model(ModelConfig(model="scratch:1x32"), "pointer", 4, pipeline, Relation.model_class)
+    model.eval()
+    ids = np.random.default_rng(1).integers(5, 20, size=(3, 12))
+    ids[2, 10:] = pipeline.pad_id  # the third window is 8 tokens, [CLS] and [SEP]
+    chars = [[(i, i + 1) for i in range(15)], [(i, i + 1) for i in range(8)]]
+    features = [
+        {"doc": 0, "_window": (0, 10), "_offsets": chars[0]},
+        {"doc": 0, "_window": (5, 15), "_offsets": chars[0]},
+        {"doc": 1, "_window": (0, 8), "_offsets": chars[1]},
+    ]
+    with paddle.no_grad():
+        ids = paddle.to_tensor(ids)
+        hidden, mask = model.ernie(ids)[0], ids != pipeline.pad_id
+        dense, packed = model.dense(hidden, mask).numpy(), model(ids).numpy()
+    assert packed.shape == (3, 12, 4 * 12 + 4 * 4)
+    counts = []
+    for floor, threshold in ((0.0, 0.0), (-0.01, 0.0), (0.01, 0.01), (0.015, 0.015)):  # the scores are near 0
+        expected = decoding.decode(decoding.sparse_rows(dense, floor), features, 2, labels, threshold=threshold)
+        found = decoding.decode(decoding.packed_rows(packed, floor), features, 2, labels, threshold=threshold)
+        for (entities, triples), (want_entities, want_triples) in zip(found, expected):
+            assert entities == pytest.approx(want_entities, rel=1e-6, abs=1e-7)
+            assert triples == pytest.approx(want_triples, rel=1e-6, abs=1e-7)
+        counts.append(sum(len(t) for _, t in found))
+        assert any(s[0] >= 10 or o[0] >= 10 for s, _, o in found[0][1]) == (counts[-1] > 0)
+    assert all(counts) and counts[-1] < counts[0], counts  # several triples, fewer at a higher threshold
+
+
 def test_the_pointers_loss_is_taken_on_pairs_of_gold_entities(tmp_path):
     """The pointers are trained on the cells decoding reads (pairs of gold entities): the training output holds the
     scores the full output gives those cells, and the loss is the multi-label cross-entropy (summed over heads) of
@@ -215,7 +274,8 @@ def test_the_pointers_loss_is_taken_on_pairs_of_gold_entities(tmp_path):
     )
     model.eval()
     ids = paddle.to_tensor(np.random.default_rng(0).integers(5, 12, size=(2, length)))
-    dense = model(ids).numpy()
+    hidden = model.ernie(ids)[0]
+    dense = model.dense(hidden, ids != model.config.pad_token_id).numpy()
     out = model(ids, pair_index=paddle.to_tensor(batch["pair_index"]))
     loss = float(Relation().loss(out, {k: paddle.to_tensor(v) for k, v in batch.items()}))
 
@@ -301,7 +361,33 @@ def train_args(train, out, *extra):
     ]  # fmt: skip
 
 
-def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, capsys):
+def dense_forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, **kwargs):
+    """The previous version's inference forward: the dense scores [B, 2 + 2C, L, L] as one output."""
+    hidden = self.ernie(
+        input_ids, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask
+    )[0]
+    return self.dense(self.dropout(hidden), input_ids != self.config.pad_token_id)
+
+
+def previous_export_answers(model_dir, texts: str, tmp_path, monkeypatch) -> list[dict]:
+    """``predict``'s records from a Paddle Inference export made as the previous version made it (its one output
+    the dense scores, checked)."""
+    import paddle
+
+    from ernie_ft.inference.static_graph import InferenceModel
+    from ernie_ft.relation.model import ErnieForRelationExtraction
+
+    exported, out = tmp_path / "export-previous", tmp_path / "pred-previous.jsonl"
+    with monkeypatch.context() as patch:
+        patch.setattr(ErnieForRelationExtraction, "forward", dense_forward)
+        assert cli(["export", "--model", str(model_dir), "--output", str(exported)]) == 0
+    ids = paddle.to_tensor(np.full((1, 5), 7, dtype="int64"))
+    assert InferenceModel(str(exported))(ids, paddle.zeros_like(ids)).ndim == 4
+    assert cli(["predict", "--model", str(exported), "--input", texts, "--output", str(out)]) == 0
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, capsys, monkeypatch):
     train = write(tmp_path / "train.jsonl", duie())
     assert relation(train_args(train, tmp_path / "full")) == 0
     metrics = json.loads((tmp_path / "full" / "metrics.json").read_text(encoding="utf-8"))["dev"]
@@ -341,7 +427,9 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
             for x in records
         ]
 
-    for engine, answers in exported_predictions(tmp_path / "full", texts, tmp_path).items():
+    exported = exported_predictions(tmp_path / "full", texts, tmp_path)
+    exported["previous"] = previous_export_answers(tmp_path / "full", texts, tmp_path, monkeypatch)  # still runs
+    for engine, answers in exported.items():
         assert triples(answers) == triples(records), engine
         scores = [
             (r["score"], s["score"]) for x, y in zip(records, answers) for r, s in zip(x["relations"], y["relations"])

@@ -119,9 +119,13 @@ class EfficientGlobalPointer(GlobalPointer):
             q, k = rotary(q.unsqueeze(2), positions).squeeze(2), rotary(k.unsqueeze(2), positions).squeeze(2)
         return q, k, (self.dense2(x) / 2).reshape([0, 0, self.heads, 2])
 
+    def products(self, q, k):
+        """The heads' shared score of every span, ``q_i . k_j / sqrt(head_size)``: [B, L, L]."""
+        return paddle.matmul(q, k, transpose_y=True) / math.sqrt(self.head_size)
+
     def forward(self, hidden, mask):
         q, k, bias = self.parts(hidden)
-        logits = paddle.matmul(q, k, transpose_y=True).unsqueeze(1) / math.sqrt(self.head_size)  # [B, 1, L, L]
+        logits = self.products(q, k).unsqueeze(1)  # [B, 1, L, L]
         bias = bias.transpose([0, 2, 3, 1])  # [B, heads, 2, L]
         logits = logits + bias[:, :, 0].unsqueeze(2) + bias[:, :, 1].unsqueeze(3)
         return span_mask(logits, mask, self.tril_mask)

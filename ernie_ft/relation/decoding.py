@@ -28,6 +28,39 @@ def sparse_rows(logits: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
     return rows
 
 
+def packed_rows(packed: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
+    """``sparse_rows`` of the model's packed output [B, L, 4L + 4C] (``relation.model``): per batch row the entity
+    cells above ``floor``, and the pointer cells above it that ``decode_window`` can read, those of (subject,
+    object) pairs among those entities: head-head cells at their first tokens, tail-tail cells at their last.
+    Each pointer score is summed here as the dense scores sum it, (shared + end bias) + start bias in float32, for
+    these pairs alone; rows are sorted as ``sparse_rows`` sorts them (head, i, j)."""
+    length = packed.shape[1]
+    classes = (packed.shape[2] - 4 * length) // 4
+    rows = []
+    for x in packed:
+        entities = x[:, : 2 * length].reshape(length, 2, length)  # [i, role, j]
+        found = np.argwhere(entities > floor)  # (i, role, j)
+        parts = [np.column_stack([found[:, [1, 0, 2]], entities[tuple(found.T)]])]
+        subjects, objects = found[found[:, 1] == 0], found[found[:, 1] == 1]
+        for kind, token in ((0, 0), (1, 2)):  # head-head: first tokens (i); tail-tail: last tokens (j)
+            s, o = np.unique(subjects[:, token]), np.unique(objects[:, token])
+            shared = x[:, (2 + kind) * length : (3 + kind) * length]
+            start = 4 * length + 2 * classes * kind
+            bias = x[:, start : start + 2 * classes].reshape(length, classes, 2)  # (end, start) per class
+            scores = (shared[np.ix_(s, o)][:, :, None] + bias[o, :, 0][None]) + bias[s, :, 1][:, None]  # [S, O, C]
+            a, b, c = np.nonzero(scores > floor)
+            parts.append(np.column_stack([2 + kind * classes + c, s[a], o[b], scores[a, b, c]]))
+        cells = np.concatenate(parts).astype("float32")
+        rows.append(cells[np.lexsort(cells[:, 2::-1].T)])
+    return rows
+
+
+def summary_rows(outputs: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
+    """The cells above ``floor`` of a batch's outputs: packed [B, L, 4L + 4C] (``packed_rows``) or, from an export
+    of the previous version, dense [B, 2 + 2C, L, L] (``sparse_rows``)."""
+    return sparse_rows(outputs, floor) if outputs.ndim == 4 else packed_rows(outputs, floor)
+
+
 def _sigmoid(x: float) -> float:
     return float(1 / (1 + np.exp(-x)))
 

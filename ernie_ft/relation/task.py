@@ -250,7 +250,7 @@ class Relation(TaskHooks):
 
     def summarize(self, outputs, batch):
         floor = min(TUNED_THRESHOLDS[-1], self.threshold) if self.tuning else self.threshold
-        return decoding.sparse_rows(outputs.astype("float32").numpy(), floor)
+        return decoding.summary_rows(outputs.astype("float32").numpy(), floor)
 
     def decode(self, rows, features, examples, labels, threshold=None):
         threshold = self.threshold if threshold is None else threshold
