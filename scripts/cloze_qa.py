@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from ernie_ft.data.readers import read_text_file
+from ernie_ft.data.sources import read_text_file
 from ernie_ft.errors import UserError
 
 SENTENCE_END = re.compile(r"(?<=[。！？；])")

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ernie_ft.config import DataConfig
-from ernie_ft.data.readers import read_examples, read_records
+from ernie_ft.data.readers import read_examples
+from ernie_ft.data.sources import read_records
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import read_ner
 from ernie_ft.task import load_task, split_dev

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from ernie_ft.data.readers import Example, read_examples, read_records, read_text_file
+from ernie_ft.data.readers import Example, read_examples
+from ernie_ft.data.sources import read_records, read_text_file
 from ernie_ft.errors import UserError
 
 

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ernie_ft.data.readers import read_records
+from ernie_ft.data.sources import read_records
 from ernie_ft.errors import UserError
 
 TRUE, FALSE = ("1", "1.0", "true"), ("0", "0.0", "false", "")

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> None:
 
 def read_corpus(paths: list[str], text_column: str | None = None) -> list[str]:
     """Every text of the corpus files: .txt lines, or the text (and text-pair) columns of TSV/CSV/JSONL."""
-    from ernie_ft.data.readers import PAIR_COLUMNS, TEXT_COLUMNS, read_records
+    from ernie_ft.data.readers import PAIR_COLUMNS, TEXT_COLUMNS
+    from ernie_ft.data.sources import read_records
 
     texts = []
     for path in paths:

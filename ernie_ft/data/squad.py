@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
+from ernie_ft.data.sources import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 
 

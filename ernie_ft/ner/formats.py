@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ernie_ft.data import annotations
-from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
+from ernie_ft.data.sources import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 from ernie_ft.ner.tags import PREFIXES, TAG, check_spans, detect_scheme, parse_tag, tags_to_spans
 

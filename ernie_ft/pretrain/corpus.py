@@ -15,7 +15,8 @@ from typing import Optional
 
 import numpy as np
 
-from ernie_ft.data.readers import PAIR_COLUMNS, TEXT_COLUMNS, default_column, encoding_message, read_records
+from ernie_ft.data.readers import PAIR_COLUMNS, TEXT_COLUMNS, default_column
+from ernie_ft.data.sources import encoding_message, read_records
 from ernie_ft.errors import UserError
 
 PACK_VERSION = 2

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ernie_ft.data import annotations
-from ernie_ft.data.readers import Location, check_records, parse_jsonl, read_text_file
+from ernie_ft.data.sources import Location, check_records, parse_jsonl, read_text_file
 from ernie_ft.errors import UserError
 
 RECORD = '{"text": "...", "spo_list": [{"subject": "...", "predicate": "...", "object": {"@value": "..."}}]}'
