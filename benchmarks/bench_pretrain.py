@@ -130,7 +130,7 @@ def in_process(npz: str, shape: str, threads: int, warmup: int, masked_only: boo
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieConfig, ErnieForMaskedLM
 
-    from ernie_ft.models import kernels
+    from ernie_ft.models.fast_layers import enable_fast_kernels
     from ernie_ft.training import runtime
 
     runtime.set_threads(threads)
@@ -150,7 +150,7 @@ def in_process(npz: str, shape: str, threads: int, warmup: int, masked_only: boo
         )
     )
     if fused:
-        kernels.enable_fast_kernels(model)
+        enable_fast_kernels(model)
     model.train()
     opt = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters(), weight_decay=0.01)
     data = np.load(npz)

@@ -35,7 +35,8 @@ def main() -> None:
     import paddle.nn.functional as F
 
     from ernie_ft.config import ModelConfig
-    from ernie_ft.models import kernels, modeling
+    from ernie_ft.models import modeling
+    from ernie_ft.models.fast_layers import enable_fast_kernels
     from ernie_ft.relation.task import Relation, training_targets
     from ernie_ft.text.pipeline import TextPipeline
     from ernie_ft.text.scratch import build_vocab, write_vocab
@@ -55,7 +56,7 @@ def main() -> None:
     timings = {"relation": [], "classify": []}
     models = {}
     for name, net in (("relation", relation), ("classify", classifier)):
-        kernels.enable_fast_kernels(net)
+        enable_fast_kernels(net)
         net.train()
         models[name] = (net, paddle.optimizer.AdamW(learning_rate=1e-4, parameters=net.parameters()))
     heads, task = 2 + 2 * args.classes, Relation()

@@ -50,7 +50,7 @@ def main() -> None:
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-    from ernie_ft.models import kernels
+    from ernie_ft.models.fast_layers import enable_fast_kernels
     from ernie_ft.training import runtime
 
     sys.argv = [
@@ -85,7 +85,7 @@ def main() -> None:
         )
     )
     if not args.no_kernels:
-        kernels.enable_fast_kernels(model)
+        enable_fast_kernels(model)
     model.train()
     optimizer = paddle.optimizer.AdamW(1e-4, parameters=model.parameters(), weight_decay=0.01)
     batches = [{k: paddle.to_tensor(v) for k, v in b.items()} for b in common.make_batches(bench)]

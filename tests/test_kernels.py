@@ -11,17 +11,8 @@ import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from ernie_ft.models import kernels
-from ernie_ft.models.kernels import (
-    SWAPS,
-    FastAttention,
-    FastLayerNorm,
-    FastLinear,
-    add_dropout_layernorm,
-    dropout,
-    enable_fast_kernels,
-    gelu_dropout,
-    softmax_dropout,
-)
+from ernie_ft.models.fast_layers import SWAPS, FastAttention, FastLayerNorm, FastLinear, enable_fast_kernels
+from ernie_ft.models.kernels import add_dropout_layernorm, dropout, gelu_dropout, softmax_dropout
 
 
 @pytest.fixture(params=["c", "paddle"])

@@ -116,11 +116,11 @@ def soft_labels(directory: str, examples: list, cache_dir: str | None, batch_siz
     The model runs on the current Paddle device, with the math threads already set, in dygraph."""
     from ernie_ft.data.windows import pool_windows
     from ernie_ft.inference.predict import inference_data
-    from ernie_ft.models import kernels
+    from ernie_ft.models.fast_layers import enable_fast_kernels
     from ernie_ft.models.modeling import compute_logits
 
     loaded = checkpoint.load_model(teacher_model(directory))
-    kernels.enable_fast_kernels(loaded.model)
+    enable_fast_kernels(loaded.model)
     data = inference_data(loaded.run["data"], {}, loaded.task)
     if getattr(loaded.task, "sets", False):  # label sets: an unlabelled text (None) reads as the empty set
         from ernie_ft.distill.labelsets import filled

@@ -210,11 +210,11 @@ class Transfer:
 def load_teacher(directory: str):
     """The teacher's model from its checkpoint, for evaluation on the current device (fused CPU kernels)."""
     from ernie_ft.distill.teacher import teacher_model
-    from ernie_ft.models import kernels
+    from ernie_ft.models.fast_layers import enable_fast_kernels
     from ernie_ft.training import checkpoint
 
     model = checkpoint.load_model(teacher_model(directory)).model
-    kernels.enable_fast_kernels(model)
+    enable_fast_kernels(model)
     model.eval()
     return model
 

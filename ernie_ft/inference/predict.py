@@ -13,7 +13,7 @@ from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
 from ernie_ft.inference import ENGINES, PRECISION, runtime_and_precision
-from ernie_ft.models import kernels
+from ernie_ft.models.fast_layers import enable_fast_kernels
 from ernie_ft.models.model_dir import ModelDir
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import task_options, unused_data_settings
@@ -106,7 +106,7 @@ def load_for_inference(
 
         loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"), source=source)
     else:
-        kernels.enable_fast_kernels(loaded.model)
+        enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
 
 

@@ -91,11 +91,11 @@ class Parallel:
         keeps Paddle's, which propagate placements); ``recompute`` recomputes each encoder layer
         in the backward pass; ``precision`` may keep O2 weights in low precision.
         """
-        from ernie_ft.models import kernels
+        from ernie_ft.models.fast_layers import enable_fast_kernels
         from ernie_ft.training.runtime import enable_recompute
 
         if self.mesh is None:
-            kernels.enable_fast_kernels(model)
+            enable_fast_kernels(model)
         if recompute:
             enable_recompute(model)
         if self.mesh is not None:

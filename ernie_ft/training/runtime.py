@@ -178,7 +178,7 @@ def _recomputed(cls: type) -> type:
 def enable_recompute(model) -> int:
     """Recompute every transformer encoder layer's activations in the backward pass.
 
-    Each layer's class (Paddle's, or ``kernels.FastEncoderLayer``) is swapped for a subclass, so
+    Each layer's class (Paddle's, or ``fast_layers.FastEncoderLayer``) is swapped for a subclass, so
     parameter names and checkpoints are unchanged. Returns the number of layers switched.
     """
     layers = [

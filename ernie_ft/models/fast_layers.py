@@ -1,0 +1,217 @@
+"""The CPU layers swapped into a model by class, keeping its parameters and their names (``enable_fast_kernels``):
+Dropout, MultiHeadAttention, LayerNorm and TransformerEncoderLayer on the fused kernels of ``kernels``, and two
+rewrites with plain matmuls:
+
+* the attention mask is added by a broadcasting kernel that costs more than the query-key
+  matmul: the mask goes inside that matmul (each query gets a component 1, each key its mask
+  value), and the gradient is two plain matmuls;
+* Linear's bias is added by a broadcast add after the matmul (a quarter of the matmul's time
+  on medium's FFN): ``addmm`` adds it inside the GEMM; its gradient, a slow column reduction,
+  is a matmul with a row of ones.
+
+Each replacement computes the same function (``tests/test_kernels.py`` compares outputs, losses and gradients with the
+unswapped model).
+"""
+
+from __future__ import annotations
+
+import paddle
+import paddle.nn.functional as F
+from paddle.autograd import PyLayer
+from paddle.nn.layer.transformer import _convert_attention_mask
+
+from ernie_ft.models.kernels import (
+    CLayerNorm,
+    DropoutMask,
+    add_dropout_layernorm,
+    c_add_dropout_layernorm,
+    dense,
+    dropout,
+    gelu_dropout,
+    library,
+    needs_grad,
+    softmax_dropout,
+    usable,
+)
+
+
+def _column_sums(x2d):
+    """Sum over the rows of a [rows, columns] tensor, as a matmul (Paddle's reduction is slower)."""
+    return paddle.matmul(paddle.ones([1, x2d.shape[0]], x2d.dtype), x2d).reshape([x2d.shape[1]])
+
+
+def _affine(x, weight, bias):
+    """x @ weight + bias with the bias added inside the GEMM (addmm): the separate broadcast add
+    cost a quarter of a [3584, 768] x [768, 3072] matmul."""
+    out = paddle.addmm(bias, x.reshape([-1, x.shape[-1]]), weight)
+    return out.reshape(list(x.shape[:-1]) + [weight.shape[1]])
+
+
+class _Linear(PyLayer):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        return _affine(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensor()
+        dy2d = dy.reshape([-1, weight.shape[1]])
+        dx = paddle.matmul(dy, weight, transpose_y=True)
+        dweight = paddle.matmul(x.reshape([-1, weight.shape[0]]), dy2d, transpose_x=True)
+        return dx, dweight, _column_sums(dy2d)
+
+
+class FastLinear(paddle.nn.Linear):
+    def forward(self, x):
+        if self.bias is None or not paddle.in_dynamic_mode():
+            return super().forward(x)
+        affine = _Linear.apply if needs_grad(x, self.weight, self.bias) else _affine
+        return affine(x, self.weight, self.bias)
+
+
+def _row_means(x2d):
+    """Mean over the columns of a [rows, columns] tensor, as a [rows, 1] matmul."""
+    return paddle.matmul(x2d, paddle.full([x2d.shape[1], 1], 1.0 / x2d.shape[1], x2d.dtype))
+
+
+class _MatmulLayerNorm(PyLayer):
+    """Without the C kernels: Paddle's forward, and a gradient written with matmuls for the row
+    means and column sums (Paddle's gradient kernel takes 40 times its forward)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, epsilon):
+        ctx.save_for_backward(x, weight)
+        ctx.epsilon = epsilon
+        return F.layer_norm(x, x.shape[-1], weight, bias, epsilon)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensor()
+        x2d = x.reshape([-1, x.shape[-1]])
+        dy2d = dy.reshape(x2d.shape)
+        centred = x2d - _row_means(x2d)
+        inv_std = paddle.rsqrt(_row_means(centred * centred) + ctx.epsilon)
+        normed = centred * inv_std
+        dnormed = dy2d * weight
+        dx = (dnormed - _row_means(dnormed) - normed * _row_means(dnormed * normed)) * inv_std
+        return dx.reshape(x.shape), _column_sums(dy2d * normed), _column_sums(dy2d)
+
+
+class FastLayerNorm(paddle.nn.LayerNorm):
+    def forward(self, x):
+        if len(self._normalized_shape) != 1 or self.weight is None or self.bias is None or not paddle.in_dynamic_mode():
+            return super().forward(x)
+        grad = needs_grad(x, self.weight, self.bias)
+        if usable(x, self.weight, self.bias):
+            if grad:
+                return CLayerNorm.apply(x, self.weight, self.bias, self._epsilon)
+            return c_add_dropout_layernorm(None, x, self.weight, self.bias, self._epsilon, DropoutMask(0.0, False))[1]
+        return _MatmulLayerNorm.apply(x, self.weight, self.bias, self._epsilon) if grad else super().forward(x)
+
+
+def _masked_scores(q, k, mask):
+    """q k^T + mask for q, k [batch, heads, length, dim] and a key mask [batch, 1, 1, length]."""
+    ones = paddle.full_like(q[:, :, :, :1], 1.0)
+    keys = mask.transpose([0, 1, 3, 2]).expand([-1, q.shape[1], -1, -1])  # [batch, heads, length, 1]
+    return paddle.matmul(paddle.concat([q, ones], axis=-1), paddle.concat([k, keys], axis=-1), transpose_y=True)
+
+
+class _MaskedScores(PyLayer):
+    """``_masked_scores`` with the gradient of q k^T (the concat's gradient is a slow strided split)."""
+
+    @staticmethod
+    def forward(ctx, q, k, mask):
+        ctx.save_for_backward(q, k)
+        return _masked_scores(q, k, mask)
+
+    @staticmethod
+    def backward(ctx, dscores):
+        q, k = ctx.saved_tensor()
+        return paddle.matmul(dscores, k), paddle.matmul(dscores, q, transpose_x=True), None
+
+
+class FastDropout(paddle.nn.Dropout):
+    def forward(self, x):
+        if self.mode != "upscale_in_train" or self.axis is not None:
+            return super().forward(x)
+        return dropout(x, self.p, self.training)
+
+
+class FastAttention(paddle.nn.MultiHeadAttention):
+    """Paddle's MultiHeadAttention (self-attention, no cache) with softmax and dropout fused and a
+    key-padding mask (what ERNIE builds from the pad ids) added inside the q.k matmul."""
+
+    def forward(self, query, key=None, value=None, attn_mask=None, cache=None):
+        if (
+            cache is not None
+            or self.need_weights
+            or not (key is None or key is query)
+            or not (value is None or value is query)
+        ):
+            return super().forward(query, key, value, attn_mask, cache)
+
+        def heads(x):  # [batch, length, hidden] -> [batch, heads, length, head_dim]
+            return x.reshape([0, 0, self.num_heads, self.head_dim]).transpose([0, 2, 1, 3])
+
+        q = heads(self.q_proj(query) * (self.head_dim**-0.5))
+        k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
+        mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
+        if mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1:  # a key mask
+            if needs_grad(q, k):  # contiguous copies: under recompute, Paddle 3.3 hands a PyLayer
+                # wrong values for a strided view it saved (the recompute test in tests/test_kernels.py)
+                product = _MaskedScores.apply(dense(q), dense(k), mask)
+            else:
+                product = _masked_scores(q, k, mask)
+        else:
+            product = paddle.matmul(q, k, transpose_y=True)
+            if mask is not None:
+                product = product + mask
+        weights = softmax_dropout(product, self.dropout, self.training)
+        out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
+        return self.out_proj(out.reshape([0, 0, self.embed_dim]))
+
+
+class FastEncoderLayer(paddle.nn.TransformerEncoderLayer):
+    """Paddle's post-norm TransformerEncoderLayer with GELU (ERNIE's), its residual adds, dropouts
+    and LayerNorms fused: norm(x + dropout(attention(x))), then the same around
+    linear2(dropout(gelu(linear1(.))))."""
+
+    def forward(self, src, src_mask=None, cache=None, output_attentions=False):
+        if (
+            output_attentions
+            or cache is not None
+            or self.normalize_before
+            or self.activation is not F.gelu
+            or any(
+                d.mode != "upscale_in_train" or d.axis is not None for d in (self.dropout, self.dropout1, self.dropout2)
+            )
+        ):
+            extra = (output_attentions,) if output_attentions else ()  # PaddleNLP's patched signature
+            return super().forward(src, src_mask, cache, *extra)
+        attention = self.self_attn(src, src, src, _convert_attention_mask(src_mask, src.dtype))
+        src = add_dropout_layernorm(src, attention, self.norm1, self.dropout1.p, self.training)
+        hidden = gelu_dropout(self.linear1(src), self.dropout.p, self.training)
+        return add_dropout_layernorm(src, self.linear2(hidden), self.norm2, self.dropout2.p, self.training)
+
+
+SWAPS = {
+    paddle.nn.Dropout: FastDropout,
+    paddle.nn.MultiHeadAttention: FastAttention,
+    paddle.nn.LayerNorm: FastLayerNorm,
+    paddle.nn.Linear: FastLinear,
+    paddle.nn.TransformerEncoderLayer: FastEncoderLayer,
+}
+
+
+def enable_fast_kernels(model) -> int:
+    """On CPU, swap every plain Dropout, MultiHeadAttention, LayerNorm, Linear and
+    TransformerEncoderLayer of ``model`` for the versions above; return the number of layers
+    swapped (0 on other devices)."""
+    if not paddle.get_device().startswith("cpu"):
+        return 0
+    library()  # build now, not inside the first step
+    layers = [layer for layer in model.sublayers() if type(layer) in SWAPS]
+    for layer in layers:
+        layer.__class__ = SWAPS[type(layer)]
+    return len(layers)
