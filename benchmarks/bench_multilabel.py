@@ -43,7 +43,7 @@ def setup_run(train: str, multi: bool, threads: int, out: str):
     """The trainer's Run for one kind, as ``python -m ernie_ft classify`` builds it."""
     from ernie_ft.cli.train import parse_train_args
     from ernie_ft.task import create_task, resolve_task
-    from ernie_ft.training.trainer import setup
+    from ernie_ft.training.run import setup
 
     argv = [
         "--train", train, "--label-column", "labels", "--model", "scratch:tiny",

@@ -74,7 +74,7 @@ def worker(shape: str, steps: int, warmup: int, tensor_parallel: int, threads: i
     from ernie_ft.models.modeling import forward
     from ernie_ft.training import runtime
     from ernie_ft.training.parallel import Parallel
-    from ernie_ft.training.trainer import build_optimizer
+    from ernie_ft.training.run import build_optimizer
 
     common, args = bench_args(shape, steps, warmup)
     parallel = Parallel(tensor_parallel)

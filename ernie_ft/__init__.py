@@ -31,7 +31,7 @@ _API = {
     "build_config": "ernie_ft.config",
     "load_recipe": "ernie_ft.config",
     "UserError": "ernie_ft.errors",
-    "setup": "ernie_ft.training.trainer",
+    "setup": "ernie_ft.training.run",
     "fit": "ernie_ft.training.trainer",
     "train": "ernie_ft.training.trainer",
     "load_model": "ernie_ft.training.checkpoint",

@@ -34,7 +34,7 @@ def test_the_default_lr_depends_on_the_models_kind_and_a_recipe_or_lr_wins(tmp_p
 
 
 def test_the_lr_line_says_where_the_rate_comes_from():
-    from ernie_ft.training.trainer import describe_lr
+    from ernie_ft.training.run import describe_lr
 
     assert describe_lr(1e-3, 1e-3, "a randomly initialised model", "linear") == (
         "lr 0.001 (the default for a randomly initialised model; --lr to change)"

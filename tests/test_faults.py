@@ -18,7 +18,8 @@ from ernie_ft.cli import task_command
 from ernie_ft.cli.train import parse_train_args
 from ernie_ft.task import create_task
 from ernie_ft.training import checkpoint, lock
-from ernie_ft.training.trainer import NonFiniteLoss, fit, setup
+from ernie_ft.training.run import setup
+from ernie_ft.training.trainer import NonFiniteLoss, fit
 
 # 240 reviews, batch 32: 8 steps per epoch
 COMMON = [

@@ -213,7 +213,8 @@ def distill(config: RunConfig) -> dict:
     unlabelled, temperature, alpha, transfer, transfer_weight). Its checkpoints are checkpoints of the teacher's
     task, classify or ner (their run config has no task settings); OUTPUT/distill.json records the teacher and the
     settings. Returns the metrics."""
-    from ernie_ft.training.trainer import check_inputs, train
+    from ernie_ft.training.run import check_inputs
+    from ernie_ft.training.trainer import train
 
     task = student_task(config.task)
     teacher = task.teacher_dir

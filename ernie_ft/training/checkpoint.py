@@ -313,7 +313,7 @@ def _rename_optimizer_state(state: dict, names: dict) -> dict:
 
 
 def save_state(path: str, state: dict, parallel) -> None:
-    """Write a run's whole ``state`` (see ``trainer.Run.state``) and the random state to ``path``.
+    """Write a run's whole ``state`` (see ``run.Run.state``) and the random state to ``path``.
 
     Every rank calls it (sharded tensors are gathered), the main one writes: full tensors, so
     any number of processes can resume from them.
