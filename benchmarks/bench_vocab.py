@@ -266,9 +266,9 @@ def conditions(args) -> str:
 
 def main(args) -> None:
     print(cpu_line(), flush=True)  # the CPU every row names
-    from ernie_ft.config import build_config, load_recipe
     from ernie_ft.data.dataset import read_splits
     from ernie_ft.models.modeling import load_pipeline
+    from ernie_ft.recipes import build_config, load_recipe
     from ernie_ft.task import load_task
 
     out = ROOT / args.workdir

@@ -54,7 +54,7 @@ def test_inference_commands_share_the_flag_definitions_and_take_task(command, ca
 
 
 def test_serve_limit_flags_come_from_the_limits_fields_and_their_docstrings(capsys):
-    from ernie_ft.config import field_docs
+    from ernie_ft.recipes import field_docs
     from ernie_ft.serving.limits import Limits
 
     with pytest.raises(SystemExit):
@@ -74,8 +74,8 @@ def test_a_flag_inherited_by_a_task_subclass_keeps_its_docstring_as_help(capsys)
     """distill's student settings are Classification's fields on Distillation, a subclass: their help is the
     docstring under the field where Classification declares it."""
     from ernie_ft.classify.task import Classification
-    from ernie_ft.config import field_docs
     from ernie_ft.distill.task import Distillation
+    from ernie_ft.recipes import field_docs
 
     assert field_docs(Distillation)["top_k"] == field_docs(Classification)["top_k"] != ""
     assert "Softmax temperature" in field_docs(Distillation)["temperature"]  # the subclass's own fields too

@@ -9,8 +9,8 @@ import yaml
 from ernie_ft.cli import COMMANDS
 from ernie_ft.cli import main as cli_main
 from ernie_ft.cli.train import parse_train_args
-from ernie_ft.config import build_config
 from ernie_ft.errors import UserError
+from ernie_ft.recipes import build_config
 
 PROG = "python -m ernie_ft.classify"
 

@@ -10,8 +10,9 @@ import pytest
 from conftest import DATA, ROOT
 
 from ernie_ft.cli import main
-from ernie_ft.config import PRETRAINED_LR, SCRATCH_LR, build_config, learning_rate
+from ernie_ft.config import PRETRAINED_LR, SCRATCH_LR, learning_rate
 from ernie_ft.errors import UserError
+from ernie_ft.recipes import build_config
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
 

@@ -7,8 +7,9 @@ from conftest import DATA
 
 from ernie_ft.cli import main as cli
 from ernie_ft.cli import task_command
-from ernie_ft.config import DataConfig, build_config
+from ernie_ft.config import DataConfig
 from ernie_ft.errors import UserError
+from ernie_ft.recipes import build_config
 
 classify = task_command("classify")
 CODES = {"负面": "0", "正面": "1"}

@@ -12,9 +12,9 @@ import yaml
 
 from ernie_ft import cli
 from ernie_ft.classify.task import read_labelled
-from ernie_ft.config import build_config
 from ernie_ft.errors import UserError
 from ernie_ft.inference.predict import inference_data
+from ernie_ft.recipes import build_config
 
 NO_FLAGS = {"text_column": None, "text_pair_column": None}  # what predict passes when no column flag is given
 

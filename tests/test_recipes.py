@@ -3,8 +3,8 @@
 import pytest
 from conftest import ROOT
 
-from ernie_ft.config import build_config, load_recipe
 from ernie_ft.models.modeling import HEADS
+from ernie_ft.recipes import build_config, load_recipe
 from ernie_ft.task import BUILTIN, load_task, resolve_task, task_options
 
 RECIPES = sorted((ROOT / "tasks").glob("*.yaml"))

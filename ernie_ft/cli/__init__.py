@@ -192,7 +192,7 @@ def main(argv: Optional[list[str]] = None, prog: Optional[str] = None) -> int:
         return run_task(spec, argv, prog or f"python -m ernie_ft --task {spec}")
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        from ernie_ft.config import suggest
+        from ernie_ft.recipes import suggest
 
         print(f"error: unknown command {name!r}.{suggest(name, COMMANDS)}\n\n{usage()}", file=sys.stderr)
         return 2

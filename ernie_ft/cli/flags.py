@@ -6,8 +6,9 @@ setting (``--device``, ``--trust-pickle``), its help is that field's docstring.
 
 from __future__ import annotations
 
-from ernie_ft.config import ModelConfig, TrainConfig, field_docs
+from ernie_ft.config import ModelConfig, TrainConfig
 from ernie_ft.inference import ENGINES
+from ernie_ft.recipes import field_docs
 
 
 def add_model(parser) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 import re
 import sys
 
-from ernie_ft.config import field_docs, flag_name, suggest, type_name
+from ernie_ft.recipes import field_docs, flag_name, suggest, type_name
 
 # Spellings of other toolkits (HF transformers' TrainingArguments, PaddleNLP's examples) -> ernie_ft's flag,
 # keyed with hyphens (``--learning_rate`` is looked up as ``--learning-rate``). They stay errors rather than

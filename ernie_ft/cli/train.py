@@ -7,8 +7,9 @@ import argparse
 import dataclasses
 
 from ernie_ft.cli.parsers import Parser, add_field_flags, flag_name
-from ernie_ft.config import SECTIONS, TOP_LEVEL, RunConfig, build_config, field_docs, load_recipe
+from ernie_ft.config import RunConfig
 from ernie_ft.errors import UserError
+from ernie_ft.recipes import SECTIONS, TOP_LEVEL, build_config, field_docs, load_recipe
 from ernie_ft.task import BUILTIN, TaskHooks, create_task, task_options, unused_data_settings
 
 DESCRIPTIONS = {

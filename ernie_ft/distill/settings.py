@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from ernie_ft.config import suggest
 from ernie_ft.distill.transfer import MODES
 from ernie_ft.errors import UserError
+from ernie_ft.recipes import suggest
 
 
 def check(task) -> None:

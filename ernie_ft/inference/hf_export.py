@@ -14,9 +14,9 @@ import os
 import shlex
 import shutil
 
-from ernie_ft.config import SECTIONS, flag_name
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
+from ernie_ft.recipes import SECTIONS, flag_name
 from ernie_ft.task import task_options
 
 ARCHITECTURES = {

@@ -16,12 +16,13 @@ import sys
 
 import numpy as np
 
-from ernie_ft.config import DataConfig, ModelConfig, suggest
+from ernie_ft.config import DataConfig, ModelConfig
 from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
 from ernie_ft.models.model_dir import ModelDir, read_model_dir
 from ernie_ft.models.weights import describe_loading, from_pretrained
+from ernie_ft.recipes import suggest
 from ernie_ft.text.extension import same_pieces
 from ernie_ft.text.pipeline import TextPipeline
 from ernie_ft.text.scratch import build_vocab, write_vocab
