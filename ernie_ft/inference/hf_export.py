@@ -148,7 +148,7 @@ def write_card(directory: str, loaded, name: str, architecture: str, differences
 def _command(loaded) -> str:
     """The command that trains the run again, rebuilt from its recorded config: the task's command, then every setting
     that differs from its default (the config sections' and the task's own) and ``--model`` always, as the flag the
-    command line generates for it (``config.flag_name``; booleans ``--x`` / ``--no-x``)."""
+    command line generates for it (``recipes.flag_name``; booleans ``--x`` / ``--no-x``)."""
     task, run = loaded.task, loaded.run
     spec = task.name
     builtin = spec in ("classify", "ner", "qa")
