@@ -1,7 +1,7 @@
 """Information extraction: predict documents/s of the int8 ONNX export against the fp32 exports.
 
-    python benchmarks/bench_ie_predict.py --nested RUN --relation RUN [--rounds 5] [--texts 500] [--threads 2] \
-        [--quantize int8] [--work DIR]
+    python benchmarks/bench_ie_predict.py [--nested RUN] [--relation RUN] [--rounds 5] [--texts 500] [--threads 2] \
+        [--quantize int8] [--work DIR] [--baseline SOURCE]
 
 Each run (a ``ner --nested`` model trained on CMeEE-V2, a ``relation`` model trained on DuIE) is exported three
 times: ``export`` (Paddle Inference, fp32), ``export --format onnx --quantize Q`` (int8, chosen for this CPU unless Q
@@ -15,6 +15,12 @@ each engine's median documents/s, where a pass goes, the median of the per-round
 and how far int8's answers agree with each fp32 engine's: entities (start, end, type) for the nested tagger; triples
 (subject span, predicate, object span) and the entities they join (start, end, role) for the relation extractor,
 scored as F1 with the fp32 answers as the gold.
+
+With ``--baseline SOURCE`` (the source tree of another ernie_ft version, e.g. ``git worktree add /tmp/wt/base
+HEAD``), each run is also exported by that version (``python -m ernie_ft export`` run in SOURCE) and its three
+engines run that version's ``Predictor`` (``PYTHONPATH=SOURCE``) in the same rounds, taking turns with this
+version's: the output adds per engine the median of the per-round ratios of this version's documents/s to the
+baseline's, and how far the two versions' answers agree (the baseline's as the gold).
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 
 from bench_int8 import SHARED, ask, engine_arguments, exports, print_machine, serve_passes, start
 
 FP32 = ("Paddle Inference fp32", "ONNX Runtime fp32")
+BEFORE = " (baseline)"
+"""What ends the name of a --baseline engine."""
 ENGINE = {"ernie_ft int8": "onnxruntime-int8", "Paddle Inference fp32": "inference", "ONNX Runtime fp32": "onnxruntime"}
 DATA = {"nested": ("cmeee-v2", "test.json"), "relation": ("duie-5000", "test.jsonl")}
 
@@ -80,29 +89,55 @@ def report(rounds: dict, load: tuple) -> None:
         shares = " / ".join(f"{100 * s / sum(seconds):.0f} %" for s in seconds)
         graph = statistics.median(r["graph"] / sum(r["seconds"]) for r in results)
         print(f"| {kind} | {engine} | {median:.1f} | {shares} | {100 * graph:.0f} % of a pass |")
-    for kind in DATA:
-        int8 = rounds[(kind, "ernie_ft int8")]
+    for kind in sorted({kind for kind, _ in rounds}):
         print()
         for name in FP32:
-            fp32 = rounds[(kind, name)]
-            ratios = [a["docs_per_s"] / b["docs_per_s"] for a, b in zip(int8, fp32)]
-            each = ", ".join(f"{r:.2f}" for r in ratios)
-            print(f"{kind}: int8 / {name} {statistics.median(ratios):.2f}x (rounds: {each})")
-            for what in int8[-1]["found"][0]:
-                print(f"{kind}: against {name}: {agreement(int8[-1]['found'], fp32[-1]['found'], what)}")
+            compare(rounds, kind, ("ernie_ft int8", "int8"), (name, name))
+        for name in ENGINE:
+            if (kind, name + BEFORE) in rounds:
+                compare(rounds, kind, (name, f"{name}: this version"), (name + BEFORE, "baseline"))
+
+
+def compare(rounds: dict, kind: str, ours: tuple, theirs: tuple) -> None:
+    """The median per-round ratio of the engine ``ours`` (key, shown name) to ``theirs``, and their answers'
+    agreement (``theirs`` as the gold)."""
+    a, b = rounds[(kind, ours[0])], rounds[(kind, theirs[0])]
+    ratios = [x["docs_per_s"] / y["docs_per_s"] for x, y in zip(a, b)]
+    each = ", ".join(f"{r:.2f}" for r in ratios)
+    print(f"{kind}: {ours[1]} / {theirs[1]} {statistics.median(ratios):.2f}x (rounds: {each})")
+    for what in a[-1]["found"][0]:
+        shown = agreement(a[-1]["found"], b[-1]["found"], what).replace("int8", "ours").replace("fp32", "theirs")
+        print(f"{kind}: {ours[1]} against {theirs[1]}: {shown}")
+
+
+def baseline_exports(run: str, work: str, quantize: str, source: str) -> dict:
+    """``exports`` and the ONNX fp32 export made by the ernie_ft in ``source`` (run there, in a process)."""
+    env = {**os.environ, "PYTHONPATH": source}
+    dirs = {}
+    for name, extra in (
+        ("ernie_ft int8", ["--format", "onnx", "--quantize", quantize]),
+        ("Paddle Inference fp32", []),
+        ("ONNX Runtime fp32", ["--format", "onnx"]),
+    ):
+        out = os.path.join(work, ENGINE[name])
+        command = [sys.executable, "-m", "ernie_ft", "export", "--model", os.path.abspath(run), "--output", out]
+        subprocess.run([*command, "--overwrite", *extra], cwd=source, env=env, check=True, stdout=subprocess.DEVNULL)
+        dirs[name + BEFORE] = out
+    return dirs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nested", help="a ner --nested run trained on CMeEE-V2 (required)")
-    parser.add_argument("--relation", help="a relation run trained on DuIE (required)")
+    parser.add_argument("--nested", help="a ner --nested run trained on CMeEE-V2")
+    parser.add_argument("--relation", help="a relation run trained on DuIE")
+    parser.add_argument("--baseline", help="another ernie_ft's source tree to run beside this one (see above)")
     parser.add_argument("--texts", type=int, default=500, help="test texts per model (default: 500, the whole split)")
     engine_arguments(parser)
     args = parser.parse_args()
     if args.worker:
         return worker(json.loads(args.worker))
-    if not (args.nested and args.relation):
-        parser.error("--nested and --relation are required")
+    if not (args.nested or args.relation):
+        parser.error("give --nested, --relation or both")
     print_machine()
     from ernie_ft.inference.export import export
 
@@ -110,14 +145,19 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     engines = {}
     for kind, run in (("nested", args.nested), ("relation", args.relation)):
+        if not run:
+            continue
         dirs = exports(run, os.path.join(work, kind), args.quantize)
         dirs["ONNX Runtime fp32"] = export(run, os.path.join(work, kind, "onnx"), overwrite=True, format="onnx")
         with open(os.path.join(dirs["ernie_ft int8"], "onnx.json"), encoding="utf-8") as f:
             quantization = json.load(f)["files"]["model.int8.onnx"].get("quantization")
         print(f"{kind} int8: {json.dumps(quantization)}", flush=True)
+        if args.baseline:
+            dirs.update(baseline_exports(run, os.path.join(work, kind, "baseline"), args.quantize, args.baseline))
         for name, directory in dirs.items():
-            spec = {"model": directory, "engine": ENGINE[name], "kind": kind, "texts": args.texts}
-            engines[(kind, name)] = start([sys.executable, __file__, "--worker", json.dumps(spec)], env)
+            spec = {"model": directory, "engine": ENGINE[name.removesuffix(BEFORE)], "kind": kind, "texts": args.texts}
+            paths = {"PYTHONPATH": args.baseline} if name.endswith(BEFORE) else {}
+            engines[(kind, name)] = start([sys.executable, __file__, "--worker", json.dumps(spec)], {**env, **paths})
     rounds = {key: [] for key in engines}
     for n in range(args.rounds):
         for key, proc in engines.items():
