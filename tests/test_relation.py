@@ -1,5 +1,6 @@
 """Relation extraction (``python -m ernie_ft relation``): readers and their placement rule, bad input, GPLinker's
-decode, the triple metric, relations across windows, and the command line (memorise, resume, predict)."""
+decode (from the dense scores and from the packed inference output), the triple metric, relations across windows, and
+the command line (memorise, resume, predict; exports of both output layouts)."""
 
 import json
 
