@@ -397,7 +397,9 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
     assert saved["threshold"] == metrics["threshold"] and saved["tune_threshold"] is True  # predict decodes with it
 
     assert relation(train_args(train, tmp_path / "cut", "--stop-after-steps", "15")) == 0
+    capsys.readouterr()
     assert relation(train_args(train, tmp_path / "cut", "--resume")) == 0
+    assert "resumed at step 15 " in capsys.readouterr().err  # continued from last/, not trained again from the start
     assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best", head="tails.dense2")
 
     texts = write(tmp_path / "new.txt", "".join(f"{text}\n" for text, _ in SENTENCES))
