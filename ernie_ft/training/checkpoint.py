@@ -5,16 +5,14 @@ vocab.txt, tokenizer_config.json) plus ``labels.json`` and ``ernie_ft.yaml`` (th
 the resolved run config). Model weights are safetensors, which hold only tensors: loading a
 model directory never unpickles a file from it unless the user passes --trust-pickle (see
 ``weights_format``). ``OUTPUT/last``: everything needed to resume (weights, optimizer,
-schedule, loss scaler, random state, data position). Both are written to a temporary
+schedule, loss scaler, random state, data position; ``resume_state``). Both are written to a temporary
 directory first and swapped in, so an interrupted save never leaves a broken checkpoint.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import pickle
 import shutil
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +75,7 @@ class SaveError(UserError):
     """A checkpoint could not be written (disk full, permissions); the previous one is intact."""
 
 
-def _write(path: str, write) -> None:
+def write_atomically(path: str, write) -> None:
     """Run ``write(tmp)`` on a fresh ``path``.tmp, then swap it in; on an OSError the previous
     ``path`` stays as it was and a SaveError says what failed."""
     tmp = _fresh(path)
@@ -128,7 +126,7 @@ def save_model(path: str, model, pipeline, labels: list[str], task_name: str, ru
             json.dump(labels, f, ensure_ascii=False, indent=1)
         write_run_file(tmp, task_name, run)
 
-    _write(path, write)
+    write_atomically(path, write)
 
 
 def write_run_file(path: str, task_name: str, run: dict) -> None:
@@ -291,95 +289,3 @@ def checkpoint_task(recorded: str, path: str, given: str | None = None) -> str:
             f"name it yourself: --task {spec}"
         )
     return recorded
-
-
-def _rename_optimizer_state(state: dict, names: dict) -> dict:
-    """Re-key optimizer state from one set of parameter names to another.
-
-    Paddle names accumulators after a process-global parameter counter ("embedding_9.w_0_moment1_0"),
-    which differs between two builds of the same model; checkpoints use the structured names
-    ("ernie.embeddings.word_embeddings.weight") so a new process, or a new model in the same
-    process, can load them.
-    """
-    prefixes = sorted(names, key=len, reverse=True)
-    renamed = {}
-    for key, value in state.items():
-        if isinstance(value, dict):
-            renamed[key] = _rename_optimizer_state(value, names)
-            continue
-        old = next((p for p in prefixes if key == p or key.startswith(p + "_")), None)
-        renamed[key if old is None else names[old] + key[len(old) :]] = value
-    return renamed
-
-
-def save_state(path: str, state: dict, parallel) -> None:
-    """Write a run's whole ``state`` (see ``run.Run.state``) and the random state to ``path``.
-
-    Every rank calls it (sharded tensors are gathered), the main one writes: full tensors, so
-    any number of processes can resume from them.
-    """
-    import paddle
-
-    from ernie_ft.training.runtime import rng_state
-
-    model, optimizer = state["model"], state["optimizer"]
-    model_state = parallel.full_state(model.state_dict())  # collectives on a mesh: every rank takes part
-    optimizer_state = parallel.full_state(optimizer.state_dict())
-    if not parallel.is_main:
-        return
-    to_structured = {p.name: n for n, p in model.named_parameters()}
-
-    def write(tmp):
-        paddle.save(model_state, os.path.join(tmp, "model.pdparams"))
-        paddle.save(_rename_optimizer_state(optimizer_state, to_structured), os.path.join(tmp, "optimizer.pdopt"))
-        with open(os.path.join(tmp, "extra.pkl"), "wb") as f:
-            pickle.dump(
-                {
-                    "scheduler": state["scheduler"].state_dict(),
-                    "scaler": state["precision"].state_dict(),
-                    "rng": rng_state(),
-                },
-                f,
-            )
-        with open(os.path.join(tmp, "trainer_state.json"), "w", encoding="utf-8") as f:
-            json.dump(dataclasses.asdict(state["progress"]), f, ensure_ascii=False, indent=1)
-
-    _write(path, write)
-
-
-def load_state(path: str, state: dict, parallel) -> dict:
-    """Restore ``state``'s model, optimizer, schedule and scaler in place, and the random state;
-    returns the saved progress (a dict).
-
-    The full weights are laid out like the model's (sharded) parameters; the optimizer takes
-    full tensors (a sharded optimizer splits its state as it creates it). Call on every rank: rank 0 reads ``path``,
-    the others receive what it read, so their node needs no copy of it.
-    """
-    from ernie_ft.training.runtime import set_rng_state
-
-    saved = parallel.from_main(lambda: _read_state(path))  # rank 0 reads; a node without its files receives them
-    model, optimizer = state["model"], state["optimizer"]
-    model.set_state_dict(parallel.shard_like(saved["model"], model))
-    to_runtime = {n: p.name for n, p in model.named_parameters()}
-    optimizer.set_state_dict(_rename_optimizer_state(saved["optimizer"], to_runtime))
-    state["scheduler"].set_state_dict(saved["extra"]["scheduler"])
-    state["precision"].load_state_dict(saved["extra"]["scaler"])
-    set_rng_state(saved["extra"]["rng"])
-    return saved["progress"]
-
-
-def _read_state(path: str) -> dict:
-    """What ``save_state`` wrote to ``path``: the model's and the optimizer's state (tensors), the extra state and
-    the progress."""
-    import paddle
-
-    with open(os.path.join(path, "extra.pkl"), "rb") as f:
-        extra = pickle.load(f)
-    with open(os.path.join(path, "trainer_state.json"), encoding="utf-8") as f:
-        progress = json.load(f)
-    return {
-        "model": paddle.load(os.path.join(path, "model.pdparams")),
-        "optimizer": paddle.load(os.path.join(path, "optimizer.pdopt")),
-        "extra": extra,
-        "progress": progress,
-    }

@@ -2,7 +2,7 @@
 job's processes and, on ``--resume``, loads the saved state; ``trainer.fit`` trains the ``Run`` it returns.
 
 Everything a resumed run needs is in ``Run.state`` (model, optimizer, schedule, loss scaler and
-``Progress``), which ``checkpoint.save_state`` writes and ``checkpoint.load_state`` reads whole.
+``Progress``), which ``resume_state.save_state`` writes and ``resume_state.load_state`` reads whole.
 Which processes run, and how they split the work, is ``parallel.Parallel``'s business.
 """
 
@@ -20,7 +20,7 @@ from ernie_ft.data.batching import LengthGroupedSampler
 from ernie_ft.data.dataset import default_cache_dir, featurize, read_splits
 from ernie_ft.errors import UserError
 from ernie_ft.models import modeling
-from ernie_ft.training import checkpoint
+from ernie_ft.training import checkpoint, resume_state
 from ernie_ft.training.runlog import RunLog, collapse_advice
 
 if TYPE_CHECKING:  # runtime and parallel import Paddle: setup imports them once the inputs are checked
@@ -201,7 +201,7 @@ def describe_lr(lr: float, base: float, default_for: Optional[str], scaling: str
 def resume(state: dict, output: str, parallel: Parallel) -> None:
     """Load ``output``/last into ``state``; the global batch must be the saved run's."""
     global_batch = state["progress"].global_batch
-    saved = checkpoint.load_state(os.path.join(output, checkpoint.LAST), state, parallel)
+    saved = resume_state.load_state(os.path.join(output, checkpoint.LAST), state, parallel)
     progress = Progress(**{"global_batch": global_batch, **saved})
     if progress.global_batch != global_batch:  # the data position and the schedule would not match
         was = progress.global_batch

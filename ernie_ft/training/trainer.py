@@ -1,7 +1,7 @@
 """The training loop: ``fit`` trains a ``Run`` (built by ``run.setup``), with evaluation and checkpoints inline.
 
 Everything a resumed run needs is in ``Run.state`` (model, optimizer, schedule, loss scaler and
-``Progress``), which ``checkpoint.save_state`` writes and ``checkpoint.load_state`` reads whole.
+``Progress``), which ``resume_state.save_state`` writes and ``resume_state.load_state`` reads whole.
 Which processes run, and how they split the work, is ``parallel.Parallel``'s business.
 """
 
@@ -21,7 +21,7 @@ from ernie_ft.data.dataset import Split
 from ernie_ft.errors import Interrupted, UserError
 from ernie_ft.evaluation import lower_is_better
 from ernie_ft.models.modeling import compute_logits, forward, task_batching, to_tensors
-from ernie_ft.training import checkpoint
+from ernie_ft.training import checkpoint, resume_state
 from ernie_ft.training.lock import release_output
 from ernie_ft.training.run import Run, setup
 
@@ -69,7 +69,7 @@ def fit(run: Run, exiting: bool = False) -> dict:
                     p.epoch = tc.epochs
                 paused = stopping or p.step == tc.stop_after_steps
                 if end_of_epoch or paused or p.epoch == tc.epochs:
-                    checkpoint.save_state(os.path.join(tc.output, checkpoint.LAST), run.state, run.parallel)
+                    resume_state.save_state(os.path.join(tc.output, checkpoint.LAST), run.state, run.parallel)
                     break
         if p.epoch < tc.epochs:  # still under StopRequest: a repeated SIGTERM must not cut this short
             log.close(metric_name(run))
