@@ -19,7 +19,7 @@ import numpy as np
 from ernie_ft.data.sources import Location, check_records, read_records
 from ernie_ft.data.windows import pool_windows, text_windows
 from ernie_ft.errors import UserError
-from ernie_ft.task import check_known_labels
+from ernie_ft.task_tools import check_known_labels
 
 
 @dataclass(frozen=True)

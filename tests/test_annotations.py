@@ -16,7 +16,8 @@ from ernie_ft.data.readers import read_examples
 from ernie_ft.data.sources import read_records
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import read_ner
-from ernie_ft.task import load_task, split_dev
+from ernie_ft.task import load_task
+from ernie_ft.task_tools import split_dev
 
 EXPORTS = "annotation-exports"
 

@@ -20,7 +20,8 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples, record_examples
 from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
 from ernie_ft.errors import UserError
-from ernie_ft.task import TaskHooks, check_known_labels, label_order, split_dev
+from ernie_ft.task import TaskHooks
+from ernie_ft.task_tools import check_known_labels, label_order, split_dev
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:

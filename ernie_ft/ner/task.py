@@ -21,7 +21,8 @@ from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
 from ernie_ft.ner.formats import FORMATS, check_choice, read_ner, read_ner_records
 from ernie_ft.ner.tags import OVERLAPPING, parse_tag, tags_to_spans
-from ernie_ft.task import TaskHooks, check_known_labels, resolve_task, split_dev
+from ernie_ft.task import TaskHooks, resolve_task
+from ernie_ft.task_tools import check_known_labels, split_dev
 
 _CONTINUATION: dict = {}
 

@@ -22,7 +22,8 @@ from ernie_ft.data.windows import pack_inputs, window_spans
 from ernie_ft.errors import UserError
 from ernie_ft.relation import decoding
 from ernie_ft.relation.formats import check_schema, parse_label, read_relation_records, read_relations, read_schema
-from ernie_ft.task import TaskHooks, check_known_labels, split_dev
+from ernie_ft.task import TaskHooks
+from ernie_ft.task_tools import check_known_labels, split_dev
 
 TUNED_THRESHOLDS = (0.0, -0.5, -1.0, -1.5, -2.0)
 """The thresholds ``--tune-threshold`` tries on dev, highest first."""
