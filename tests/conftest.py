@@ -283,34 +283,13 @@ def without_browser(reason: str):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    """A headless Chromium driven by Selenium, one per test module. Its profile and temporary files sit in a
-    directory of their own with a short path: Chromium's singleton socket lives there, and a Unix socket's path
-    holds at most 107 bytes (a test's own tmp_path under pytest-xdist made it 118, and Chromium exited)."""
-    try:
-        from selenium import webdriver
-    except ImportError:
-        without_browser("selenium is not installed (pip install -e '.[dev]')")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        without_browser(
-            "Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    scratch = tmp_path_factory.mktemp("chromium")
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1000,900",
-        "--lang=zh-CN",
-        f"--user-data-dir={scratch / 'profile'}",
-    ):
-        options.add_argument(flag)
-    from selenium.webdriver.chrome.service import Service
+    """A headless Chromium driven by Selenium, one per test module (``helpers.chromium``, in a directory of its
+    own with a short path)."""
+    from helpers import chromium
 
-    service = Service(driver_path, env={**os.environ, "TMPDIR": str(scratch)})
-    driver = webdriver.Chrome(service=service, options=options)
+    reason = chromium.missing()
+    if reason:
+        without_browser(reason)
+    driver = chromium.start(tmp_path_factory.mktemp("chromium"))
     yield driver
     driver.quit()
