@@ -12,6 +12,7 @@ from conftest import ROOT
 from ernie_ft.config import ParallelConfig
 from ernie_ft.errors import UserError
 from ernie_ft.training import launch, runtime
+from ernie_ft.training.gpus import check_gpus, launcher_devices
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def gpus(monkeypatch):
 
 def refusal(request: str) -> str:
     with pytest.raises(UserError) as caught:
-        launch.check_gpus(request)
+        check_gpus(request)
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"--gpus {request}")
     return message
@@ -65,13 +66,13 @@ def test_an_id_that_does_not_exist_is_refused(gpus):
 def test_ids_number_the_visible_gpus(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     gpus(2)
-    assert launch.check_gpus("0,1") == [0, 1]
+    assert check_gpus("0,1") == [0, 1]
     message = refusal("3,5")
     assert "there is no GPU 3: Paddle sees 2 GPUs (ids 0-1) with CUDA_VISIBLE_DEVICES='3,5'" in message
     # paddle.distributed.launch names GPUs as CUDA_VISIBLE_DEVICES lists them
-    assert launch.launcher_devices([1, 0]) == "5,3"
+    assert launcher_devices([1, 0]) == "5,3"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert launch.launcher_devices([1, 0]) == "1,0"
+    assert launcher_devices([1, 0]) == "1,0"
 
 
 def test_a_gpu_listed_twice_is_refused(gpus):
@@ -81,8 +82,8 @@ def test_a_gpu_listed_twice_is_refused(gpus):
 
 def test_a_valid_request_passes(gpus):
     gpus(4)
-    assert launch.check_gpus("0,1,2,3") == [0, 1, 2, 3]
-    assert launch.check_gpus("2") == [2]
+    assert check_gpus("0,1,2,3") == [0, 1, 2, 3]
+    assert check_gpus("2") == [2]
 
 
 def test_launch_checks_before_starting_anything(gpus, monkeypatch, tmp_path):

@@ -127,11 +127,11 @@ def with_transfer(config: RunConfig, teacher: str) -> RunConfig:
 
 def run(argv: list[str], prog: str) -> int:
     """Distil as the flags say: here, or in the processes ``--nproc``/``--gpus``/``--ips`` ask for."""
-    from ernie_ft.training import launch
+    from ernie_ft.training import gpus, launch
 
     config = parse_distill_args(argv, prog)
     if config.parallel.gpus is not None:  # before reading any data or starting any process
-        launch.check_gpus(config.parallel.gpus)
+        gpus.check_gpus(config.parallel.gpus)
     if launch.needs_launch(config.parallel):
         if not config.train.output:
             raise UserError("--output is required (the directory for the model, metrics and logs)")

@@ -82,10 +82,10 @@ def parse_train_args(argv: list[str], prog: str, description: str, task_cls: typ
 def run(spec: str, task_cls: type, config: RunConfig, argv: list[str]) -> int:
     """Train the task ``spec`` (its class ``task_cls``) as ``config`` says: here, or in the processes
     ``--nproc``/``--gpus``/``--ips`` ask for, which are given the same arguments ``argv``."""
-    from ernie_ft.training import launch
+    from ernie_ft.training import gpus, launch
 
     if config.parallel.gpus is not None:  # before reading any data or starting any process
-        launch.check_gpus(config.parallel.gpus)
+        gpus.check_gpus(config.parallel.gpus)
     if launch.needs_launch(config.parallel):
         if not config.train.output:
             raise UserError("--output is required (the directory for the model, metrics and logs)")

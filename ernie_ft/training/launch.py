@@ -5,7 +5,7 @@ its ``--trainers``, so every child starts as ``python -m ernie_ft.training.worke
 command from the environment (see ``worker.py``).
 
 GPU ids in ``--gpus`` number the GPUs Paddle sees, as in ``paddle.set_device("gpu:N")``: with
-CUDA_VISIBLE_DEVICES=3,5, ``--gpus 0,1`` means physical GPUs 3 and 5. ``check_gpus`` refuses a
+CUDA_VISIBLE_DEVICES=3,5, ``--gpus 0,1`` means physical GPUs 3 and 5. ``gpus.check_gpus`` refuses a
 request Paddle cannot serve before anything starts, since the launcher itself would start the
 processes and fail with a traceback.
 
@@ -33,13 +33,13 @@ from typing import Optional
 
 from ernie_ft.config import master_address
 from ernie_ft.errors import UserError
+from ernie_ft.training.gpus import check_gpus, launcher_devices
 from ernie_ft.training.lock import LOCK
 from ernie_ft.training.rendezvous import Rendezvous, watch
 from ernie_ft.training.worker import ARGV_VARIABLE, OUTPUT_VARIABLE
 
 # flag -> number of values it takes
 LAUNCH_FLAGS = {"--nproc": 1, "--gpus": 1, "--ips": 1, "--nnodes": 1, "--master": 1, "--node-rank": 1}
-CPU_ADVICE = "or train on the CPU without --gpus (--nproc N for N processes)"
 # What Paddle's launcher takes from the environment over its flags (PADDLE_TRAINER_ID as --rank, the endpoints
 # as --master and --nnodes). Schedulers and Kubernetes operators set some of them; the command's flags decide.
 LAUNCHER_VARIABLES = (
@@ -85,73 +85,6 @@ def child_argv(argv: list[str]) -> list[str]:
             continue
         kept.append(arg)
     return kept
-
-
-def gpu_count() -> Optional[int]:
-    """How many GPUs Paddle can use in this process; None when this Paddle build has no CUDA support."""
-    import paddle
-
-    if not paddle.is_compiled_with_cuda():
-        return None
-    return paddle.device.cuda.device_count()
-
-
-def describe_gpus(count: Optional[int]) -> str:
-    """What Paddle sees, for an error message: 'Paddle sees 2 GPUs (ids 0-1)' and the like."""
-    if count is None:
-        return "this Paddle build has no CUDA support (paddlepaddle CPU build)"
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    among = f" with CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
-    if count == 0:
-        return f"Paddle sees no GPU{among}"
-    ids = "id 0" if count == 1 else f"ids 0-{count - 1}"
-    return f"Paddle sees {count} GPU{'s' if count > 1 else ''} ({ids}){among}"
-
-
-def check_gpus(gpus: str) -> list[int]:
-    """The GPU ids of ``--gpus`` ("0,1,2,3"), or UserError when Paddle cannot give this process each of them.
-
-    One message says what Paddle sees and what to do: install paddlepaddle-gpu, check
-    CUDA_VISIBLE_DEVICES, fix the ids, or train on the CPU.
-    """
-    ids = [int(g) for g in gpus.split(",")]
-    count = gpu_count()
-    flag = f"--gpus {gpus}"
-    if count is None:
-        raise UserError(
-            f"{flag}: {describe_gpus(count)}; install paddlepaddle-gpu built for your CUDA version, {CPU_ADVICE}"
-        )
-    if count == 0:
-        raise UserError(
-            f"{flag}: {describe_gpus(count)}; check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES, {CPU_ADVICE}"
-        )
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
-    if repeated:
-        raise UserError(
-            f"{flag}: GPU {repeated[0]} is listed twice; give each GPU once, e.g. "
-            f"--gpus {','.join(str(i) for i in range(min(len(ids), count)))}"
-        )
-    if len(ids) > count:
-        raise UserError(
-            f"{flag} asks for {len(ids)} GPUs but {describe_gpus(count)}; list at most {count}, "
-            f"check CUDA_VISIBLE_DEVICES, {CPU_ADVICE}"
-        )
-    missing = [i for i in ids if i >= count]
-    if missing:
-        raise UserError(
-            f"{flag}: there is no GPU {missing[0]}: {describe_gpus(count)}; ids number the GPUs "
-            f"Paddle sees (check CUDA_VISIBLE_DEVICES), {CPU_ADVICE}"
-        )
-    return ids
-
-
-def launcher_devices(ids: list[int]) -> str:
-    """The launcher's ``--devices`` for GPU ``ids``: it names GPUs as CUDA_VISIBLE_DEVICES lists them."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or visible == "all":
-        return ",".join(str(i) for i in ids)
-    labels = visible.split(",")
-    return ",".join(labels[i] for i in ids)
 
 
 def launch(argv: list[str], parallel, output: str) -> int:

@@ -44,7 +44,7 @@ def select_device(device: str) -> str:
     if device == "auto":
         device = "gpu" if has_gpu else "cpu"
     if device.startswith("gpu") and not has_gpu:
-        from ernie_ft.training.launch import describe_gpus, gpu_count
+        from ernie_ft.training.gpus import describe_gpus, gpu_count
 
         # device_for turns --gpus N into gpu:N, so the message names both flags
         raise UserError(
