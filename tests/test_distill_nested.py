@@ -196,11 +196,13 @@ def test_the_loss_is_a_balanced_span_bce_mixed_with_the_global_pointer_loss_on_l
     assert np.abs(scores.grad.numpy()).max() > 1e-3
 
 
-def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tmp_path):
+def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tmp_path, capsys):
     short = ["--epochs", "4", "--batch-size", "4"]  # 2 batches an epoch: one with an unlabelled window only
     assert main(distill_args(teacher, files, tmp_path / "full", *short)) == 0
     assert main(distill_args(teacher, files, tmp_path / "cut", *short, "--stop-after-steps", "3")) == 0
+    capsys.readouterr()
     assert main(distill_args(teacher, files, tmp_path / "cut", *short, "--resume")) == 0
+    assert "resumed at step 3 " in capsys.readouterr().err  # continued from last/, not trained again from the start
     assert_same_weights(tmp_path / "full" / "best", tmp_path / "cut" / "best", head="global_pointer.")
 
 
