@@ -13,7 +13,8 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.squad import QAExample, locate_answer, read_qa
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.squad import shared_answer_share
-from ernie_ft.qa.task import QA, best_answers
+from ernie_ft.qa.answers import best_answers
+from ernie_ft.qa.task import QA
 
 main = task_command("qa")
 
