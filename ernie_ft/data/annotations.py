@@ -10,40 +10,13 @@ these returns None and is read as before.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Optional
 
+from ernie_ft.data.annotated import Annotated, Export, count, items
+from ernie_ft.data.label_studio import read_label_studio
 from ernie_ft.errors import UserError
 
 _SPACE = " \t\r\n"
-
-
-@dataclass(frozen=True)
-class Annotated:
-    """One record (doccano) or task (Label Studio): ``line`` is where it starts in the file."""
-
-    line: int
-    task: Optional[str]
-    text: str
-    labels: tuple = ()
-    spans: tuple = ()
-    relations: tuple = ()
-    labelled: bool = True  # False: the record carries no annotation at all
-    dangling: tuple = ()  # ids of Label Studio relations whose from_id or to_id names no labelled region
-
-
-@dataclass
-class Export:
-    """An annotation tool's file: its records and the sentence the loading line shows."""
-
-    tool: str  # "doccano" or "Label Studio"
-    records: list = field(default_factory=list)
-    summary: str = ""
-    text_key: str = "text"  # the key the text was under (Label Studio: of data), the column classify names it by
-
-    @property
-    def has_spans(self) -> bool:
-        return any(r.spans for r in self.records)
 
 
 def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]:
@@ -82,7 +55,7 @@ def load(text: str, where: str, text_key: Optional[str] = None) -> Optional[Expo
         except UserError:
             return None  # not JSON: the caller's own reader names what is wrong
         if tasks and isinstance(tasks[0][1], dict) and {"data", "annotations", "predictions"} & set(tasks[0][1]):
-            return _label_studio(tasks, where, text_key)
+            return read_label_studio(tasks, where, text_key)
         return None
     if not start.startswith("{"):
         return None
@@ -138,22 +111,8 @@ def _doccano(values: list, where: str) -> Export:
             records.append(Annotated(line, _id(record), text, labelled=False))
     layout = " and ".join(sorted(kinds)) or "texts without labels"
     relations = sum(len(r.relations) for r in records)
-    summary = f"doccano JSONL ({layout}{', the older data key' if old_key else ''}), {_count(records, 'record')}"
+    summary = f"doccano JSONL ({layout}{', the older data key' if old_key else ''}), {count(records, 'record')}"
     return Export("doccano", records, summary + (f", {relations} relations kept" if relations else ""))
-
-
-def _count(items: list, noun: str) -> str:
-    return f"{len(items)} {noun}{'s' * (len(items) != 1)}"
-
-
-def _items(value) -> list:
-    """A JSON list as it is; anything else (absent, null, an object) as no items."""
-    return value if isinstance(value, list) else []
-
-
-def _names(value) -> list[str]:
-    """Label names: a JSON list of strings (or numbers), or a single one."""
-    return [str(v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, (str, int)) and v != ""]
 
 
 def _id(record: dict) -> Optional[str]:
@@ -190,104 +149,11 @@ def _doccano_entities(record: dict, at: str) -> tuple[tuple, tuple]:
         by_id[e.get("id")] = span
         spans.append(span)
     relations = []
-    for r in _items(record.get("relations")):
+    for r in items(record.get("relations")):
         if not isinstance(r, dict) or r.get("from_id") not in by_id or r.get("to_id") not in by_id:
             raise UserError(f"{at}: relation {r!r:.60} does not name two of the record's entity ids (from_id, to_id)")
         relations.append((by_id[r["from_id"]], by_id[r["to_id"]], str(r.get("type", r.get("label", "")))))
     return tuple(spans), tuple(relations)
-
-
-# ------------------------------------------------------------------------------------------ Label Studio
-
-
-def _label_studio(tasks: list, where: str, text_key: Optional[str]) -> Export:
-    records, counts = [], {"cancelled": 0, "predicted": 0, "unannotated": 0, "keys": set()}
-    for line, task in tasks:
-        at = f"{where}:{line}: task {task.get('id', '?') if isinstance(task, dict) else '?'}"
-        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
-            raise UserError(f'{at}: not a Label Studio task (an object with "data" and "annotations")')
-        key = _text_key(task["data"], text_key, at)
-        counts["keys"].add(key)
-        text = task["data"][key]
-        annotations = [a for a in _items(task.get("annotations")) if isinstance(a, dict)]
-        done = [a for a in annotations if not a.get("was_cancelled")]
-        counts["cancelled"] += len(annotations) - len(done)
-        if not done and _items(task.get("predictions")):
-            done = [p for p in _items(task["predictions"]) if isinstance(p, dict)]
-            counts["predicted"] += 1
-        if not done:
-            counts["unannotated"] += 1
-            records.append(Annotated(line, str(task.get("id")), text, labelled=False))
-            continue
-        records.append(_task_record(line, task, text, _items(_most_recent(done).get("result")), at))
-    return Export("Label Studio", records, _ls_summary(records, counts), text_key or "text")
-
-
-def _most_recent(annotations: list[dict]) -> dict:
-    """The annotation last updated (``updated_at``, else ``created_at``); on a tie or without dates, the last one."""
-
-    def when(i: int) -> tuple:
-        return str(annotations[i].get("updated_at") or annotations[i].get("created_at") or ""), i
-
-    return annotations[max(range(len(annotations)), key=when)]
-
-
-def _text_key(data: dict, text_key: Optional[str], at: str) -> str:
-    """The key of ``data`` that holds the task's text: ``text_key``, else "text"."""
-    key = text_key or "text"
-    value = data.get(key)
-    if not isinstance(value, str) or not value.strip():
-        found = ", ".join(data) or "none"
-        raise UserError(
-            f"{at}: no text under data.{key} (data keys: {found}); export a text labelling project (an image or "
-            "audio task has no text), or name the key that holds the text with --text-column (classify)"
-        )
-    return key
-
-
-def _task_record(line: int, task: dict, text: str, result: list, at: str) -> Annotated:
-    """The class names, spans and relations of one annotation's ``result`` list."""
-    labels, spans, regions, relations = [], [], {}, []
-    for item in result:
-        if not isinstance(item, dict):
-            continue
-        kind, value = item.get("type"), item.get("value") if isinstance(item.get("value"), dict) else {}
-        if kind == "choices":
-            labels += _names(value.get("choices"))
-        elif kind == "labels":
-            start, end = value.get("start"), value.get("end")
-            if not (isinstance(start, int) and isinstance(end, int)):
-                raise UserError(f"{at}: region {item.get('id')} has no integer start and end character offsets")
-            if "text" in value and text[start:end] != value["text"]:
-                raise UserError(
-                    f"{at}: entity {value['text']!r} at [{start}, {end}) but the text there is {text[start:end]!r}; "
-                    "the offsets do not match the task's text (was data.text edited after labelling?)"
-                )
-            for type_ in _names(value.get("labels")):
-                spans.append((start, end, str(type_)))
-                regions.setdefault(item.get("id"), spans[-1])
-        elif kind == "relation":
-            relations.append(item)
-    pairs = [
-        (regions[r["from_id"]], regions[r["to_id"]], ",".join(_names(r.get("labels"))))
-        for r in relations
-        if r.get("from_id") in regions and r.get("to_id") in regions
-    ]
-    dangling = tuple(str(r.get("id")) for r in relations if not {r.get("from_id"), r.get("to_id")} <= set(regions))
-    return Annotated(line, str(task.get("id")), text, tuple(labels), tuple(spans), tuple(pairs), dangling=dangling)
-
-
-def _ls_summary(records: list, counts: dict) -> str:
-    parts = [f"{counts['cancelled']} cancelled annotations skipped"] if counts["cancelled"] else []
-    if counts["predicted"]:
-        parts.append(f"{counts['predicted']} tasks labelled by their predictions (no annotation)")
-    if counts["unannotated"]:
-        parts.append(f"{counts['unannotated']} tasks without annotations or predictions")
-    keys = ", ".join(f"data.{k}" for k in sorted(counts["keys"]))
-    return (
-        f"Label Studio JSON export, {_count(records, 'task')}, text from {keys}; each task's most recent non-cancelled "
-        f"annotation is used" + "".join(f"; {p}" for p in parts)
-    )
 
 
 # ---------------------------------------------------------------------------------------------- records
