@@ -438,6 +438,17 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
             (r["score"], s["score"]) for x, y in zip(records, answers) for r, s in zip(x["relations"], y["relations"])
         ]
         assert scores and max(abs(a - b) for a, b in scores) < 2e-3, engine
+    # int8 (the packed output quantized), chosen for this CPU and for AVX2 (7-bit weights: the same integer products
+    # on every CPU): the dygraph model's triples, one flipped by rounding at most
+    for target in ("int8", "int8:avx2"):
+        int8, again = tmp_path / f"export-{target}", tmp_path / f"pred-{target}.jsonl"
+        assert cli(["export", "--model", str(tmp_path / "full"), "--output", str(int8), "--format", "onnx",
+                    "--quantize", target]) == 0  # fmt: skip
+        assert cli(["predict", "--model", str(int8), "--input", texts, "--output", str(again)]) == 0
+        answers = [json.loads(line) for line in again.read_text(encoding="utf-8").splitlines()]
+        found = {(i, t) for i, x in enumerate(triples(answers)) for t in x}
+        gold = {(i, t) for i, x in enumerate(triples(records)) for t in x}
+        assert len(gold) >= 5 and len(found ^ gold) <= 1, (target, found ^ gold)  # measured: none differs
 
     capsys.readouterr()
     assert cli(["evaluate", "--model", str(tmp_path / "full"), "--input", train]) == 0
