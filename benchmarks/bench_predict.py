@@ -191,7 +191,7 @@ def hf_batches(features, pipeline, args, tmp) -> dict:
     import numpy as np
 
     from ernie_ft.data.batching import LengthGroupedSampler, collate
-    from ernie_ft.models import modeling
+    from ernie_ft.models import model_source
 
     sampler = LengthGroupedSampler([len(f["input_ids"]) for f in features], args.batch_size, shuffle=False)
     arrays = {}
@@ -199,7 +199,7 @@ def hf_batches(features, pipeline, args, tmp) -> dict:
         batch = collate([features[j] for j in indices], pipeline.pad_id)
         arrays[f"ids{i}"], arrays[f"types{i}"] = batch["input_ids"], batch["token_type_ids"]
     np.savez(os.path.join(tmp, "batches.npz"), **arrays)
-    shape = modeling.SCRATCH[args.shape]
+    shape = model_source.SCRATCH[args.shape]
     return {
         "threads": args.threads,
         "vocab": pipeline.vocab_size,

@@ -109,7 +109,7 @@ def test_the_loss_curve_is_an_ema_debiased_from_the_first_value():
 
 
 def test_scratch_lxh_shapes_follow_the_stated_rule():
-    from ernie_ft.models.modeling import SCRATCH, scratch_config
+    from ernie_ft.models.model_source import SCRATCH, scratch_config
 
     assert scratch_config("scratch:2x128") == {**SCRATCH["tiny"]}  # tiny is 2 x 128: 2 heads, FFN 512
     one = scratch_config("scratch:1x64")
@@ -131,7 +131,7 @@ def test_a_cut_student_vocabulary_keeps_the_training_tokens_and_the_students_pre
     import paddle
 
     from ernie_ft.distill.vocab import teacher_ids, used_tokens
-    from ernie_ft.models.modeling import scratch_config
+    from ernie_ft.models.model_source import scratch_config
     from ernie_ft.text.pipeline import TextPipeline
     from ernie_ft.text.scratch import build_vocab, write_vocab
     from ernie_ft.text.vocab_files import SPECIAL_TOKENS

@@ -171,12 +171,12 @@ def test_evaluate_and_the_served_model_examine_each_file_once(tmp_path, examined
 def test_fine_tuning_examines_each_file_of_its_model_directory_once(source, tmp_path, examined):
     """What ``setup`` does with --model DIR: read it (``model_dir_of``), then its pipeline and the model."""
     from ernie_ft.config import DataConfig, ModelConfig
-    from ernie_ft.models import modeling
+    from ernie_ft.models import model_source, modeling
 
     model = tmp_path / "model"
     shutil.copytree(source, model)
     config = ModelConfig(model=str(model), trust_pickle=True)
-    model_dir = modeling.model_dir_of(config)
+    model_dir = model_source.model_dir_of(config)
     pipeline = modeling.load_pipeline(config, DataConfig(cache_dir=str(tmp_path / "cache")), None, False, model_dir)
     labels = len(model_dir.labels)  # the head it has: nothing newly initialised
     net = modeling.build_model(config, "sequence", labels, pipeline, None, model_dir)

@@ -1,5 +1,5 @@
-"""The ERNIE backbone with a task head: from a PaddleNLP name, a checkpoint directory or a scratch preset,
-and its outputs over a list of features.
+"""The ERNIE backbone with a task head: from a PaddleNLP name, a checkpoint directory or a scratch preset
+(``model_source`` tells which and checks it), and its outputs over a list of features.
 
 Heads are PaddleNLP's own (sequence, token and span classification), so a checkpoint we
 write loads in plain PaddleNLP with ``ErnieFor*.from_pretrained(dir)``. Models return logits.
@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import pickle
-import re
 import sys
 
 import numpy as np
@@ -21,32 +19,12 @@ from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
 from ernie_ft.models.model_dir import ModelDir, read_model_dir
+from ernie_ft.models.model_source import FILE_ERRORS, check_directory, kind, offline_hint, scratch_config
 from ernie_ft.models.weights import describe_loading, from_pretrained
-from ernie_ft.recipes import suggest
 from ernie_ft.text.extension import same_pieces
 from ernie_ft.text.pipeline import TextPipeline
 from ernie_ft.text.scratch import build_vocab, write_vocab
 
-# Randomly initialised shapes for tests, demos and benchmarks (no download needed).
-SCRATCH = {
-    "tiny": dict(
-        num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512, max_position_embeddings=512
-    ),
-    "nano": dict(
-        num_hidden_layers=4,
-        hidden_size=312,
-        num_attention_heads=12,
-        intermediate_size=1248,
-        max_position_embeddings=2048,
-    ),  # ernie-3.0-nano-zh's shape
-    "medium": dict(
-        num_hidden_layers=6,
-        hidden_size=768,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        max_position_embeddings=2048,
-    ),  # ernie-3.0-medium-zh's shape
-}
 HEADS = {
     "sequence": "ErnieForSequenceClassification",
     "token": "ErnieForTokenClassification",
@@ -58,88 +36,8 @@ MODEL_EXTRAS = ("masked_positions", "original_ids", "replace_uniform", "pair_ind
 training cells: relation.task.training_targets)."""
 PER_TOKEN = ("token", "span")
 """Heads with one output row per token; 'sequence' has one per input, 'mlm' one per masked position."""
-WEIGHT_FILES = ("model.safetensors", "model_state.pdparams")
-FILE_ERRORS = (OSError, ValueError, EOFError, pickle.UnpicklingError)
-"""What a user's model files (or the hub) cause while a model loads: missing, unreadable or truncated files, JSON or
-safetensors that do not parse (ValueError), a network failure (requests' errors are OSErrors). Any other exception
-is a bug and keeps its traceback."""
 SHAPE_MISMATCH = "Error(s) in loading state_dict"
 """How Paddle's RuntimeError for weights whose shapes differ from the config's begins."""
-
-
-def scratch_shape(layers: int, hidden: int) -> dict:
-    """The shape of ``scratch:LxH``: ``layers`` encoder layers of width ``hidden``; hidden // 64 attention heads (at
-    least 1, fewer while they do not divide the width), a feed-forward layer 4 x hidden wide, 512 positions."""
-    heads = max(1, hidden // 64)
-    while hidden % heads:
-        heads -= 1
-    return dict(
-        num_hidden_layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        intermediate_size=4 * hidden,
-        max_position_embeddings=512,
-    )
-
-
-def scratch_config(spec: str) -> dict:
-    """The shape of a scratch model (``scratch:NAME`` of ``SCRATCH``, or ``scratch:LxH``); another is a UserError."""
-    name = spec.split(":", 1)[1]
-    shape = re.fullmatch(r"(\d+)x(\d+)", name)
-    if shape and 1 <= int(shape[1]) <= 48 and 8 <= int(shape[2]) <= 8192:
-        return scratch_shape(int(shape[1]), int(shape[2]))
-    if name not in SCRATCH:
-        hint = " A shape scratch:LxH takes 1 to 48 layers of width 8 to 8192." if shape else suggest(name, SCRATCH)
-        raise UserError(
-            f"--model {spec}: unknown scratch preset.{hint} Presets: {', '.join('scratch:' + k for k in SCRATCH)}, "
-            "or scratch:LxH for L layers of width H (e.g. scratch:2x128, scratch:1x64)"
-        )
-    return SCRATCH[name]
-
-
-def model_dir_of(model: ModelConfig) -> ModelDir | None:
-    """--model read once when it is a directory (``read_model_dir``), for ``load_pipeline`` and ``build_model``."""
-    return read_model_dir(model.model) if kind(model.model) == "directory" else None
-
-
-def _check_directory(found: ModelDir) -> None:
-    path, files = found.given, found.files
-    if found.hf_config is not None:
-        hf.check_weights(path, found.hf_config, files=files)
-        return
-    if found.path != path:  # a run's directory, which stands for its best/ where a model is loaded to predict
-        raise UserError(
-            f"--model {path} is a training run's output directory; pass its model: --model {os.path.join(path, 'best')}"
-        )
-    if not files & {"config.json", "model_config.json"} or not files & set(WEIGHT_FILES):
-        raise UserError(
-            f"--model {path}: not a model directory (expected config.json and {WEIGHT_FILES[0]}, written by "
-            f"ernie_ft, PaddleNLP or Hugging Face transformers; found {', '.join(sorted(files)) or 'nothing'})"
-        )
-
-
-def _offline_hint(name: str, reason: str) -> UserError:
-    """The error for a model name PaddleNLP could not load: its reason, whole, and how to bring the model over as
-    safetensors (PaddleNLP 2.8's ``save_pretrained`` writes a pickle unless told otherwise, which ernie_ft refuses)."""
-    cause = " ".join(reason.split())
-    return UserError(
-        f"--model {name}: could not load it ({cause}). If this machine is offline, download the model where there "
-        f'is network access: python -c "from paddlenlp.transformers import AutoModel, AutoTokenizer; '
-        f"AutoModel.from_pretrained('{name}').save_pretrained('{name}', safe_serialization=True); "
-        f"AutoTokenizer.from_pretrained('{name}').save_pretrained('{name}')\", copy the folder here and pass "
-        f"--model ./{name}"
-    )
-
-
-def kind(spec: str) -> str:
-    """'scratch', 'directory' or 'name' for a --model value."""
-    if spec.startswith("scratch:"):
-        return "scratch"
-    if os.path.isdir(spec):
-        return "directory"
-    if os.sep in spec or spec.startswith("."):
-        raise UserError(f"--model {spec}: directory not found")
-    return "name"
 
 
 def load_pipeline(
@@ -181,7 +79,7 @@ def load_pipeline(
         raise UserError("--vocab only applies to scratch models; a checkpoint brings its own vocabulary")
     if source == "directory":
         found = read_model_dir(model.model) if model_dir is None else model_dir
-        _check_directory(found)
+        check_directory(found)
         saved = found.tokenizer.get("vocab_extension")
         if saved is not None:  # the checkpoint's weights were trained with it
             if extension is not None and not same_pieces(extension, saved):
@@ -196,7 +94,7 @@ def load_pipeline(
     try:
         tokenizer = AutoTokenizer.from_pretrained(model.model)
     except FILE_ERRORS as e:  # PaddleNLP raises OSError (requests' errors among them) or ValueError when offline
-        raise _offline_hint(model.model, str(e)) from None
+        raise offline_hint(model.model, str(e)) from None
     vocab_file = getattr(tokenizer, "vocab_file", None) or tokenizer.init_kwargs.get("vocab_file")
     if not vocab_file or not os.path.isfile(vocab_file):
         raise UserError(
@@ -253,7 +151,7 @@ def build_model(
     found = None
     if source == "directory":
         found = read_model_dir(model.model) if model_dir is None else model_dir
-        _check_directory(found)
+        check_directory(found)
     net, loading = _pretrained(cls, model, found, head, overrides)
     if loading:
         print(f"--model {model.model}: {loading}", file=sys.stderr)
@@ -287,7 +185,7 @@ def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, over
             raise UserError(
                 f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
             ) from None
-        raise _offline_hint(model.model, str(e)) from None
+        raise offline_hint(model.model, str(e)) from None
 
 
 def grow_embeddings(net, pipeline: TextPipeline) -> None:

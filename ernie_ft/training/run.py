@@ -19,7 +19,7 @@ from ernie_ft.config import RunConfig, TrainConfig, learning_rate
 from ernie_ft.data.batching import LengthGroupedSampler
 from ernie_ft.data.dataset import default_cache_dir, featurize, read_splits
 from ernie_ft.errors import UserError
-from ernie_ft.models import modeling
+from ernie_ft.models import model_source, modeling
 from ernie_ft.training import checkpoint, resume_state
 from ernie_ft.training.runlog import RunLog, collapse_advice
 
@@ -95,8 +95,8 @@ def check_inputs(task, cfg: RunConfig) -> tuple[dict, list]:
     a wrong input fails at once."""
     if not cfg.train.output:
         raise UserError("--output is required (the directory for the model, metrics and logs)")
-    if modeling.kind(cfg.model.model) == "scratch":
-        modeling.scratch_config(cfg.model.model)
+    if model_source.kind(cfg.model.model) == "scratch":
+        model_source.scratch_config(cfg.model.model)
     examples, labels = read_splits(task, cfg.data)
     checkpoint.check_output(cfg.train.output, cfg.resume, cfg.overwrite)
     return examples, labels
@@ -129,7 +129,7 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
     threads = runtime.set_threads(tc.threads, int(os.environ.get("PADDLE_LOCAL_SIZE", parallel.size)))
     runtime.seed_everything(tc.seed)
     data = dataclasses.replace(data, cache_dir=data.cache_dir or default_cache_dir())
-    model_dir = modeling.model_dir_of(cfg.model)  # --model read once, for the pipeline and the model
+    model_dir = model_source.model_dir_of(cfg.model)  # --model read once, for the pipeline and the model
     pipeline = modeling.load_pipeline(
         cfg.model, data, lambda: task.texts(examples["train"]), task.exact_spans, model_dir
     )
