@@ -42,6 +42,9 @@ class Taps:
         backbone = getattr(model, "ernie", None)
         if backbone is None or not hasattr(backbone, "encoder"):
             raise UserError(f"--transfer: {type(model).__name__} is not an ERNIE model (no ernie.encoder)")
+        from ernie_ft.models.first_token import every_token
+
+        every_token(model)  # the last layer's every token, not [CLS]'s alone
         self.model, self.training_only = model, training_only
         self.states, self.queries, self.keys = [], {}, {}
         self.layers = list(backbone.encoder.layers)

@@ -114,6 +114,10 @@ def model_class(head: str, custom: str | None = None):
     if custom:
         module, _, name = custom.partition(":")
         return getattr(importlib.import_module(module), name)
+    if head == "sequence":  # PaddleNLP's, computing the last layer for [CLS] only (``first_token``)
+        from ernie_ft.models.first_token import ErnieForSequenceClassification
+
+        return ErnieForSequenceClassification
     return getattr(pt, HEADS[head])
 
 

@@ -1,0 +1,91 @@
+"""The sequence classifier's last layer computed for [CLS] alone: the same logits and gradients as PaddleNLP's
+classifier with the same weights, one row through the last feed-forward network, every row where asked for."""
+
+import numpy as np
+import paddle
+import paddlenlp.transformers as pt
+import pytest
+
+from ernie_ft.models.fast_layers import enable_fast_kernels
+from ernie_ft.models.first_token import ErnieForSequenceClassification, FirstTokenEncoder, every_token
+from ernie_ft.models.modeling import model_class
+
+IDS = [[1, 5, 6, 7, 8, 2, 0, 0, 0], [1, 9, 3, 9, 4, 9, 9, 7, 2], [1, 4, 2, 0, 0, 0, 0, 0, 0]]
+"""Three windows of different lengths, padded (pad id 0) to the longest."""
+
+
+def _pair(dropout: float = 0.0, layers: int = 3):
+    """(PaddleNLP's classifier, ours with its weights)."""
+    config = pt.ErnieConfig(
+        vocab_size=40,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        pad_token_id=0,
+        num_labels=3,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
+    paddle.seed(7)
+    reference = pt.ErnieForSequenceClassification(config)
+    ours = ErnieForSequenceClassification(config)
+    ours.set_state_dict(reference.state_dict())
+    return reference, ours
+
+
+def _gradients(model):
+    return {name: p.grad.numpy() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["paddle-layers", "fast-kernels"])
+@pytest.mark.parametrize("layers", [1, 3])
+def test_logits_and_gradients_are_paddlenlps(fast, layers):
+    reference, ours = _pair(layers=layers)
+    assert type(ours.ernie.encoder) is FirstTokenEncoder and model_class("sequence") is ErnieForSequenceClassification
+    if fast:
+        assert enable_fast_kernels(reference) == enable_fast_kernels(ours) > 0
+    ids = paddle.to_tensor(IDS)
+    expected, got = reference(input_ids=ids), ours(input_ids=ids)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    (expected * paddle.arange(3, dtype="float32")).sum().backward()
+    (got * paddle.arange(3, dtype="float32")).sum().backward()
+    want, have = _gradients(reference), _gradients(ours)
+    assert set(have) == set(want) and len(want) == len(dict(reference.named_parameters()))
+    for name in want:
+        np.testing.assert_allclose(have[name], want[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_the_last_layer_computes_one_row_and_every_row_when_asked():
+    reference, ours = _pair()
+    rows = []
+    ours.ernie.encoder.layers[-1].linear1.register_forward_post_hook(lambda layer, inputs, out: rows.append(out.shape))
+    ids = paddle.to_tensor(IDS)
+    with paddle.no_grad():
+        sequence, pooled = ours.ernie(input_ids=ids)
+        assert rows == [[3, 1, 64]] and sequence.shape == [3, 1, 32]  # [CLS]'s row alone
+        full_reference = reference.ernie(input_ids=ids, output_hidden_states=True, return_dict=True)
+        full = ours.ernie(input_ids=ids, output_hidden_states=True, return_dict=True)
+        np.testing.assert_allclose(full.last_hidden_state.numpy(), full_reference.last_hidden_state.numpy(), atol=1e-5)
+        np.testing.assert_allclose(sequence.numpy(), full_reference.last_hidden_state.numpy()[:, :1], atol=1e-5)
+        np.testing.assert_allclose(pooled.numpy(), full_reference.pooler_output.numpy(), atol=1e-5)
+        rows.clear()
+        every_token(ours)
+        sequence, _ = ours.ernie(input_ids=ids)
+    assert rows == [[3, 9, 64]] and sequence.shape == [3, 9, 32]
+    np.testing.assert_allclose(sequence.numpy(), full_reference.last_hidden_state.numpy(), atol=1e-5)
+
+
+def test_a_checkpoint_loads_in_paddlenlps_class_and_back(tmp_path):
+    reference, ours = _pair()
+    ours.save_pretrained(str(tmp_path / "ours"), safe_serialization=True)
+    reference.save_pretrained(str(tmp_path / "theirs"), safe_serialization=True)
+    ids = paddle.to_tensor(IDS)
+    with paddle.no_grad():
+        expected = reference(input_ids=ids).numpy()
+        for cls, folder in ((pt.ErnieForSequenceClassification, "ours"), (ErnieForSequenceClassification, "theirs")):
+            loaded = cls.from_pretrained(str(tmp_path / folder))
+            loaded.eval()
+            np.testing.assert_allclose(loaded(input_ids=ids).numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "ours" / "config.json").read_text().count('"ErnieForSequenceClassification"') == 1
