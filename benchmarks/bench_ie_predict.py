@@ -29,15 +29,22 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from bench_int8 import SHARED, ask, engine_arguments, exports, print_machine, serve_passes, start
+from bench_int8 import (
+    BEFORE,
+    SHARED,
+    ask,
+    baseline_exports,
+    engine_arguments,
+    exports,
+    print_machine,
+    serve_passes,
+    start,
+)
 
 FP32 = ("Paddle Inference fp32", "ONNX Runtime fp32")
-BEFORE = " (baseline)"
-"""What ends the name of a --baseline engine."""
 ENGINE = {"ernie_ft int8": "onnxruntime-int8", "Paddle Inference fp32": "inference", "ONNX Runtime fp32": "onnxruntime"}
 DATA = {"nested": ("cmeee-v2", "test.json"), "relation": ("duie-5000", "test.jsonl")}
 
@@ -110,27 +117,10 @@ def compare(rounds: dict, kind: str, ours: tuple, theirs: tuple) -> None:
         print(f"{kind}: {ours[1]} against {theirs[1]}: {shown}")
 
 
-def baseline_exports(run: str, work: str, quantize: str, source: str) -> dict:
-    """``exports`` and the ONNX fp32 export made by the ernie_ft in ``source`` (run there, in a process)."""
-    env = {**os.environ, "PYTHONPATH": source}
-    dirs = {}
-    for name, extra in (
-        ("ernie_ft int8", ["--format", "onnx", "--quantize", quantize]),
-        ("Paddle Inference fp32", []),
-        ("ONNX Runtime fp32", ["--format", "onnx"]),
-    ):
-        out = os.path.join(work, ENGINE[name])
-        command = [sys.executable, "-m", "ernie_ft", "export", "--model", os.path.abspath(run), "--output", out]
-        subprocess.run([*command, "--overwrite", *extra], cwd=source, env=env, check=True, stdout=subprocess.DEVNULL)
-        dirs[name + BEFORE] = out
-    return dirs
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nested", help="a ner --nested run trained on CMeEE-V2")
     parser.add_argument("--relation", help="a relation run trained on DuIE")
-    parser.add_argument("--baseline", help="another ernie_ft's source tree to run beside this one (see above)")
     parser.add_argument("--texts", type=int, default=500, help="test texts per model (default: 500, the whole split)")
     engine_arguments(parser)
     args = parser.parse_args()
@@ -153,7 +143,8 @@ def main() -> None:
             quantization = json.load(f)["files"]["model.int8.onnx"].get("quantization")
         print(f"{kind} int8: {json.dumps(quantization)}", flush=True)
         if args.baseline:
-            dirs.update(baseline_exports(run, os.path.join(work, kind, "baseline"), args.quantize, args.baseline))
+            baseline = os.path.join(work, kind, "baseline")
+            dirs.update(baseline_exports(run, baseline, args.quantize, args.baseline, ENGINE))
         for name, directory in dirs.items():
             spec = {"model": directory, "engine": ENGINE[name.removesuffix(BEFORE)], "kind": kind, "texts": args.texts}
             paths = {"PYTHONPATH": args.baseline} if name.endswith(BEFORE) else {}

@@ -1,7 +1,7 @@
 """int8 against optimum and Paddle Inference, end to end, in one run: the VNNI and AVX2 rows of the deployment table.
 
     python benchmarks/bench_int8.py --classifier RUN --torch-python PATH [--quantize int8] [--rounds 5] \
-        [--texts 1200] [--cut 120] [--threads 2] [--work DIR]
+        [--texts 1200] [--cut 120] [--threads 2] [--work DIR] [--baseline SOURCE]
 
 RUN, a classifier trained on ChnSentiCorp, is exported twice: ``export`` (Paddle Inference, fp32) and ``export
 --format onnx --quantize Q`` (ernie_ft's int8, chosen for this CPU unless Q names a target). Three engines then
@@ -15,6 +15,11 @@ answers; for ernie_ft also the model's graph alone, ``session.run`` or Paddle's 
 the labels: accuracy on the dev labels, and the share of int8's labels equal to fp32's. Documents per CPU-second
 (the process's CPU time in a pass, its threads' spinning included) say what each engine costs when other work
 shares the cores and stretches the wall-clock figures.
+
+With ``--baseline SOURCE`` (the source tree of another ernie_ft version, e.g. ``git worktree add /tmp/wt/base
+HEAD``), RUN is also exported by that version and its two engines run that version's ``Predictor`` in the same
+rounds: the output adds per engine the median of the per-round ratios of this version's documents/s to the
+baseline's.
 """
 
 from __future__ import annotations
@@ -128,6 +133,30 @@ def exports(run: str, work: str, quantize: str) -> dict:
     }
 
 
+BEFORE = " (baseline)"
+"""What ends the name of a --baseline engine."""
+EXPORT_FLAGS = {
+    "ernie_ft int8": ["--format", "onnx", "--quantize"],
+    "Paddle Inference fp32": [],
+    "ONNX Runtime fp32": ["--format", "onnx"],
+}
+"""The ``export`` flags of each engine's export (int8's end with --quantize's value)."""
+
+
+def baseline_exports(run: str, work: str, quantize: str, source: str, names) -> dict:
+    """The exports ``names`` (keys of ``EXPORT_FLAGS``) of ``run`` made by the ernie_ft in ``source`` (run there, in a
+    process), by engine name + ``BEFORE``."""
+    env = {**os.environ, "PYTHONPATH": source}
+    dirs = {}
+    for name in names:
+        flags = EXPORT_FLAGS[name] + ([quantize] if "int8" in name else [])
+        out = os.path.join(work, name.split()[0] + ("-int8" if "int8" in name else "-fp32"))
+        command = [sys.executable, "-m", "ernie_ft", "export", "--model", os.path.abspath(run), "--output", out]
+        subprocess.run([*command, "--overwrite", *flags], cwd=source, env=env, check=True, stdout=subprocess.DEVNULL)
+        dirs[name + BEFORE] = out
+    return dirs
+
+
 def engine_arguments(parser) -> None:
     """The options every int8 benchmark takes: the int8 export, rounds, threads, where the exports go, and the
     hidden --worker an engine's own process is started with."""
@@ -136,6 +165,7 @@ def engine_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", help="directory for the exports (default: a temporary one)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", help="another ernie_ft's source tree to run beside this one (see above)")
 
 
 def print_machine() -> None:
@@ -161,6 +191,9 @@ def main() -> None:
     dirs = exports(args.classifier, work, args.quantize)
     with open(os.path.join(dirs["ernie_ft int8"], "onnx.json"), encoding="utf-8") as f:
         print("int8:", json.dumps(json.load(f)["files"]["model.int8.onnx"].get("quantization")), flush=True)
+    if args.baseline:
+        baseline = os.path.join(work, "baseline")
+        dirs.update(baseline_exports(args.classifier, baseline, args.quantize, args.baseline, dirs))
     texts, _ = dev(args.texts, args.cut)
     source = os.path.join(work, "texts.txt")
     with open(source, "w", encoding="utf-8") as f:
@@ -170,7 +203,8 @@ def main() -> None:
     for name, directory in dirs.items():
         engine = "onnxruntime-int8" if "int8" in name else "inference"
         spec = {"model": directory, "engine": engine, "texts": args.texts, "cut": args.cut}
-        engines[name] = start([sys.executable, __file__, "--worker", json.dumps(spec)], env)
+        paths = {"PYTHONPATH": args.baseline} if name.endswith(BEFORE) else {}
+        engines[name] = start([sys.executable, __file__, "--worker", json.dumps(spec)], {**env, **paths})
     vocab = os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt")
     worker_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optimum_worker.py")
     command = [args.torch_python, worker_file, vocab, source, os.path.join(work, "hf"), "--threads", str(args.threads)]
@@ -207,14 +241,15 @@ def report(rounds: dict, load: tuple) -> None:
         accuracy = f"{100 * results[-1]['accuracy']:.2f}" if "accuracy" in results[-1] else ""
         if name == "optimum int8":
             agree = f"{100 * results[-1]['agree_with_fp32']:.2f} % (its PyTorch fp32)"
-        else:
-            same = sum(a == b for a, b in zip(results[-1]["labels"], paddle[-1]["labels"]))
-            agree = f"{100 * same / len(paddle[-1]['labels']):.2f} %"
+        else:  # the baseline's labels against its own fp32's
+            fp32 = rounds["Paddle Inference fp32" + (BEFORE if name.endswith(BEFORE) else "")]
+            same = sum(a == b for a, b in zip(results[-1]["labels"], fp32[-1]["labels"]))
+            agree = f"{100 * same / len(fp32[-1]['labels']):.2f} %"
         print(f"| {name} | {median:.0f} | {per_cpu:.0f} | {shares} | {graph} | {accuracy} | {agree} |")
-    for label, num, den in (
-        ("ernie_ft int8 / optimum int8", ours, optimum),
-        ("ernie_ft int8 / Paddle fp32", ours, paddle),
-    ):
+    pairs = [("ernie_ft int8 / optimum int8", ours, optimum), ("ernie_ft int8 / Paddle fp32", ours, paddle)]
+    names = [name for name in EXPORT_FLAGS if name + BEFORE in rounds]
+    pairs += [(f"{name}: this version / baseline", rounds[name], rounds[name + BEFORE]) for name in names]
+    for label, num, den in pairs:
         ratios = [a["docs_per_s"] / b["docs_per_s"] for a, b in zip(num, den)]
         print(f"\n{label}: {statistics.median(ratios):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
 

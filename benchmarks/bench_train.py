@@ -1,7 +1,7 @@
 """Training throughput of ernie_ft against HF transformers/PyTorch and plain PaddleNLP, side by side.
 
     python benchmarks/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
-        [--rounds 1] [--torch-python PATH]
+        [--rounds 1] [--torch-python PATH] [--baseline SOURCE]
 
 The sequences are ``../shared/bench/common.make_batches``'s (the review-corpus length
 distribution, batch 32, max length 128, vocab 40000, labels learnable from a bag of ids).
@@ -13,7 +13,9 @@ invocation the two baselines run with their best settings (``--pad dynamic --gro
 ``MKL_DEBUG_CPU_TYPE=5`` for Paddle). The table gives real tokens/s, median step time, peak
 resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP. With --rounds N
 the three run in turn N times: this machine's speed drifts by up to 20 % over minutes, so a
-ratio is taken within each round and the table gives their median and every round's value.
+ratio is taken within each round and the table gives their median and every round's value. With
+``--baseline SOURCE`` (another ernie_ft version's source tree, e.g. ``git worktree add /tmp/wt/base HEAD``) that
+version trains the same batches in every round too, as the stack "ernie_ft (baseline)".
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-
-from cpu import line as cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared", "bench"))
@@ -72,10 +72,10 @@ class TokenIds:
         return [{"label": str(int(row.argmax()))} for row in logits]
 
 
-def run(command: list[str], env: dict) -> tuple[str, float]:
+def run(command: list[str], env: dict, cwd: str | None = None) -> tuple[str, float]:
     """(stdout, peak RSS of that process in MiB)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
+        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the largest so far
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
@@ -84,7 +84,8 @@ def run(command: list[str], env: dict) -> tuple[str, float]:
         return out.read(), usage.ru_maxrss / 1024
 
 
-def ernie_ft(args, tmp: str, extra: tuple = ()) -> dict:
+def ernie_ft(args, tmp: str, extra: tuple = (), source: str | None = None) -> dict:
+    """ernie_ft's run of the batches: ``source``, another version's source tree, trains instead of this one."""
     sys.path.insert(0, BENCH)
     import common
 
@@ -147,8 +148,8 @@ def ernie_ft(args, tmp: str, extra: tuple = ()) -> dict:
         "--overwrite",
         *extra,
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    _, rss = run(command, env)
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), **({"PYTHONPATH": source} if source else {})}
+    _, rss = run(command, env, cwd=source)
     with open(os.path.join(out, "train_log.jsonl")) as f:
         records = [json.loads(line) for line in f][args.warmup :]
     tokens_per_s = statistics.median(r["tokens_per_s"] for r in records)
@@ -196,12 +197,15 @@ def main() -> None:
         default=os.environ.get("TORCH_PYTHON"),
         help="python of a venv with torch and transformers (see ../shared/bench/README.md)",
     )
+    p.add_argument("--baseline", help="another ernie_ft's source tree to train beside this one (see above)")
     p.add_argument(
         "--memory",
         action="store_true",
         help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16",
     )
     args = p.parse_args()
+    from cpu import line as cpu_line  # here, not above: ernie_ft loads this file as the task's module
+
     print(cpu_line(), flush=True)  # the CPU every row names
     if args.memory:
         return memory(args)
@@ -210,6 +214,8 @@ def main() -> None:
         results = {}
         with tempfile.TemporaryDirectory() as tmp:
             results["ernie_ft"] = ernie_ft(args, tmp)
+            if args.baseline:
+                results["ernie_ft (baseline)"] = ernie_ft(args, tmp, source=os.path.abspath(args.baseline))
         if args.torch_python:
             results["HF transformers / PyTorch"] = baseline("baseline_hf_torch.py", args.torch_python, args)
         results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
