@@ -12,17 +12,17 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FIGURES = [  # (table, comparison, ratio, CPU kind): "faster than" ratios, ernie_ft first
-    ("Training", "nano / HF PyTorch", 1.39, "AVX-512, VNNI not recorded"),
-    ("Training", "medium / HF PyTorch", 1.13, "AVX-512, VNNI not recorded"),
-    ("Training", "nano / PaddleNLP", 2.36, "AVX-512, VNNI not recorded"),
-    ("Prediction", "Paddle Inference / HF PyTorch", 1.07, "AVX-512, VNNI not recorded"),
+    ("Training", "nano / HF PyTorch", 1.64, "AVX-512 VNNI"),
+    ("Training", "medium / HF PyTorch", 1.32, "AVX-512 VNNI"),
+    ("Training", "nano / PaddleNLP", 2.77, "AVX-512 VNNI"),
+    ("Prediction", "Paddle Inference / HF PyTorch", 2.16, "AVX-512 VNNI"),
     ("Pretraining", "MLM / HF PyTorch", 2.79, "AVX-512, VNNI not recorded"),
     ("Pretraining", "ELECTRA / HF PyTorch", 2.21, "AVX-512, VNNI not recorded"),
     ("Deployment", "int8 / Paddle Inference fp32, classify", 1.60, "AVX2, no VNNI"),
     ("Deployment", "int8 / Paddle Inference fp32, NER", 1.45, "AVX2, no VNNI"),
     ("Deployment", "int8 / optimum int8, classify", 1.07, "AVX2, no VNNI"),
-    ("Deployment", "int8 / Paddle Inference fp32, classify", 2.21, "AVX-512 VNNI"),
-    ("Deployment", "int8 / optimum int8, classify", 1.22, "AVX-512 VNNI"),
+    ("Deployment", "int8 / Paddle Inference fp32, classify", 2.30, "AVX-512 VNNI"),
+    ("Deployment", "int8 / optimum int8, classify", 1.48, "AVX-512 VNNI"),
     ("Serving", "serve int8 / FastAPI + PaddleNLP, 32 clients", 3.39, "AVX2, no VNNI"),
 ]
 COLOURS = {"AVX2, no VNNI": "#4C72B0", "AVX-512, VNNI not recorded": "#8C8C8C", "AVX-512 VNNI": "#DD8452"}
