@@ -1,6 +1,8 @@
 """The sequence classifier's last layer computed for [CLS] alone: the same logits and gradients as PaddleNLP's
 classifier with the same weights, one row through the last feed-forward network, every row where asked for."""
 
+from pathlib import Path
+
 import numpy as np
 import paddle
 import paddlenlp.transformers as pt
@@ -89,3 +91,32 @@ def test_a_checkpoint_loads_in_paddlenlps_class_and_back(tmp_path):
             loaded.eval()
             np.testing.assert_allclose(loaded(input_ids=ids).numpy(), expected, rtol=1e-5, atol=1e-6)
     assert (tmp_path / "ours" / "config.json").read_text().count('"ErnieForSequenceClassification"') == 1
+
+
+def test_the_exported_graph_runs_the_last_feed_forward_for_one_row_per_window(tmp_path):
+    """``export --format onnx`` of a trained classifier: run by ONNX Runtime with each layer's feed-forward input
+    made an output, the first layer's has a row per token and the last layer's one row per window (the Paddle
+    Inference export is the static graph paddle2onnx converts here)."""
+    import onnx
+    import onnxruntime
+    from onnx import helper, numpy_helper
+
+    from ernie_ft.cli import main
+
+    data = Path(__file__).resolve().parents[1] / "data" / "sentiment_train.tsv"
+    run, exported = tmp_path / "run", tmp_path / "onnx"
+    train = ["classify", "--train", str(data), "--model", "scratch:2x32", "--epochs", "1", "--max-len", "32"]
+    assert main([*train, "--output", str(run)]) == 0
+    assert main(["export", "--model", str(run), "--output", str(exported), "--format", "onnx"]) == 0
+    model = onnx.load(str(exported / "model.onnx"))
+    weights = {w.name: numpy_helper.to_array(w).shape for w in model.graph.initializer}
+    feed_forward = [
+        n.input[0] for n in model.graph.node if n.op_type == "MatMul" and weights.get(n.input[1]) == (32, 128)
+    ]
+    assert len(feed_forward) == 2, feed_forward
+    model.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in feed_forward)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ids = np.array([[1, 5, 6, 7, 8, 2, 0], [1, 9, 3, 9, 4, 9, 2]], dtype=np.int64)
+    feed = {i.name: ids if i.name == "input_ids" else np.zeros_like(ids) for i in session.get_inputs()}
+    first, last = session.run(feed_forward, feed)
+    assert first.shape == (2, 7, 32) and last.shape == (2, 1, 32)
