@@ -670,6 +670,30 @@ def test_a_port_in_use_is_one_error_line(classifier, capsys):
     ]
 
 
+def test_the_servers_connections_send_without_waiting_for_the_clients_ack():
+    """A connection accepted on ``listen``'s socket by asyncio's server (uvicorn's) has TCP_NODELAY: without it a
+    keep-alive client waits out its delayed ACK (40 ms) between each response's headers and body (seen: 48 ms per
+    request from ``http.client`` against ``serve`` of a nano int8 export, 1.7 ms with it; curl, a new connection
+    each time, 3 ms either way)."""
+    from ernie_ft.serving import listen
+
+    async def accepted_nodelay() -> int:
+        seen = asyncio.get_running_loop().create_future()
+
+        def handle(reader, writer):
+            seen.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        sock = listen("127.0.0.1", 0)
+        async with await asyncio.start_server(handle, sock=sock):
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            value = await asyncio.wait_for(seen, 30)
+            writer.close()
+        return value
+
+    assert asyncio.run(accepted_nodelay()) != 0
+
+
 def test_serve_reports_a_bad_model_directory_in_one_line(tmp_path, capsys):
     from ernie_ft.cli import main
 

@@ -140,7 +140,9 @@ def listen(host: str, port: int):
     (another process can take it in between). A port that cannot be had is one error line."""
     import socket
 
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without it
+    # a keep-alive client waits out its delayed ACK (40 ms) between the response's headers and body
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
