@@ -45,6 +45,9 @@ class Progress:
     global_batch: int = 0
     skipped_steps: int = 0
     """fp16 steps the loss scaler skipped because the gradients overflowed."""
+    first_token: bool = True
+    """A classifier's last layer computed for [CLS] alone (``models.first_token``); a state saved before that
+    lacks the key, and its run resumes computing every token, as it trained (dropout draws its masks per shape)."""
 
 
 @dataclass
@@ -202,7 +205,11 @@ def resume(state: dict, output: str, parallel: Parallel) -> None:
     """Load ``output``/last into ``state``; the global batch must be the saved run's."""
     global_batch = state["progress"].global_batch
     saved = resume_state.load_state(os.path.join(output, checkpoint.LAST), state, parallel)
-    progress = Progress(**{"global_batch": global_batch, **saved})
+    progress = Progress(**{"global_batch": global_batch, "first_token": False, **saved})
+    if not progress.first_token:
+        from ernie_ft.models.first_token import every_token
+
+        every_token(state["model"])
     if progress.global_batch != global_batch:  # the data position and the schedule would not match
         was = progress.global_batch
         hint = (
