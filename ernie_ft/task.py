@@ -101,6 +101,37 @@ class TaskHooks:
     """One input record that ``serve`` warms the model up with (None: '你好，世界。' in each required field)."""
 
     @property
+    def decides_by_threshold(self) -> bool:
+        """Whether predictions are the outputs scoring above a probability threshold (``ernie_ft.thresholds``): then
+        ``--threshold`` and ``--tune-thresholds`` apply, and ``tune`` and ``use_threshold`` do something."""
+        return False
+
+    @property
+    def tunes_thresholds(self) -> bool:
+        """Whether this run tunes the task's thresholds on dev (``--tune-thresholds``): the trainer then calls
+        ``tune`` before every dev evaluation, and says once what it tunes on."""
+        return False
+
+    def tune(self, logits, features: list[dict], examples: list, labels: list[str], data: DataConfig) -> dict:
+        """Choose the thresholds that score best on these dev examples and decide with them from now on; returns
+        them as the entries the dev metrics record (``learned_options`` takes them back from the best evaluation).
+        Called by the trainer on dev only, never on test. {}: nothing tuned."""
+        return {}
+
+    def use_threshold(self, threshold: float) -> None:
+        """Decide with the probability ``threshold`` (``--threshold`` given to predict, evaluate or serve, or a
+        request's own), replacing any thresholds the run learned. Only for a task that ``decides_by_threshold``."""
+        from ernie_ft.thresholds import not_applicable
+
+        raise not_applicable(self.name)
+
+    @classmethod
+    def recorded_options(cls, options: dict) -> dict:
+        """The task options a checkpoint recorded (``run.json``'s ``task:``), as this version names them: a task whose
+        options were renamed or changed meaning maps an older checkpoint's here. Default: as they are."""
+        return options
+
+    @property
     def exact_spans(self) -> bool:
         """Whether the text pipeline must encode characters rather than learned pieces of a vocabulary
         extension: True for token and span heads, whose entity or answer edges may fall inside a piece."""
@@ -154,6 +185,28 @@ class TaskHooks:
         tuned on dev), from the best dev evaluation's metrics ``dev``; the task takes them on for the test
         evaluation. {}: none."""
         return {}
+
+    takes_class_weights: ClassVar[bool] = False
+    """Whether the task takes ``--class-weights`` (its loss weighted per label): the advice printed when a dev
+    evaluation's predictions collapse onto one label then suggests it."""
+    distillation: ClassVar[Optional[str]] = None
+    """'module:Class' of the task that trains a student on this task's checkpoints as its teacher (``python -m
+    ernie_ft distill``): the student's kind, its loss and what it takes from the teacher are that class's. None:
+    distill refuses a checkpoint of this task as its teacher."""
+
+    @property
+    def output_kind(self) -> str:
+        """What the model's outputs are, as the code that hands them on reads them (``export --format hf``'s head,
+        a distillation's teacher): 'softmax' (one label per input, a softmax over ``labels``), 'sigmoid' (a yes or no
+        per label: several labels per input), 'tags' (one tag per token, a softmax each), 'answer_span' (a start and
+        an end score per token), 'span_scores' (a score per (start, end) span and label), 'tokens' (a vocabulary token
+        per masked position) or 'other'. Default: the usual one of ``head``: 'sequence' 'softmax', 'token' 'tags',
+        'span' 'answer_span', 'mlm' 'tokens', any other head 'other'."""
+        return HEAD_OUTPUTS.get(self.head, "other")
+
+
+HEAD_OUTPUTS = {"sequence": "softmax", "token": "tags", "span": "answer_span", "mlm": "tokens"}
+"""The ``TaskHooks.output_kind`` a task gets from its head when it declares none."""
 
 
 _WITH_HOOKS: dict[type, type] = {}

@@ -176,22 +176,32 @@ def train_args(out, *extra):
     train, dev = str(DATA / "news_tags_train.tsv"), str(DATA / "news_tags_train.tsv")  # dev = train: memorising
     return [
         "--train", train, "--dev", dev, "--label-column", "labels", "--multi-label", "--label-separator", "|",
-        "--hierarchy-separator", "-", *FAST, "--epochs", "25", "--batch-size", "16", "--lr", "3e-3",
+        "--hierarchy-separator", "-", *FAST, "--epochs", "40", "--batch-size", "16", "--lr", "3e-3",
         "--warmup", "0.05", "--dropout", "0", "--tune-thresholds", "--output", str(out), *extra,
     ]  # fmt: skip
+
+
+def saved_thresholds(out) -> dict:
+    """The per-label thresholds the best checkpoint of the run ``out`` decides with."""
+    import yaml
+
+    saved = yaml.safe_load((out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]["task"]
+    assert saved["multi_label"] is True
+    return json.loads(saved["thresholds"])
 
 
 def test_a_tiny_model_memorises_label_paths_resumes_and_predicts(tmp_path, capsys):
     out = tmp_path / "run"
     assert classify(train_args(out, "--stop-after-steps", "40")) == 0  # stopped with a resumable checkpoint
-    assert "thresholds:" in (out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8")
+    assert "thresholds tuned on --dev " in capsys.readouterr().err
+    assert set(saved_thresholds(out)) == set(json.loads((out / "best" / "labels.json").read_text(encoding="utf-8")))
     capsys.readouterr()
     assert classify(train_args(out, "--resume")) == 0
     assert "resumed at step 40 " in capsys.readouterr().err  # continued from last/, not trained again from the start
     dev = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["dev"]
     assert dev["micro_f1"] >= 0.95 and dev["level2_micro_f1"] >= 0.9, dev
-    saved = (out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8")
-    assert "thresholds:" in saved and "multi_label: true" in saved
+    assert saved_thresholds(out) == dev["thresholds"]  # the best evaluation's, tuned on dev, decide from now on
+    assert all(0 < t < 1 for t in dev["thresholds"].values())
 
     rows = [line.split("\t") for line in (DATA / "news_tags_train.tsv").read_text(encoding="utf-8").splitlines()[1:]]
     two = next(i for i, (labels, _) in enumerate(rows) if "|" in labels)

@@ -298,9 +298,9 @@ def test_windows_find_each_entity_once_and_never_take_spans_cut_by_an_edge(pipel
 
     def spoil(f, scores):  # every span from a cutting edge scores high: a cut-short entity would look like this
         n = scores.shape[-1]
-        if f["_cut"][0]:
+        if f["_window"][0] > 0:
             scores[0, 1, 1 : n - 1] = 5.0
-        if f["_cut"][1]:
+        if f["_window"][1] < f["_n_tokens"]:
             scores[0, 1 : n - 1, n - 2] = 5.0
 
     predicted, _ = task.decode(perfect_scores(features, len(labels), spoil), features, examples, labels)

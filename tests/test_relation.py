@@ -293,27 +293,32 @@ def test_the_pointers_loss_is_taken_on_pairs_of_gold_entities(tmp_path):
 
 
 def test_a_tuned_threshold_is_chosen_on_dev_kept_and_used_on_test():
-    """--tune-threshold: on dev the highest threshold of the best triple F1 is chosen (a triple whose pointers score
-    -0.7 needs -1.0); the task keeps it for the test score; without it the same cells decode to nothing."""
+    """--tune-thresholds: on dev the probability of the best triple F1 nearest 0.5 is chosen (a triple whose pointers
+    score -0.7, a probability of 0.33, needs 0.30); the task keeps it for the test score; without it the same cells
+    decode to nothing. Tuning decodes once at the lowest threshold and filters: each threshold of the grid gives what
+    decoding at it gives."""
     import paddle
 
-    from ernie_ft.relation.task import TUNED_THRESHOLDS
+    from ernie_ft import thresholds
 
     text, n = "红楼梦作者曹雪芹", len(LABELS)
     triple = (((0, 3, "图书作品"), "作者", (5, 8, "人物")),)
     dev, test = (RelationExample(text, triple, (("红楼梦", "作者", "曹雪芹"),), 1, f) for f in ("dev.jsonl", "t.jsonl"))
     rows = [cells((0, 1, 3, 4.0), (1, 6, 8, 3.0), (2 + 0, 1, 6, -0.7), (2 + n + 0, 3, 8, -0.7), (1, 1, 8, -2.5))]
     data = DataConfig(dev="dev.jsonl")
-    task = Relation(tune_threshold=True)
-    task.tuning = True
-    metrics = task.evaluate(rows, one_window(text), [dev], LABELS, data)
-    assert metrics["threshold"] == -1.0 and metrics["triple_f1"] == 1.0 and metrics["entity_f1"] == 1.0
-    assert task.learned_options(metrics) == {"threshold": -1.0}
-    assert task.evaluate(rows, one_window(text), [test], LABELS, data)["triple_f1"] == 1.0
+    task = Relation(tune_thresholds=True)
+    assert task.tune(rows, one_window(text), [dev], LABELS, data) == {"threshold": 0.3}
+    assert task.learned_options({"threshold": 0.3, "triple_f1": 1.0}) == {"threshold": 0.3}
+    metrics = task.evaluate(rows, one_window(text), [test], LABELS, data)
+    assert metrics["triple_f1"] == 1.0 and metrics["entity_f1"] == 1.0
     assert Relation().evaluate(rows, one_window(text), [test], LABELS, data)["triple_f1"] == 0.0
-    assert min(TUNED_THRESHOLDS) == -2.0  # summarize keeps the cells every tried threshold reads, no lower
-    summary = task.summarize(paddle.to_tensor(np.full((1, 2, 3, 3), -2.2, dtype="float32")), {})
+    lowest = task.decode(rows, one_window(text), [dev], LABELS, min(thresholds.GRID))
+    for p in thresholds.GRID:
+        assert decoding.above(lowest, p) == task.decode(rows, one_window(text), [dev], LABELS, p)
+    # summarize keeps the cells every tried threshold reads, no lower (0.05: a logit of -2.94)
+    summary = task.summarize(paddle.to_tensor(np.full((1, 2, 3, 3), -3.0, dtype="float32")), {})
     assert len(summary[0]) == 0
+    assert len(task.summarize(paddle.to_tensor(np.full((1, 2, 3, 3), -2.9, dtype="float32")), {})[0]) == 2 * 6
 
 
 def test_triple_f1_by_hand():
@@ -358,7 +363,7 @@ def train_args(train, out, *extra):
     return [
         "--train", train, "--dev", train, "--model", "scratch:2x64", "--threads", "1", "--max-len", "32",
         "--epochs", "80", "--batch-size", "6", "--lr", "3e-3", "--warmup", "0.05", "--dropout", "0", "--seed", "2",
-        "--eval-steps", "10", "--tune-threshold", "--output", str(out), *extra,
+        "--eval-steps", "10", "--tune-thresholds", "--output", str(out), *extra,
     ]  # fmt: skip
 
 
@@ -394,7 +399,7 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
     metrics = json.loads((tmp_path / "full" / "metrics.json").read_text(encoding="utf-8"))["dev"]
     assert metrics["triple_f1"] >= 0.9 and metrics["entity_f1"] >= 0.9, metrics
     saved = yaml.safe_load((tmp_path / "full" / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]["task"]
-    assert saved["threshold"] == metrics["threshold"] and saved["tune_threshold"] is True  # predict decodes with it
+    assert saved["threshold"] == metrics["threshold"] and saved["tune_thresholds"] is True  # predict decodes with it
 
     assert relation(train_args(train, tmp_path / "cut", "--stop-after-steps", "15")) == 0
     capsys.readouterr()

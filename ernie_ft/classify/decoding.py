@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ernie_ft import thresholds
 from ernie_ft.classify.labels import parent
 
-GRID = np.round(np.arange(0.05, 0.96, 0.05), 2)
-"""The thresholds tried per label when they are tuned on dev."""
+GRID = np.array(thresholds.GRID)
+"""The thresholds tried per label when they are tuned on dev (``ernie_ft.thresholds.GRID``)."""
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 
-from ernie_ft.classify import decoding
 from ernie_ft.classify.labels import as_labels, depths, path_nodes, read_label_columns
 from ernie_ft.data.readers import read_examples
 from ernie_ft.errors import UserError
@@ -83,20 +82,13 @@ def scored(task, logits, features, examples, labels, data, thresholds: np.ndarra
 
 
 def evaluate_sets(task, logits, features, examples, labels, data) -> dict:
-    """Metrics of label sets; on dev during training with --tune-thresholds, the per-label thresholds that
-    maximise each label's dev F1 (reported as ``thresholds``) decide."""
+    """Metrics of label sets, decided by the task's thresholds (tuned ones where the trainer had them tuned)."""
     from ernie_ft.evaluation.multilabel import multilabel_metrics
 
-    tuned = None
-    if task.tuning and data.dev and examples and examples[0].source == data.dev:
-        probs = task.probabilities(logits, features, examples, data)
-        tuned = decoding.tune_thresholds(probs, targets(examples, labels) > 0, task.threshold)
-    gold, pred, names, levels = scored(task, logits, features, examples, labels, data, tuned)
+    gold, pred, names, levels = scored(task, logits, features, examples, labels, data)
     metrics = multilabel_metrics(gold, pred, names, levels if task.hierarchy_separator else None)
     if not task.multi_label:
         metrics = {"accuracy": metrics["subset_accuracy"], **metrics}
-    if tuned is not None:
-        metrics["thresholds"] = {label: round(float(t), 2) for label, t in zip(labels, tuned)}
     return metrics
 
 

@@ -14,6 +14,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
+from ernie_ft import thresholds as thresholds_module
 from ernie_ft.classify import labels as label_sources
 from ernie_ft.classify import multilabel
 from ernie_ft.config import DataConfig
@@ -73,11 +74,12 @@ class Classification(TaskHooks):
     hierarchy_separator: Optional[str] = None
     """Labels are paths (组织关系-裁员 with '-'): every prefix is a node with its own sigmoid, and a node is never
     predicted without its parent; per-level metrics. Without ``multi_label`` one path per text."""
-    threshold: float = 0.5
-    """With ``multi_label``: the probability at which a label is predicted."""
+    threshold: Optional[float] = None
+    """With ``multi_label``: the probability (0 to 1) at which a label is predicted; default 0.5."""
     tune_thresholds: bool = False
-    """With ``multi_label``: at each dev evaluation choose per label the threshold that maximises its dev F1; the
-    best checkpoint keeps them (``thresholds``) for predict, evaluate and serve."""
+    """With ``multi_label``: at each dev evaluation (of ``--dev``, or the ``--dev-split`` part of train) choose per
+    label the probability that maximises its dev F1; the best checkpoint keeps them (``thresholds``) for the test
+    score, predict, evaluate and serve."""
     thresholds: Optional[str] = None
     """Per-label thresholds as JSON {"label": 0.3, ...} (labels left out use ``threshold``); written into the
     checkpoint by ``tune_thresholds``."""
@@ -88,6 +90,13 @@ class Classification(TaskHooks):
     """Weigh labels against imbalance: 'balanced' (inverse frequency; with ``multi_label`` each label's positive
     weight, negatives / positives) or a file of label<TAB>weight lines."""
     input_fields: ClassVar[tuple] = (("text",), ("text_pair",))
+    takes_class_weights: ClassVar[bool] = True
+    distillation: ClassVar[str] = "ernie_ft.distill.task:Distillation"  # named, not imported: distill builds on this
+
+    @property
+    def output_kind(self) -> str:
+        return "sigmoid" if self.sets else "softmax"
+
     _codes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     """Name -> code of --label-names (set by ``read``): named labels keep their codes' order."""
     _weights: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
@@ -95,17 +104,20 @@ class Classification(TaskHooks):
     _prior: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
     """Each label's share of the training texts (set by ``fit_labels`` for label sets): ``bind`` starts the output
     biases of a new head at its log-odds."""
-    tuning: bool = dataclasses.field(default=False, init=False, repr=False)
-    """True while training with ``tune_thresholds`` (set by ``fit_labels``): dev evaluations tune."""
 
     def __post_init__(self):
-        options = self.label_separator or self.label_columns or self.top_k or self.tune_thresholds
-        if options and not self.multi_label:
-            flag = "--label-separator" if self.label_separator else "--label-columns" if self.label_columns else ""
-            flag = flag or ("--top-k" if self.top_k else "--tune-thresholds")
+        given = {
+            "--label-separator": self.label_separator,
+            "--label-columns": self.label_columns,
+            "--top-k": self.top_k,
+            "--tune-thresholds": self.tune_thresholds,
+            "--threshold": self.threshold is not None,
+            "--thresholds": self.thresholds,
+        }
+        flag = next((flag for flag, value in given.items() if value), None)
+        if flag and not self.multi_label:
             raise UserError(f"{flag} is for several labels per text: add --multi-label")
-        if not 0 < self.threshold < 1:
-            raise UserError(f"--threshold {self.threshold}: give a probability between 0 and 1")
+        self.threshold = thresholds_module.check(self.threshold)
         if self.top_k < 0:
             raise UserError("--top-k must be 0 (no limit) or more")
         if self.label_columns and self.label_separator:
@@ -113,6 +125,21 @@ class Classification(TaskHooks):
         if self.multi_label and self.metric == "accuracy":
             self.metric = "micro_f1"
         self.threshold_map()
+
+    @classmethod
+    def recorded_options(cls, options):
+        """A checkpoint of ernie_ft before 0.4 recorded ``threshold: 0.5`` for every classifier, single-label too."""
+        if not options.get("multi_label") and options.get("threshold") == thresholds_module.DEFAULT:
+            options = {k: v for k, v in options.items() if k != "threshold"}
+        return options
+
+    @property
+    def decides_by_threshold(self) -> bool:
+        return self.multi_label
+
+    @property
+    def tunes_thresholds(self) -> bool:
+        return self.tune_thresholds
 
     @property
     def sets(self) -> bool:
@@ -125,11 +152,14 @@ class Classification(TaskHooks):
             return {}
         try:
             value = json.loads(self.thresholds)
-            if isinstance(value, dict) and all(0 <= float(v) <= 1 for v in value.values()):
+            if isinstance(value, dict) and all(0 < float(v) < 1 for v in value.values()):
                 return {str(k): float(v) for k, v in value.items()}
         except (ValueError, TypeError):
             pass
-        raise UserError(f'--thresholds {self.thresholds}: give JSON such as {{"体育": 0.3, "娱乐": 0.6}}')
+        raise UserError(
+            f'--thresholds {self.thresholds}: give JSON of probabilities between 0 and 1, such as {{"体育": 0.3, '
+            '"娱乐": 0.6}'
+        )
 
     def read(self, path, data, flag, labelled=True):
         self._codes = {name: code for code, name in data.label_name_map().items()}
@@ -151,7 +181,6 @@ class Classification(TaskHooks):
             self._check_paths(train, labels)
         else:
             labels = self._single_labels(train)
-        self.tuning = self.tune_thresholds
         if self.sets:
             self._prior = multilabel.targets(train, labels).mean(axis=0)
         if self.class_weights:
@@ -254,12 +283,29 @@ class Classification(TaskHooks):
         if not self.multi_label:
             return decoding.decode_paths(probs, up)
         if thresholds is None:
-            given = self.threshold_map()
-            thresholds = np.array([given.get(label, self.threshold) for label in labels], dtype=np.float32)
+            given, default = self.threshold_map(), thresholds_module.probability(self.threshold)
+            thresholds = np.array([given.get(label, default) for label in labels], dtype=np.float32)
         return decoding.decode(probs, thresholds, up, self.top_k)
 
+    def tune(self, logits, features, examples, labels, data):
+        if not (self.tune_thresholds and self.multi_label and examples):
+            return {}
+        probs = self.probabilities(logits, features, examples, data)
+        default = thresholds_module.probability(self.threshold)
+        from ernie_ft.classify import decoding
+
+        tuned = decoding.tune_thresholds(probs, multilabel.targets(examples, labels) > 0, default)
+        chosen = {label: round(float(t), 2) for label, t in zip(labels, tuned)}
+        self.thresholds = json.dumps(chosen, ensure_ascii=False)
+        return {"thresholds": chosen}
+
+    def use_threshold(self, threshold):
+        if not self.decides_by_threshold:
+            super().use_threshold(threshold)
+        self.threshold, self.thresholds = thresholds_module.check(threshold), None
+
     def learned_options(self, dev):
-        if not self.tuning or not dev or "thresholds" not in dev:
+        if not self.tune_thresholds or not dev or "thresholds" not in dev:
             return {}
         self.thresholds = json.dumps(dev["thresholds"], ensure_ascii=False)
         return {"thresholds": self.thresholds}

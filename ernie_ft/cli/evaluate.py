@@ -28,6 +28,7 @@ def build_parser(prog: str) -> Parser:
     parser.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")
     flags.add_device(parser)
     flags.add_engine(parser)
+    flags.add_threshold(parser)
     flags.add_trust_pickle(parser)
     flags.add_task(parser)
     return parser
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> None:
             allow_new_labels=args.allow_new_labels,
             device=args.device,
             engine=args.engine,
+            threshold=args.threshold,
             trust_pickle=args.trust_pickle,
             task=args.task,
         )

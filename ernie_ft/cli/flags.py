@@ -75,3 +75,13 @@ def add_task(parser) -> None:
         help="the checkpoint's task as module:Class or path/to/file.py:Class, instead of the one it recorded "
         "(when that file moved, or lies inside the checkpoint: ernie_ft never runs such code unless named here)",
     )
+
+
+def add_threshold(parser) -> None:
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        metavar="P",
+        help="decide with this probability (0 to 1) instead of the model's own threshold (0.5, or the ones "
+        "--tune-thresholds chose): for classify --multi-label, ner --nested and relation models",
+    )

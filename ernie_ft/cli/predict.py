@@ -22,6 +22,7 @@ def build_parser(prog: str) -> Parser:
     flags.add_text_columns(parser)
     flags.add_device(parser)
     flags.add_engine(parser)
+    flags.add_threshold(parser)
     parser.add_argument(
         "--top-k", type=int, help="fill-mask (a pretrain checkpoint): tokens predicted per [MASK] (default: 5)"
     )
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace, fill_mask: bool = False, task: Optional[str] =
             text_pair_column=args.text_pair_column,
             device=args.device,
             engine=args.engine,
+            threshold=args.threshold,
             top_k=args.top_k,
             trust_pickle=args.trust_pickle,
             task=args.task or task,

@@ -67,6 +67,24 @@ def pack_inputs(first: list[int], second: list[int] | None, cls_id: int, sep_id:
     return ids, types
 
 
+def token_windows(ids: list[int], pipeline, data: DataConfig):
+    """(start, end, input_ids, token_type_ids) of each window over a text's token ``ids``: --max-len tokens with
+    [CLS] and [SEP], consecutive windows sharing --stride (at most half a window). The one way NER, nested NER and
+    relation extraction cut a text; ``on_cut_edge`` says which spans a window may have cut short."""
+    budget = data.max_len - 2
+    for start, end in window_spans(len(ids), budget, min(data.overlap(), budget // 2)):
+        yield (start, end, *pack_inputs(ids[start:end], None, pipeline.cls_id, pipeline.sep_id))
+
+
+def on_cut_edge(first, last, window: tuple[int, int], n_tokens: int) -> np.ndarray:
+    """Whether each span (``first``, ``last``: arrays of window positions, [CLS] being 0) of a ``token_windows``
+    window [start, end) of a text of ``n_tokens`` tokens touches an edge of the window that cuts the text: such a span
+    may be cut short, and the neighbouring window, which overlaps it, holds it whole."""
+    start, end = window
+    first, last = np.asarray(first), np.asarray(last)
+    return ((start > 0) & (first <= 1)) | ((end < n_tokens) & (last >= end - start))
+
+
 def pool_windows(logits: np.ndarray, docs: np.ndarray, n_docs: int, how: str = "mean") -> np.ndarray:
     """Combine per-window outputs ``logits[i]`` of document ``docs[i]`` into one row per document."""
     docs = np.asarray(docs)

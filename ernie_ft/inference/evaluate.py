@@ -74,6 +74,8 @@ class EvaluateOptions:
     """cpu, gpu, gpu:N or auto."""
     engine: str = "auto"
     """One of ``inference.ENGINES``."""
+    threshold: Optional[float] = None
+    """A probability to decide with instead of the model's threshold (``TaskHooks.use_threshold``); None: its own."""
     trust_pickle: bool = False
     """Allow weights stored as a pickle (``weights.weights_format``)."""
     task: Optional[str] = None
@@ -100,6 +102,7 @@ def evaluate(options: EvaluateOptions) -> dict:
         engine,
         options.trust_pickle,
         options.task,
+        options.threshold,
     )
     examples, features, logits = run_inference(loaded, data, options.input, "--input", True, options.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)

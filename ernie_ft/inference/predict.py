@@ -40,6 +40,8 @@ class PredictOptions:
     """cpu, gpu, gpu:N or auto."""
     engine: str = "auto"
     """One of ``ENGINES``."""
+    threshold: Optional[float] = None
+    """A probability to decide with instead of the model's threshold (``TaskHooks.use_threshold``); None: its own."""
     top_k: Optional[int] = None
     """Tokens predicted per [MASK], for a task with a ``top_k`` option (fill-mask); None: the task's own."""
     trust_pickle: bool = False
@@ -82,6 +84,7 @@ def load_for_inference(
     engine: str = "dygraph",
     trust_pickle: bool = False,
     task: Optional[str] = None,
+    threshold: Optional[float] = None,
 ):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
@@ -89,7 +92,7 @@ def load_for_inference(
     ``loaded.source``), or a ``ModelDir`` already read. ``engine`` 'inference' runs the model exported by
     ``python -m ernie_ft export`` with Paddle Inference; 'auto' does where ``model_dir`` holds one. ``trust_pickle``
     allows weights stored as a pickle (``weights.weights_format``). ``task``: a task spec that replaces the one the
-    checkpoint recorded.
+    checkpoint recorded. ``threshold``: a probability the task decides with instead of its own (``--threshold``).
     """
     runtime.quiet_libraries()
     device = runtime.select_device(device)
@@ -97,6 +100,8 @@ def load_for_inference(
     source = checkpoint.checkpoint_dir(model_dir)
     engine = _engine(source, engine)
     loaded = checkpoint.load_model(source, weights=engine == "dygraph", trust_pickle=trust_pickle, task=task)
+    if threshold is not None:
+        loaded.task.use_threshold(threshold)
     if engine == "inference":
         from ernie_ft.inference.static_graph import InferenceModel
 
@@ -165,6 +170,7 @@ def predict(options: PredictOptions) -> None:
         engine,
         options.trust_pickle,
         options.task,
+        options.threshold,
     )
     if options.fill_mask and loaded.task.head != "mlm":
         raise UserError(

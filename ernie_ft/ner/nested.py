@@ -2,12 +2,13 @@
 
 Every (start, end) pair of tagged units (see ``ner.task.token_units``: a character or word with its
 continuation pieces) is scored per entity type by a GlobalPointer (``models.global_pointer``); an entity
-is every (type, start <= end) whose score is above 0. One span may carry two types and entities may
-nest or overlap. Entities stay character spans of the original text: a span is trained on the first
-token of its first unit and the first token of its last unit, and a predicted pair maps back to the
-first character of the one and the last of the other. Long texts are read through overlapping windows;
-a span that touches a window edge cutting the text is not taken from that window (it may be cut short:
-the neighbouring window holds it whole), and a span found by two windows counts once (highest score).
+is every (type, start <= end) whose probability is above ``--threshold`` (0.5 by default: a logit above 0;
+``ernie_ft.thresholds``). One span may carry two types and entities may nest or overlap. Entities stay
+character spans of the original text: a span is trained on the first token of its first unit and the first
+token of its last unit, and a predicted pair maps back to the first character of the one and the last of
+the other. Long texts are read through overlapping windows (``data.windows.token_windows``); a span that
+touches a window edge cutting the text is not taken from that window (it may be cut short: the neighbouring
+window holds it whole), and a span found by two windows counts once (highest score).
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from ernie_ft import thresholds
 from ernie_ft.data.batching import collate
+from ernie_ft.data.windows import on_cut_edge, token_windows
 from ernie_ft.errors import UserError
+from ernie_ft.evaluation.entities import entity_metrics
 from ernie_ft.ner.formats import read_ner, read_ner_records
-from ernie_ft.ner.task import NER, continuation_ids, entity_types, note_inexact, token_units, token_windows
+from ernie_ft.ner.task import NER, continuation_ids, entity_types, note_inexact, token_units
 
-THRESHOLD = 0.0
-"""A span is an entity when its GlobalPointer score (logit) is above this."""
-MAX_SPANS = 2
-"""At most this many spans per token of a window are decoded (the best-scoring): an untrained model scores
-half of all pairs above 0, which would otherwise make its first evaluations slow."""
+THRESHOLD = thresholds.logit(thresholds.DEFAULT)
+"""The logit above which a span is an entity when no ``--threshold`` is given (0)."""
 
 
 def unit_spans(entities, units, index: dict) -> tuple[list[tuple[int, int, int]], list]:
@@ -45,21 +46,18 @@ def unit_spans(entities, units, index: dict) -> tuple[list[tuple[int, int, int]]
     return spans, inexact
 
 
-def window_candidates(scores: np.ndarray, feature: dict) -> list[tuple[int, int, int, float]]:
-    """(type, first token, last token, score) in document tokens of the spans above ``THRESHOLD`` in one window's
-    scores [heads, n, n], leaving out [CLS]/[SEP] and spans on an edge of the window that cuts the text."""
+def window_candidates(scores: np.ndarray, feature: dict, floor: float = THRESHOLD) -> list[tuple[int, int, int, float]]:
+    """(type, first token, last token, score) in document tokens of the spans above the logit ``floor`` in one
+    window's scores [heads, n, n], leaving out [CLS]/[SEP] and spans on an edge of the window that cuts the text
+    (``on_cut_edge``); at most ``thresholds.MAX_PER_TOKEN`` per token of the window, the best-scoring."""
     start, end = feature["_window"]
     n = scores.shape[-1]
-    kinds, rows, cols = np.nonzero(scores > THRESHOLD)
-    keep = (rows >= 1) & (cols <= n - 2)
-    if feature["_cut"][0]:
-        keep &= rows > 1
-    if feature["_cut"][1]:
-        keep &= cols < n - 2
+    kinds, rows, cols = np.nonzero(scores > floor)
+    keep = (rows >= 1) & (cols <= n - 2) & ~on_cut_edge(rows, cols, (start, end), feature["_n_tokens"])
     kinds, rows, cols = kinds[keep], rows[keep], cols[keep]
     values = scores[kinds, rows, cols]
-    if len(values) > MAX_SPANS * n:
-        best = np.argsort(-values)[: MAX_SPANS * n]
+    if len(values) > thresholds.MAX_PER_TOKEN * n:
+        best = np.argsort(-values)[: thresholds.MAX_PER_TOKEN * n]
         kinds, rows, cols, values = kinds[best], rows[best], cols[best], values[best]
     return [(int(k), start + int(i) - 1, start + int(j) - 1, float(v)) for k, i, j, v in zip(kinds, rows, cols, values)]
 
@@ -70,6 +68,8 @@ class NestedNER(NER):
 
     nested: bool = True
     binds_model: ClassVar[bool] = False  # the decode reads the logits only: an export runs without the weights
+    distillation: ClassVar[str] = "ernie_ft.distill.nested:NestedNerDistillation"
+    output_kind: ClassVar[str] = "span_scores"
 
     def __post_init__(self):
         super().__post_init__()
@@ -84,6 +84,35 @@ class NestedNER(NER):
     @property
     def model_class(self):
         return "ernie_ft.models.global_pointer:ErnieGlobalPointer"
+
+    @property
+    def decides_by_threshold(self) -> bool:
+        return True
+
+    @property
+    def tunes_thresholds(self) -> bool:
+        return self.tune_thresholds
+
+    def use_threshold(self, threshold):
+        self.threshold = thresholds.check(threshold)
+
+    def tune(self, logits, features, examples, labels, data):
+        if not (self.tune_thresholds and examples):
+            return {}
+        gold, types = [e.entities for e in examples], self.types(labels)
+        lowest, _ = self.decode(logits, features, examples, labels, min(thresholds.GRID))
+
+        def f1(p: float) -> float:
+            return entity_metrics(gold, [[e[:3] for e in spans if e[3] > p] for spans in lowest], types)["f1"]
+
+        self.threshold, _ = thresholds.best(f1, prefer=thresholds.probability(self.threshold))
+        return {"threshold": self.threshold}
+
+    def learned_options(self, dev):
+        if not self.tune_thresholds or not dev or "threshold" not in dev:
+            return {}
+        self.threshold = float(dev["threshold"])
+        return {"threshold": self.threshold}
 
     def types(self, labels: list[str]) -> list[str]:
         return list(labels)
@@ -114,7 +143,7 @@ class NestedNER(NER):
                         "token_type_ids": types,
                         "doc": doc,
                         "_window": (start, end),
-                        "_cut": (start > 0, end < n_tokens),
+                        "_n_tokens": n_tokens,
                         "_units": units,
                         "_spans": inside,
                         "_heads": len(labels),
@@ -146,16 +175,18 @@ class NestedNER(NER):
 
         return global_pointer_loss(logits, batch["targets"])
 
-    def decode(self, logits, features, examples, labels) -> tuple[list[list[tuple]], int]:
+    def decode(self, logits, features, examples, labels, threshold=None) -> tuple[list[list[tuple]], int]:
         """Predicted (start, end, type, score) per example, sorted, each span and type once; nothing is repaired.
 
-        The score is the sigmoid of the span's GlobalPointer logit (above 0.5 for every predicted entity).
+        The score is the sigmoid of the span's GlobalPointer logit, above ``threshold`` (a probability; None: the
+        task's ``threshold``) for every predicted entity.
         """
+        floor = thresholds.logit(thresholds.probability(self.threshold if threshold is None else threshold))
         found: list[dict] = [{} for _ in examples]
         for feature, rows in zip(features, logits):
             first_token = {token: u for u, (token, _, _) in enumerate(feature["_units"])}
             units, seen = feature["_units"], found[feature["doc"]]
-            for kind, i, j, score in window_candidates(np.asarray(rows).transpose(1, 0, 2), feature):
+            for kind, i, j, score in window_candidates(np.asarray(rows).transpose(1, 0, 2), feature, floor):
                 a, b = first_token.get(i), first_token.get(j)
                 if a is None or b is None:  # a continuation piece or a repeated character: no unit starts there
                     continue

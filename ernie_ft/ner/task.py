@@ -12,11 +12,11 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import numpy as np
 
-from ernie_ft.data.windows import pack_inputs, window_owner, window_spans
+from ernie_ft.data.windows import token_windows, window_owner
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
 from ernie_ft.ner.formats import FORMATS, check_choice, read_ner, read_ner_records
@@ -93,14 +93,6 @@ def stitch(logits: list, features: list[dict], n_docs: int) -> list[np.ndarray]:
     return rows
 
 
-def token_windows(ids: list[int], pipeline, data):
-    """(start, end, input_ids, token_type_ids) of each window over a text's token ``ids``: --max-len tokens with
-    [CLS] and [SEP], consecutive windows sharing --stride (at most half a window)."""
-    budget = data.max_len - 2
-    for start, end in window_spans(len(ids), budget, min(data.overlap(), budget // 2)):
-        yield (start, end, *pack_inputs(ids[start:end], None, pipeline.cls_id, pipeline.sep_id))
-
-
 def note_inexact(inexact: list, consequence: str) -> None:
     """Say on stderr which (example, entity) pairs start or end inside a token, and what that means for the model."""
     if inexact:
@@ -126,6 +118,7 @@ class NER(TaskHooks):
     metric: str = "f1"
     input_fields: ClassVar[tuple] = (("text",), ())
     binds_model: ClassVar[bool] = True
+    distillation: ClassVar[str] = "ernie_ft.distill.ner:NerDistillation"  # named, not imported: distill builds on this
     crf: bool = False
     """Add a CRF layer: learned tag-transition scores, the sequence likelihood as the loss, and a
     Viterbi decode that only yields valid tag sequences."""
@@ -142,6 +135,11 @@ class NER(TaskHooks):
     nested: bool = False
     """Nested and overlapping entities (one span may carry two types): a GlobalPointer span model instead of the
     tagger (ernie_ft/ner/nested.py)."""
+    threshold: Optional[float] = None
+    """With ``nested``: the probability (0 to 1) above which a span is an entity; default 0.5."""
+    tune_thresholds: bool = False
+    """With ``nested``: at each dev evaluation (of ``--dev``, or the ``--dev-split`` part of train) choose the
+    threshold with the best dev F1; the best checkpoint keeps it for the test score, predict, evaluate and serve."""
     unused_data_settings: ClassVar[dict] = {
         "label_names": "entity types are named in the data",
         **dict.fromkeys(
@@ -161,6 +159,12 @@ class NER(TaskHooks):
     def __post_init__(self):
         check_choice(self.format, FORMATS, "--format")
         check_choice(self.overlapping, OVERLAPPING, "--overlapping")
+        if not self.nested and (self.threshold is not None or self.tune_thresholds):
+            flag = "--threshold" if self.threshold is not None else "--tune-thresholds"
+            raise UserError(
+                f"{flag} is for the nested span model (--nested); the tagger decides each token by its most "
+                "probable tag"
+            )
         self._model = None
 
     @property

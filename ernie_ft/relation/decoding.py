@@ -3,62 +3,94 @@
 Decode (per window): the entity pointer's spans scoring > t are the subjects (head 0) and objects (head 1); for each
 relation class c and each subject-object pair, the triple is kept when both its head-head score (subject's first
 token, object's first token; head 2 + c) and its tail-tail score (last tokens; head 2 + C + c) are > t. The
-threshold t is 0 (GPLinker's rule) unless ``--threshold`` or ``--tune-threshold`` set it. Its score is
-the sigmoid of the smallest of the four logits (subject, object, head-head, tail-tail). Windows' triples are merged
-per text, each keeping its best score; a triple whose two ends lie in no common window is never found.
+threshold t is the logit of ``--threshold`` (a probability, 0.5 by default: t = 0, GPLinker's rule), or of the one
+``--tune-thresholds`` chose. Its score is the sigmoid of the smallest of the four logits (subject, object, head-head,
+tail-tail). An entity on an edge of a window that cuts the text is not taken from that window (it may be cut short;
+the neighbouring window holds it whole: ``data.windows.on_cut_edge``, as nested NER does). Windows' triples are
+merged per text, each keeping its best score; a triple whose two ends lie in no common window is never found. A
+window keeps at most ``thresholds.MAX_PER_TOKEN`` entity cells per role and pointer cells per kind per token, the
+best-scoring: an untrained model scores half of all cells above 0, which would otherwise take minutes and gigabytes.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from typing import Optional
 
 import numpy as np
 
+from ernie_ft.data.windows import on_cut_edge
 from ernie_ft.relation.formats import allowed, parse_label
 
 ROLES = ("subject", "object")
 
 
-def sparse_rows(logits: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
-    """Per batch row of [B, heads, L, L] logits: the cells above ``floor`` as float32 rows (head, i, j, logit)."""
+def best_cells(cells: np.ndarray, limit: Optional[int]) -> np.ndarray:
+    """The ``limit`` highest-scoring of ``cells`` (rows ending in their score), all of them when there are fewer or
+    ``limit`` is None; in their order."""
+    if limit is None or len(cells) <= limit:
+        return cells
+    return cells[np.sort(np.argpartition(-cells[:, -1], limit - 1)[:limit])]
+
+
+def _capped(cells: np.ndarray, limit: Optional[int]) -> np.ndarray:
+    """``best_cells`` of each head (column 0) of (head, i, j, logit) rows, sorted (head, i, j)."""
+    if limit is None:
+        return cells
+    parts = [best_cells(cells[cells[:, 0] == h], limit) for h in np.unique(cells[:, 0])]
+    return np.concatenate(parts) if parts else cells
+
+
+def sparse_rows(logits: np.ndarray, floor: float = 0.0, limit: Optional[int] = None) -> list[np.ndarray]:
+    """Per batch row of [B, heads, L, L] logits: the cells above ``floor`` as float32 rows (head, i, j, logit);
+    with ``limit`` at most that many per head (the best-scoring)."""
     rows = []
     for x in logits:
         cells = np.argwhere(x > floor)
-        rows.append(np.concatenate([cells.astype("float32"), x[tuple(cells.T)][:, None]], axis=1))
+        cells = np.concatenate([cells.astype("float32"), x[tuple(cells.T)][:, None]], axis=1)
+        rows.append(_capped(cells, limit))
     return rows
 
 
-def packed_rows(packed: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
+def packed_rows(packed: np.ndarray, floor: float = 0.0, limit: Optional[int] = None) -> list[np.ndarray]:
     """``sparse_rows`` of the model's packed output [B, L, 4L + 4C] (``relation.model``): per batch row the entity
     cells above ``floor``, and the pointer cells above it that ``decode_window`` can read, those of (subject,
     object) pairs among those entities: head-head cells at their first tokens, tail-tail cells at their last.
     Each pointer score is summed here as the dense scores sum it, (shared + end bias) + start bias in float32, for
-    these pairs alone; rows are sorted as ``sparse_rows`` sorts them (head, i, j)."""
+    these pairs alone; rows are sorted as ``sparse_rows`` sorts them (head, i, j). With ``limit``: at most that many
+    entity cells per role (the best-scoring; pairs are formed among those) and pointer cells per kind (head-head,
+    tail-tail)."""
     length = packed.shape[1]
     classes = (packed.shape[2] - 4 * length) // 4
     rows = []
     for x in packed:
         entities = x[:, : 2 * length].reshape(length, 2, length)  # [i, role, j]
         found = np.argwhere(entities > floor)  # (i, role, j)
-        parts = [np.column_stack([found[:, [1, 0, 2]], entities[tuple(found.T)]])]
-        subjects, objects = found[found[:, 1] == 0], found[found[:, 1] == 1]
-        for kind, token in ((0, 0), (1, 2)):  # head-head: first tokens (i); tail-tail: last tokens (j)
+        cells = np.column_stack([found[:, [1, 0, 2]], entities[tuple(found.T)]]).astype("float32")
+        cells = _capped(cells, limit)
+        parts = [cells]
+        subjects, objects = cells[cells[:, 0] == 0, 1:3].astype(int), cells[cells[:, 0] == 1, 1:3].astype(int)
+        for kind, token in ((0, 0), (1, 1)):  # head-head: first tokens (i); tail-tail: last tokens (j)
             s, o = np.unique(subjects[:, token]), np.unique(objects[:, token])
             shared = x[:, (2 + kind) * length : (3 + kind) * length]
             start = 4 * length + 2 * classes * kind
             bias = x[:, start : start + 2 * classes].reshape(length, classes, 2)  # (end, start) per class
             scores = (shared[np.ix_(s, o)][:, :, None] + bias[o, :, 0][None]) + bias[s, :, 1][:, None]  # [S, O, C]
             a, b, c = np.nonzero(scores > floor)
-            parts.append(np.column_stack([2 + kind * classes + c, s[a], o[b], scores[a, b, c]]))
+            found = np.column_stack([2 + kind * classes + c, s[a], o[b], scores[a, b, c]]).astype("float32")
+            parts.append(best_cells(found, limit))
         cells = np.concatenate(parts).astype("float32")
         rows.append(cells[np.lexsort(cells[:, 2::-1].T)])
     return rows
 
 
-def summary_rows(outputs: np.ndarray, floor: float = 0.0) -> list[np.ndarray]:
+def summary_rows(outputs: np.ndarray, floor: float = 0.0, per_token: Optional[int] = None) -> list[np.ndarray]:
     """The cells above ``floor`` of a batch's outputs: packed [B, L, 4L + 4C] (``packed_rows``) or, from an export
-    of the previous version, dense [B, 2 + 2C, L, L] (``sparse_rows``)."""
-    return sparse_rows(outputs, floor) if outputs.ndim == 4 else packed_rows(outputs, floor)
+    of the previous version, dense [B, 2 + 2C, L, L] (``sparse_rows``); with ``per_token``, at most that many per
+    token of the padded window per entity role and pointer kind."""
+    length = outputs.shape[-1] if outputs.ndim == 4 else outputs.shape[1]
+    limit = None if per_token is None else per_token * length
+    return sparse_rows(outputs, floor, limit) if outputs.ndim == 4 else packed_rows(outputs, floor, limit)
 
 
 def _sigmoid(x: float) -> float:
@@ -75,17 +107,19 @@ def decode_window(cells: np.ndarray, n_classes: int, keep) -> tuple[dict, dict]:
             entities[(h, i, j)] = float(logit)
         else:
             pointers[h - 2][(i, j)] = float(logit)
-    subjects = [(k[1:], v) for k, v in entities.items() if k[0] == 0]
-    objects = [(k[1:], v) for k, v in entities.items() if k[0] == 1]
+    starting = [defaultdict(list), defaultdict(list)]  # per role: first token -> [(last token, logit)]
+    for (role, i, j), logit in entities.items():
+        starting[role][i].append((j, logit))
     triples = {}
-    for c in range(n_classes):
+    for c in range(n_classes):  # from the head-head cells found: each pair of entities starting there
         heads, tails = pointers.get(c), pointers.get(n_classes + c)
         if not heads or not tails or not keep(c):
             continue
-        for (sh, st), s_logit in subjects:
-            for (oh, ot), o_logit in objects:
-                if (sh, oh) in heads and (st, ot) in tails:
-                    triples[((sh, st), c, (oh, ot))] = min(s_logit, o_logit, heads[(sh, oh)], tails[(st, ot)])
+        for (sh, oh), head_logit in heads.items():
+            for st, s_logit in starting[0].get(sh, ()):
+                for ot, o_logit in starting[1].get(oh, ()):
+                    if (st, ot) in tails:
+                        triples[((sh, st), c, (oh, ot))] = min(s_logit, o_logit, head_logit, tails[(st, ot)])
     return entities, triples
 
 
@@ -104,7 +138,8 @@ def decode(
             return offsets[start + i - 1][0], offsets[start + j - 1][1]
 
         inside = (cells[:, 1:3] >= 1).all(axis=1) & (cells[:, 1:3] <= end - start).all(axis=1)
-        cells = cells[inside & (cells[:, 3] > threshold)]
+        cut = (cells[:, 0] < 2) & on_cut_edge(cells[:, 1], cells[:, 2], (start, end), len(offsets))
+        cells = cells[inside & ~cut & (cells[:, 3] > threshold)]
         entities, triples = decode_window(cells, len(labels), keep.__getitem__)
         doc_entities, doc_triples = out[f["doc"]]
         for (role, i, j), logit in entities.items():
@@ -114,6 +149,16 @@ def decode(
             key = (chars(sh, st), c, chars(oh, ot))
             doc_triples[key] = max(doc_triples.get(key, 0.0), _sigmoid(logit))
     return out
+
+
+def above(decoded: list[tuple[dict, dict]], probability: float) -> list[tuple[dict, dict]]:
+    """``decode``'s answer at a higher threshold: the entities and triples scoring above ``probability``. Equal to
+    decoding at that threshold (a triple's score is its smallest logit's sigmoid, merged over windows by the best),
+    so thresholds are tuned from one decode at the lowest."""
+    return [
+        ({k: v for k, v in entities.items() if v > probability}, {k: v for k, v in triples.items() if v > probability})
+        for entities, triples in decoded
+    ]
 
 
 def normalise(s: str) -> str:

@@ -13,20 +13,18 @@ misses.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Optional
 
 import numpy as np
 
-from ernie_ft.data.windows import pack_inputs, window_spans
+from ernie_ft import thresholds
+from ernie_ft.data.windows import token_windows
 from ernie_ft.errors import UserError
 from ernie_ft.relation import decoding
 from ernie_ft.relation.formats import check_schema, parse_label, read_relation_records, read_relations, read_schema
 from ernie_ft.task import TaskHooks
 from ernie_ft.task_tools import check_known_labels, split_dev
-
-TUNED_THRESHOLDS = (0.0, -0.5, -1.0, -1.5, -2.0)
-"""The thresholds ``--tune-threshold`` tries on dev, highest first."""
 
 
 def token_span(offsets: list, start: int, end: int):
@@ -120,14 +118,12 @@ class Relation(TaskHooks):
     schema: str = ""
     """DuIE's schema file (a JSON array or JSON Lines of {predicate, subject_type, object_type}): a training triple
     outside it is an error, and decoding keeps only the predicates and types it allows."""
-    threshold: float = 0.0
-    """The logit above which an entity and each of a relation's two pointers count (0, GPLinker's rule: a
-    probability of 0.5). Lower finds more triples at a lower precision."""
-    tune_threshold: bool = False
-    """At each dev evaluation choose the threshold (0 down to -2 in steps of 0.5) with the best dev triple F1; the
-    best checkpoint keeps it (``threshold``) for the test score, predict, evaluate and serve."""
-    tuning: bool = field(default=False, init=False, repr=False)
-    """True while training with ``tune_threshold`` (set by ``fit_labels``): dev evaluations tune."""
+    threshold: Optional[float] = None
+    """The probability (0 to 1) above which an entity and each of a relation's two pointers count; default 0.5
+    (GPLinker's rule, a logit above 0). Lower finds more triples at a lower precision."""
+    tune_thresholds: bool = False
+    """At each dev evaluation (of ``--dev``, or the ``--dev-split`` part of train) choose the threshold with the best
+    dev triple F1; the best checkpoint keeps it (``threshold``) for the test score, predict, evaluate and serve."""
     unused_data_settings: ClassVar[dict] = {
         "label_names": "predicates are named in the data",
         **dict.fromkeys(
@@ -139,8 +135,30 @@ class Relation(TaskHooks):
     }
 
     def __post_init__(self):
+        self.threshold = thresholds.check(self.threshold)
         self._schema = read_schema(self.schema) if self.schema else None
         self._heads = 2
+
+    @classmethod
+    def recorded_options(cls, options):
+        """ernie_ft before 0.4 recorded ``threshold`` as a logit (0: a probability of 0.5) and ``tune_threshold``."""
+        if "tune_threshold" not in options:
+            return options
+        options = dict(options)
+        options["tune_thresholds"] = options.pop("tune_threshold")
+        options["threshold"] = float(1 / (1 + np.exp(-float(options.get("threshold") or 0.0))))
+        return options
+
+    @property
+    def decides_by_threshold(self) -> bool:
+        return True
+
+    @property
+    def tunes_thresholds(self) -> bool:
+        return self.tune_thresholds
+
+    def use_threshold(self, threshold):
+        self.threshold = thresholds.check(threshold)
 
     @property
     def exact_spans(self) -> bool:
@@ -165,7 +183,6 @@ class Relation(TaskHooks):
                 f"{train[0].source}: the training file has no triple placed in its text; see docs/relation.md "
                 "for the formats"
             )
-        self.tuning = self.tune_threshold
         return labels
 
     def check_labels(self, examples, labels, data, flag):
@@ -180,8 +197,6 @@ class Relation(TaskHooks):
     def featurize(self, examples, encodings, pipeline, labels, data):
         index = {c: i for i, c in enumerate(labels)}
         self._heads = 2 + 2 * len(labels)
-        budget = data.max_len - 2
-        stride = min(data.overlap(), budget // 2)
         features, apart, lost = [], [], 0
         for doc, (example, encoding) in enumerate(zip(examples, encodings)):
             offsets = list(encoding.offsets)
@@ -191,8 +206,8 @@ class Relation(TaskHooks):
             ]
             lost += sum(s is None or o is None for s, _, o in triples)
             held = set()
-            for window in window_spans(len(encoding.ids), budget, stride):
-                ids, types = pack_inputs(encoding.ids[window[0] : window[1]], None, pipeline.cls_id, pipeline.sep_id)
+            for start, end, ids, types in token_windows(encoding.ids, pipeline, data):
+                window = (start, end)
                 targets, whole = window_targets(triples, window, len(labels))
                 held |= whole
                 features.append(
@@ -250,29 +265,35 @@ class Relation(TaskHooks):
         )
 
     def summarize(self, outputs, batch):
-        floor = min(TUNED_THRESHOLDS[-1], self.threshold) if self.tuning else self.threshold
-        return decoding.summary_rows(outputs.astype("float32").numpy(), floor)
+        """The cells a decode may read: above the threshold (in a tuning run, above the lowest it may choose), at
+        most ``thresholds.MAX_PER_TOKEN`` per token of the window per entity role and pointer kind."""
+        lowest = min(thresholds.GRID) if self.tune_thresholds else thresholds.probability(self.threshold)
+        floor = thresholds.logit(min(lowest, thresholds.probability(self.threshold)))
+        return decoding.summary_rows(outputs.astype("float32").numpy(), floor, thresholds.MAX_PER_TOKEN)
 
     def decode(self, rows, features, examples, labels, threshold=None):
-        threshold = self.threshold if threshold is None else threshold
-        return decoding.decode(rows, features, len(examples), labels, self._schema, threshold)
+        """``decoding.decode`` at the probability ``threshold`` (None: the task's)."""
+        p = thresholds.probability(self.threshold if threshold is None else threshold)
+        return decoding.decode(rows, features, len(examples), labels, self._schema, thresholds.logit(p))
+
+    def tune(self, logits, features, examples, labels, data):
+        if not (self.tune_thresholds and examples):
+            return {}
+        lowest = self.decode(logits, features, examples, labels, min(thresholds.GRID))
+
+        def f1(p: float) -> float:
+            return decoding.relation_metrics(examples, decoding.above(lowest, p), labels)["triple_f1"]
+
+        self.threshold, _ = thresholds.best(f1, prefer=thresholds.probability(self.threshold))
+        return {"threshold": self.threshold}
 
     def evaluate(self, logits, features, examples, labels, data):
-        if not (self.tuning and data.dev and examples and examples[0].source == data.dev):
-            metrics = decoding.relation_metrics(examples, self.decode(logits, features, examples, labels), labels)
-            metrics.pop("per_predicate")
-            return metrics
-        best = None  # the highest threshold of the best dev triple F1
-        for threshold in TUNED_THRESHOLDS:
-            decoded = self.decode(logits, features, examples, labels, threshold)
-            metrics = {**decoding.relation_metrics(examples, decoded, labels), "threshold": threshold}
-            if best is None or metrics["triple_f1"] > best["triple_f1"]:
-                best = metrics
-        best.pop("per_predicate")
-        return best
+        metrics = decoding.relation_metrics(examples, self.decode(logits, features, examples, labels), labels)
+        metrics.pop("per_predicate")
+        return metrics
 
     def learned_options(self, dev):
-        if not self.tuning or not dev or "threshold" not in dev:
+        if not self.tune_thresholds or not dev or "threshold" not in dev:
             return {}
         self.threshold = float(dev["threshold"])
         return {"threshold": self.threshold}

@@ -23,7 +23,7 @@ from ernie_ft.errors import UserError
 from ernie_ft.models import hf
 from ernie_ft.models.model_dir import BEST, LABELS_FILE, LAST, RUN_FILE, ModelDir, as_model_dir
 from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
-from ernie_ft.task import BUILTIN, load_task, recorded_spec, task_source
+from ernie_ft.task import BUILTIN, create_task, load_task, recorded_spec, resolve_task, task_source
 from ernie_ft.training.lock import LOCK, lock_output
 
 LOGS = "logs"
@@ -215,7 +215,10 @@ def load_model(
     if source.labels is None:
         raise UserError(f"--model {source.given}: no {LABELS_FILE} beside {RUN_FILE}; save the checkpoint again")
     meta, path = source.run, source.path
-    task = load_task(checkpoint_task(meta["task"], path, task), meta["run"].get("task"))
+    spec = checkpoint_task(meta["task"], path, task)
+    cls = resolve_task(spec)
+    options = meta["run"].get("task") or {}
+    task = create_task(cls, cls.recorded_options(options) if isinstance(cls, type) else options, spec)
     model = None
     if weights or task.binds_model:
         model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle, files=source.files)

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Optional
 
+from ernie_ft import thresholds
 from ernie_ft.config import RunConfig
 from ernie_ft.data.batching import collate, padding_fraction
 from ernie_ft.data.dataset import Split
@@ -35,6 +36,10 @@ def fit(run: Run, exiting: bool = False) -> dict:
     tc, p, log = run.cfg.train, run.progress, run.log
     stop = StopRequest()
     paused = stopping = False
+    if run.task.tunes_thresholds:
+        if "dev" not in run.splits:
+            raise UserError("--tune-thresholds needs dev examples to tune on: give --dev FILE or --dev-split FRACTION")
+        log.say(thresholds.tuned_line(run.cfg.data.dev, len(run.splits["dev"].examples)))
     try:
         while p.epoch < tc.epochs and not paused:
             batches = run.sampler.batches(p.epoch)
@@ -148,8 +153,9 @@ def metric_name(run: Run) -> str:
     return run.cfg.train.metric or run.task.metric
 
 
-def score(run: Run, split: Split) -> dict:
-    """The task's metrics on ``split``: each example scored once across the job, every rank gets them."""
+def score(run: Run, split: Split, tune: bool = False) -> dict:
+    """The task's metrics on ``split``: each example scored once across the job, every rank gets them. ``tune``
+    (dev only): the task first chooses its thresholds on ``split`` (``TaskHooks.tune``), recorded in the metrics."""
     parallel, features = run.parallel, split.features
     mine = parallel.share(len(features))
     outputs = compute_logits(
@@ -167,13 +173,14 @@ def score(run: Run, split: Split) -> dict:
         import numpy as np
 
         logits = np.stack(logits)
-    return run.task.evaluate(logits, features, split.examples, run.labels, run.cfg.data)
+    tuned = run.task.tune(logits, features, split.examples, run.labels, run.cfg.data) if tune else {}
+    return {**run.task.evaluate(logits, features, split.examples, run.labels, run.cfg.data), **tuned}
 
 
 def evaluate_dev(run: Run) -> None:
     """Score dev; a better score becomes ``best/``."""
     p, metric = run.progress, metric_name(run)
-    metrics = score(run, run.splits["dev"])
+    metrics = score(run, run.splits["dev"], tune=run.task.tunes_thresholds)
     if metric not in metrics:
         raise UserError(
             f"--metric {metric}: the task reports {', '.join(k for k, v in metrics.items() if isinstance(v, float))}"
