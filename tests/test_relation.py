@@ -393,6 +393,10 @@ def previous_export_answers(model_dir, texts: str, tmp_path, monkeypatch) -> lis
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
 
+KEYS = ("subject", "predicate", "object")
+"""What a predicted triple is: both entities (text, start, end, type) and the predicate."""
+
+
 def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, capsys, monkeypatch):
     train = write(tmp_path / "train.jsonl", duie())
     assert relation(train_args(train, tmp_path / "full")) == 0
@@ -429,11 +433,9 @@ def test_a_tiny_model_memorises_triples_resumes_exactly_and_predicts(tmp_path, c
     assert right >= len(SENTENCES) - 1
 
     # the exported graphs (the efficient pointers' biases, the rotary entity pointer) answer as the dygraph model
-    def triples(records):
-        return [
-            [(r["subject"]["start"], r["subject"]["end"], r["predicate"], r["object"]["start"]) for r in x["relations"]]
-            for x in records
-        ]
+    def triples(records):  # every part of a triple: both ends with their types, the predicate
+        return [[tuple(tuple(sorted(r[k].items())) if k != "predicate" else r[k] for k in KEYS) for r in x["relations"]]
+                for x in records]  # fmt: skip
 
     exported = exported_predictions(tmp_path / "full", texts, tmp_path)
     exported["previous"] = previous_export_answers(tmp_path / "full", texts, tmp_path, monkeypatch)  # still runs

@@ -1,0 +1,173 @@
+"""One meaning of --threshold and --tune-thresholds in every task that decides by a threshold (ernie_ft/thresholds.py):
+a probability in (0, 1); tuned on the dev part whatever made it (--dev or --dev-split), never on the test file;
+taken by predict (and evaluate and serve) to decide with another probability; refused where it means nothing."""
+
+import json
+
+import pytest
+import test_nested_ner
+import test_relation
+import yaml
+from conftest import DATA
+
+from ernie_ft import thresholds
+from ernie_ft.classify import Classification
+from ernie_ft.cli import main as cli
+from ernie_ft.cli import task_command
+from ernie_ft.errors import UserError
+from ernie_ft.relation.task import Relation
+
+TINY = ["--model", "scratch:2x64", "--threads", "1", "--max-len", "32", "--batch-size", "8", "--seed", "3"]
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def run_files(tmp_path):
+    """Per tuning task: (command, its training flags) on a file where every label occurs three times, so that
+    --dev-split can hold some out."""
+    news = (DATA / "news_tags_train.tsv").read_text(encoding="utf-8")
+    return {
+        "classify": [
+            "--train", write(tmp_path / "news.tsv", news), "--label-column", "labels", "--multi-label",
+            "--label-separator", "|", "--lr", "3e-3", "--epochs", "2",
+        ],
+        "ner": [
+            "--nested", "--train", write(tmp_path / "cmeee.json", test_nested_ner.cmeee(test_nested_ner.SENTENCES * 3)),
+            "--lr", "5e-3", "--epochs", "2",
+        ],
+        "relation": [
+            "--train", write(tmp_path / "duie.jsonl", test_relation.duie(test_relation.SENTENCES * 3)),
+            "--lr", "3e-3", "--epochs", "2",
+        ],
+    }  # fmt: skip
+
+
+def saved_task(out) -> dict:
+    return yaml.safe_load((out / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))["run"]["task"]
+
+
+def tuned(saved: dict):
+    """What the best checkpoint decides with: per-label thresholds (classify) or the one threshold."""
+    return json.loads(saved["thresholds"]) if "thresholds" in saved else saved["threshold"]
+
+
+@pytest.mark.parametrize("command", ["classify", "ner", "relation"])
+def test_thresholds_are_tuned_on_the_dev_split_and_kept_by_the_best_checkpoint(tmp_path, capsys, command):
+    """--dev-split with --tune-thresholds tunes on the held-out part (it used to tune nothing: the task compared
+    example sources with --dev, None then), says so once, and the checkpoint decides with what the best dev
+    evaluation chose; predict takes it."""
+    out = tmp_path / "run"
+    args = [*run_files(tmp_path)[command], *TINY, "--dev-split", "0.3", "--tune-thresholds", "--output", str(out)]
+    assert task_command(command)(args) == 0
+    err = capsys.readouterr().err
+    assert err.count("thresholds tuned on the dev split held out of --train") == 1, err
+    dev = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["dev"]
+    key = "thresholds" if command == "classify" else "threshold"
+    assert tuned(saved_task(out)) == dev[key]
+    values = dev[key].values() if command == "classify" else [dev[key]]
+    assert all(t in thresholds.GRID for t in values)
+
+
+def test_a_test_file_at_the_dev_path_is_scored_with_the_dev_threshold_not_tuned_on(tmp_path, capsys):
+    """The same file as --dev and --test: the test score is the dev score of the best checkpoint's threshold (it
+    used to be tuned again on the test file, which then reported a threshold of its own)."""
+    out, files = tmp_path / "run", run_files(tmp_path)
+    train = files["relation"][1]
+    args = [*files["relation"], *TINY, "--dev", train, "--test", train, "--tune-thresholds", "--output", str(out)]
+    assert task_command("relation")(args) == 0
+    assert f"thresholds tuned on --dev {train} (18 texts)" in capsys.readouterr().err
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert "threshold" not in metrics["test"]
+    assert {k: v for k, v in metrics["dev"].items() if k != "threshold"} == pytest.approx(metrics["test"])
+
+
+def test_predict_decides_with_the_threshold_given_as_a_probability(tmp_path, capsys):
+    """predict --threshold P: every predicted relation, entity, span and label scores above P, and a lower P never
+    finds fewer; a value that is not a probability, or a model that decides by none, is a clear error."""
+    files = run_files(tmp_path)
+    texts = write(tmp_path / "texts.txt", "".join(f"{t}\n" for t, _ in test_relation.SENTENCES))
+    news = write(tmp_path / "news.txt", "\n".join(r.split("\t")[1] for r in files_rows()[:6]) + "\n")
+    for command, items in (("relation", ("relations", "entities")), ("ner", ("entities",)), ("classify", ("labels",))):
+        out = tmp_path / command
+        assert task_command(command)([*files[command], *TINY, "--output", str(out)]) == 0
+        found = {}
+        for p in (0.1, 0.9):
+            answers = tmp_path / f"{command}-{p}.jsonl"
+            given = news if command == "classify" else texts
+            assert cli(["predict", "--model", str(out), "--input", given, "--output", str(answers), "--threshold",
+                        str(p)]) == 0  # fmt: skip
+            records = [json.loads(line) for line in answers.read_text(encoding="utf-8").splitlines()]
+            if command == "classify":
+                assert all(r["probs"][label] >= p for r in records for label in r["labels"])
+                assert all(label in r["labels"] for r in records for label, v in r["probs"].items() if v >= p)
+                found[p] = sum(len(r["labels"]) for r in records)
+            else:
+                scores = [x["score"] for r in records for item in items for x in r[item]]
+                assert all(s > p for s in scores), (command, p)
+                found[p] = len(scores)
+        assert found[0.1] >= found[0.9] and found[0.1] > 0, (command, found)
+    capsys.readouterr()
+    assert cli(["predict", "--model", str(tmp_path / "relation"), "--input", texts, "--threshold", "0"]) == 2
+    assert "--threshold 0.0: give a probability between 0 and 1" in capsys.readouterr().err
+    single = tmp_path / "single"
+    train = str(DATA / "sentiment_train.tsv")
+    assert task_command("classify")(["--train", train, *TINY, "--epochs", "1", "--output", str(single)]) == 0
+    capsys.readouterr()
+    assert cli(["predict", "--model", str(single), "--input", news, "--threshold", "0.3"]) == 2
+    assert "--threshold does not apply to this classify model" in capsys.readouterr().err
+
+
+def files_rows() -> list[str]:
+    return (DATA / "news_tags_train.tsv").read_text(encoding="utf-8").splitlines()[1:]
+
+
+@pytest.mark.parametrize(
+    "command, flags, message",
+    [
+        ("classify", ["--threshold", "0.3"], "--threshold is for several labels per text: add --multi-label"),
+        ("classify", ["--tune-thresholds"], "--tune-thresholds is for several labels per text: add --multi-label"),
+        ("ner", ["--threshold", "0.3"], "--threshold is for the nested span model (--nested)"),
+        ("ner", ["--tune-thresholds"], "--tune-thresholds is for the nested span model (--nested)"),
+        ("relation", ["--threshold", "-0.5"], "--threshold -0.5: give a probability between 0 and 1"),
+        ("relation", ["--tune-threshold"], "unknown flag --tune-threshold"),
+    ],
+)
+def test_a_threshold_flag_that_means_nothing_is_an_error(tmp_path, capsys, command, flags, message):
+    train = run_files(tmp_path)[command][1 if command != "ner" else 2]
+    args = [command, "--train", train, *TINY, "--output", str(tmp_path / "out"), *flags]
+    try:
+        status = cli(args)
+    except SystemExit as stop:  # argparse's own exit, for a flag it does not know
+        status = stop.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_tuning_without_dev_examples_is_an_error(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = [*run_files(tmp_path)["relation"], *TINY, "--tune-thresholds", "--output", str(out)]
+    assert task_command("relation")(args) == 2
+    assert "--tune-thresholds needs dev examples to tune on: give --dev FILE or --dev-split" in capsys.readouterr().err
+
+
+def test_checkpoints_of_earlier_versions_decide_as_they_did():
+    """Relation recorded a logit and tune_threshold; every classifier recorded threshold 0.5."""
+    old = Relation.recorded_options({"threshold": -0.5, "tune_threshold": True, "schema": ""})
+    assert old == {"threshold": pytest.approx(0.37754, abs=1e-5), "tune_thresholds": True, "schema": ""}
+    assert Relation.recorded_options({"threshold": 0.3}) == {"threshold": 0.3}
+    Classification(**Classification.recorded_options({"threshold": 0.5, "multi_label": False}))  # no error
+    assert Classification.recorded_options({"threshold": 0.5, "multi_label": True})["threshold"] == 0.5
+
+
+def test_the_grid_and_the_tie_rule():
+    assert thresholds.GRID[0] == 0.05 and thresholds.GRID[-1] == 0.95 and len(thresholds.GRID) == 19
+    assert thresholds.best(lambda t: 1.0) == (0.5, 1.0)  # a flat score keeps the default
+    assert thresholds.best(lambda t: 1.0 if t <= 0.3 else 0.0) == (0.3, 1.0)  # the nearest to 0.5 of the best
+    assert thresholds.logit(0.5) == 0 and thresholds.logit(0.75) == pytest.approx(1.0986, abs=1e-4)
+    for bad in (0, 1, -0.2, 1.5, "x"):
+        with pytest.raises(UserError, match="give a probability between 0 and 1"):
+            thresholds.check(bad)
