@@ -9,7 +9,13 @@ import paddlenlp.transformers as pt
 import pytest
 
 from ernie_ft.models.fast_layers import enable_fast_kernels
-from ernie_ft.models.first_token import ErnieForSequenceClassification, FirstTokenEncoder, every_token
+from ernie_ft.models.first_token import (
+    ErnieForSequenceClassification,
+    FirstTokenEncoder,
+    FirstTokenLayer,
+    additive_mask,
+    every_token,
+)
 from ernie_ft.models.modeling import model_class
 
 IDS = [[1, 5, 6, 7, 8, 2, 0, 0, 0], [1, 9, 3, 9, 4, 9, 9, 7, 2], [1, 4, 2, 0, 0, 0, 0, 0, 0]]
@@ -46,8 +52,11 @@ def _gradients(model):
 def test_logits_and_gradients_are_paddlenlps(fast, layers):
     reference, ours = _pair(layers=layers)
     assert type(ours.ernie.encoder) is FirstTokenEncoder and model_class("sequence") is ErnieForSequenceClassification
-    if fast:
-        assert enable_fast_kernels(reference) == enable_fast_kernels(ours) > 0
+    if fast:  # every swappable layer of both but ours' last encoder layer, a FirstTokenLayer by construction,
+        # whose sublayers are swapped (Paddle's encoder layers are swapped by exact class)
+        assert enable_fast_kernels(reference) - 1 == enable_fast_kernels(ours) > 0
+        last = ours.ernie.encoder.layers[-1]
+        assert type(last) is FirstTokenLayer and all(type(s).__name__.startswith("Fast") for s in last.children())
     ids = paddle.to_tensor(IDS)
     expected, got = reference(input_ids=ids), ours(input_ids=ids)
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
@@ -123,8 +132,8 @@ def test_the_exported_graph_runs_the_last_feed_forward_for_one_row_per_window(tm
 
 
 def test_recompute_and_dropout_give_the_gradients_of_a_run_without_recompute():
-    """``--recompute`` recomputes every layer but the last (which runs for [CLS] outside a layer's call): with
-    dropout on, the same loss and gradients as without recompute, the fused kernels replaying their masks."""
+    """``--recompute`` recomputes every layer, the last one's [CLS] row included: with dropout on, the same loss
+    and gradients as without recompute, the fused kernels replaying their masks."""
     from ernie_ft.training.runtime import enable_recompute
 
     ids = paddle.to_tensor(IDS)
@@ -143,3 +152,128 @@ def test_recompute_and_dropout_give_the_gradients_of_a_run_without_recompute():
     assert runs[1][1].keys() == runs[0][1].keys()
     for name, grad in runs[0][1].items():
         np.testing.assert_allclose(runs[1][1][name], grad, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["paddle-layers", "fast-kernels"])
+def test_hooks_on_the_last_layer_fire_and_act_as_on_paddlenlps_classifier(fast):
+    """A forward pre-hook on the last layer sees every token's input and what it returns is the layer's input (keys
+    and values included); a forward post-hook's return is the layer's output, of which ours computes [CLS]'s row:
+    the logits are PaddleNLP's with the same hooks, and differ from those without."""
+    reference, ours = _pair()
+    for model in (reference, ours) if fast else ():
+        enable_fast_kernels(model)
+    ids = paddle.to_tensor(IDS)
+    with paddle.no_grad():
+        plain = reference(input_ids=ids).numpy()
+    seen = {id(reference): [], id(ours): []}
+    scale = paddle.linspace(0.5, 1.5, 32)  # per feature: the keys and values change, not only [CLS]'s query
+    for model in (reference, ours):
+        calls = seen[id(model)]
+
+        def scale_input(layer, inputs, calls=calls):
+            calls.append(inputs[0].shape)
+            return (inputs[0] * scale,)
+
+        def shift_output(layer, inputs, out, calls=calls):
+            calls.append(out.shape)
+            return out * 1.5 + 0.25
+
+        model.ernie.encoder.layers[-1].register_forward_pre_hook(scale_input)
+        model.ernie.encoder.layers[-1].register_forward_post_hook(shift_output)
+    with paddle.no_grad():
+        expected, got = reference(input_ids=ids).numpy(), ours(input_ids=ids).numpy()
+    assert seen[id(reference)] == [[3, 9, 32], [3, 9, 32]] and seen[id(ours)] == [[3, 9, 32], [3, 1, 32]]
+    assert np.abs(expected - plain).max() > 1e-2  # the hooks change the logits
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(params=[True, False], ids=["strided-views", "copied-slices"])
+def slices(request):
+    """Slices as Paddle makes them by default (strided views) and as ``runtime.select_device`` sets it on CPU
+    (copies), whatever an earlier test in this process set; restored after."""
+    flag = "FLAGS_use_stride_kernel"
+    before = paddle.get_flags(flag)[flag]
+    paddle.set_flags({flag: request.param})
+    yield
+    paddle.set_flags({flag: before})
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["paddle-layers", "fast-kernels"])
+def test_recompute_recomputes_the_last_layers_row_with_the_same_logits_and_gradients(fast, slices):
+    """``enable_recompute`` (``--recompute``) on our classifier: the last layer's forward for [CLS] runs again in
+    the backward pass (its feed-forward sees one row twice), and logits and gradients are those without."""
+    from ernie_ft.training.runtime import enable_recompute
+
+    ids = paddle.to_tensor(IDS)
+    runs = []
+    for recompute in (False, True):
+        _, model = _pair()
+        if fast:
+            enable_fast_kernels(model)
+        if recompute:
+            assert enable_recompute(model) == 3
+        rows = []
+        linear1 = model.ernie.encoder.layers[-1].linear1
+        linear1.register_forward_post_hook(lambda _, i, out, rows=rows: rows.append(out.shape))
+        model.train()
+        logits = model(input_ids=ids)
+        (logits * paddle.arange(3, dtype="float32")).sum().backward()
+        runs.append((logits.numpy(), _gradients(model), rows))
+    (logits, grads, rows), (logits_r, grads_r, rows_r) = runs
+    assert rows == [[3, 1, 64]] and rows_r == [[3, 1, 64], [3, 1, 64]]
+    np.testing.assert_allclose(logits_r, logits, rtol=1e-6, atol=1e-7)
+    assert grads_r.keys() == grads.keys() and len(grads) == len(dict(model.named_parameters()))
+    for name, grad in grads.items():
+        np.testing.assert_allclose(grads_r[name], grad, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("normalize_before", [False, True], ids=["post-norm", "pre-norm"])
+@pytest.mark.parametrize("mask_dtype", ["bool", "int64", "float32", None])
+def test_the_first_token_layer_gives_the_layers_first_row(normalize_before, mask_dtype):
+    """``FirstTokenLayer`` asked for token 0 equals Paddle's layer's output row 0, whatever the mask's type (bool
+    and int masks: 1 where a key is attended to, as Paddle documents them; float masks: added to the scores)."""
+    paddle.seed(11)
+    layer = paddle.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, normalize_before=normalize_before)
+    layer.eval()
+    src = paddle.randn([3, 9, 32])
+    keep = paddle.to_tensor(IDS).unsqueeze([1, 2]) != 0
+    mask = {
+        "bool": keep,
+        "int64": keep.astype("int64"),
+        "float32": (1.0 - keep.astype("float32")) * -1e4,
+        None: None,
+    }[mask_dtype]
+    with paddle.no_grad():
+        expected = layer(src, mask).numpy()[:, :1]
+        got = FirstTokenLayer(layer)(src, mask, first_token_only=True).numpy()
+        assert FirstTokenLayer(layer)(src, mask).shape == [3, 9, 32]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    if mask_dtype is not None:
+        additive = additive_mask(mask, paddle.float32).numpy()
+        np.testing.assert_array_equal(additive == 0, keep.numpy())
+        assert additive.dtype == np.float32 and additive.max() <= 0 and additive.min() <= -1e4
+
+
+def test_a_call_for_attentions_leaves_the_next_call_computing_one_row():
+    """PaddleNLP's layer leaves its attention's ``need_weights`` on after a call that asked for attentions."""
+    reference, ours = _pair()
+    ids = paddle.to_tensor(IDS)
+    with paddle.no_grad():
+        ours.ernie(input_ids=ids, output_attentions=True)
+        np.testing.assert_allclose(ours(input_ids=ids).numpy(), reference(input_ids=ids).numpy(), atol=1e-5)
+
+
+def test_the_module_uses_no_private_paddle_function_nor_class_assignment():
+    """Built from the classes that run: no ``__class__`` assignment, no ``_convert_attention_mask`` (behaviour: the
+    layer and mask tests above); and the classifier's encoder and last layer are of our classes, holding
+    PaddleNLP's parameters under PaddleNLP's names."""
+    import re
+
+    import ernie_ft.models.first_token as module
+
+    source = Path(module.__file__).read_text()
+    assert "_convert_attention_mask" not in source and not re.search(r"__class__\s*=", source)
+    assert "paddle.nn.layer.transformer" not in source
+    reference, ours = _pair()
+    assert type(ours.ernie.encoder) is FirstTokenEncoder and type(ours.ernie.encoder.layers[-1]) is FirstTokenLayer
+    assert list(ours.state_dict()) == list(reference.state_dict())
