@@ -1,5 +1,6 @@
 """The small functions tasks share (``Task`` methods call them): the label order, the check that dev and test
-labels occur in train, and the dev set held out of train (``--dev-split``)."""
+labels occur in train, the warning for labels with few training examples, and the dev set held out of train
+(``--dev-split``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,25 @@ def label_order(values: Sequence[Any]) -> list[str]:
     if all(v.lstrip("-").isdigit() for v in unique):
         return sorted(unique, key=int)
     return sorted(unique)
+
+
+FEW_EXAMPLES = 5
+"""A label with fewer training examples than this gets a warning: a model rarely learns it from so few."""
+
+
+def warn_rare_labels(counts: dict, source: str, noun: str = "label") -> None:
+    """One ``warning:`` line on stderr naming the labels of ``counts`` ({label: training examples}) with fewer than
+    ``FEW_EXAMPLES`` examples in ``source``, rarest first; nothing when there are none."""
+    rare = sorted((n, label) for label, n in counts.items() if n < FEW_EXAMPLES)
+    if not rare:
+        return
+    shown = ", ".join(f"{label} {n}" for n, label in rare[:8]) + (", ..." if len(rare) > 8 else "")
+    nouns = noun + ("es" if noun.endswith("s") else "s")
+    print(
+        f"warning: {source}: {len(rare)} of {len(counts)} {nouns} have fewer than {FEW_EXAMPLES} training examples "
+        f"({shown}); a model rarely learns such a {noun}: label more examples of it, or merge it into a related one",
+        file=sys.stderr,
+    )
 
 
 DEV_SPLIT_SEED = 1013  # fixed, not --seed: runs with other seeds are scored on the same dev examples

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -22,7 +23,7 @@ from ernie_ft.data.readers import read_examples, record_examples
 from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
 from ernie_ft.errors import UserError
 from ernie_ft.task import TaskHooks
-from ernie_ft.task_tools import check_known_labels, label_order, split_dev
+from ernie_ft.task_tools import check_known_labels, label_order, split_dev, warn_rare_labels
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
@@ -181,6 +182,8 @@ class Classification(TaskHooks):
             self._check_paths(train, labels)
         else:
             labels = self._single_labels(train)
+        nodes = [node for e in train for node in e.label] if self.sets else [e.label for e in train]
+        warn_rare_labels(Counter(nodes), train[0].source)
         if self.sets:
             self._prior = multilabel.targets(train, labels).mean(axis=0)
         if self.class_weights:

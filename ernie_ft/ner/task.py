@@ -22,7 +22,7 @@ from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_e
 from ernie_ft.ner.formats import FORMATS, check_choice, read_ner, read_ner_records
 from ernie_ft.ner.tags import OVERLAPPING, parse_tag, tags_to_spans
 from ernie_ft.task import TaskHooks, resolve_task
-from ernie_ft.task_tools import check_known_labels, split_dev
+from ernie_ft.task_tools import check_known_labels, split_dev, warn_rare_labels
 
 _CONTINUATION: dict = {}
 
@@ -195,6 +195,7 @@ class NER(TaskHooks):
                 f"{train[0].source}: the training file has no entities; label some entities "
                 "(see data/README.md for the formats)"
             )
+        warn_rare_labels(Counter(t for e in train for *_, t in e.entities), train[0].source, "entity type")
         return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
 
     def check_labels(self, examples, labels, data, flag):

@@ -202,6 +202,7 @@ def relation_metrics(examples: list, decoded: list, labels: list[str]) -> dict:
     entity = prf(counts["etp"], counts["epred"], counts["egold"])
     metrics = {f"triple_{k}": v for k, v in triple.items()}
     metrics.update({f"entity_{k}": v for k, v in entity.items()})
+    metrics.update(predicted_triples=counts["pred"], gold_triples=counts["gold"])
     metrics["per_predicate"] = {p: {**prf(c["tp"], c["pred"], c["gold"]), "support": c["gold"]} for p, c in per.items()}
     return metrics
 

@@ -13,6 +13,7 @@ misses.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -24,7 +25,7 @@ from ernie_ft.errors import UserError
 from ernie_ft.relation import decoding
 from ernie_ft.relation.formats import check_schema, parse_label, read_relation_records, read_relations, read_schema
 from ernie_ft.task import TaskHooks
-from ernie_ft.task_tools import check_known_labels, split_dev
+from ernie_ft.task_tools import check_known_labels, split_dev, warn_rare_labels
 
 
 def token_span(offsets: list, start: int, end: int):
@@ -183,6 +184,7 @@ class Relation(TaskHooks):
                 f"{train[0].source}: the training file has no triple placed in its text; see docs/relation.md "
                 "for the formats"
             )
+        warn_rare_labels(Counter(c for e in train for _, c, _ in e.triples), train[0].source, "relation class")
         return labels
 
     def check_labels(self, examples, labels, data, flag):
@@ -197,7 +199,7 @@ class Relation(TaskHooks):
     def featurize(self, examples, encodings, pipeline, labels, data):
         index = {c: i for i, c in enumerate(labels)}
         self._heads = 2 + 2 * len(labels)
-        features, apart, lost = [], [], 0
+        features, apart, lost, widened = [], [], 0, []
         for doc, (example, encoding) in enumerate(zip(examples, encodings)):
             offsets = list(encoding.offsets)
             triples = [
@@ -205,6 +207,12 @@ class Relation(TaskHooks):
                 for s, c, o in example.triples
             ]
             lost += sum(s is None or o is None for s, _, o in triples)
+            widened += [
+                (example, chars)
+                for (s, _, o), (s_chars, _, o_chars) in zip(triples, example.triples)
+                for span, chars in ((s, s_chars), (o, o_chars))
+                if span is not None and (offsets[span[0]][0], offsets[span[1]][1]) != tuple(chars[:2])
+            ]
             held = set()
             for start, end, ids, types in token_windows(encoding.ids, pipeline, data):
                 window = (start, end)
@@ -222,6 +230,14 @@ class Relation(TaskHooks):
                 )
             apart += [(example, k) for k, (s, c, o) in enumerate(triples) if k not in held and None not in (s, c, o)]
         self._note(examples, apart, lost, data.max_len)
+        if widened:
+            unique = list(dict.fromkeys((e.line, e.text, tuple(c[:2])) for e, c in widened))
+            shown = "; ".join(f"line {line}: {text[s:t]!r} [{s}, {t})" for line, text, (s, t) in unique[:5])
+            print(
+                f"note: {examples[0].source}: {len(unique)} entities start or end inside a token, so they are "
+                f"learnt and predicted as the whole tokens they touch and count as errors when scored ({shown})",
+                file=sys.stderr,
+            )
         return features
 
     @staticmethod

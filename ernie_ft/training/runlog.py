@@ -16,8 +16,9 @@ def _fmt_metrics(metrics: dict) -> str:
 
 def collapsed(metrics: dict) -> str | None:
     """What an evaluation's predictions collapsed to, or None: classification metrics (``per_class``) where every
-    text got one label (the others, present in the split, never predicted), or NER metrics with no entity
-    predicted (``predicted`` 0, ``f1`` 0) where the split has some."""
+    text got one label (the others, present in the split, never predicted) or where labels present in the split
+    were never predicted right (F1 0), NER metrics with no entity predicted (``predicted`` 0, ``f1`` 0) where the
+    split has some, relation metrics with no triple predicted or none of them right."""
     per_class = metrics.get("per_class")
     if isinstance(per_class, dict):
         keys = {"precision", "recall", "support"}
@@ -29,9 +30,21 @@ def collapsed(metrics: dict) -> str | None:
             every = row["precision"] > 0 and round(row["support"] / row["precision"]) == total
             if alone and every and row["recall"] == 1:
                 return f"every text got the label {label!r} (the model does not tell the labels apart yet)"
+        missed = [k for k in present if rows[k]["recall"] == 0]
+        if missed:
+            shown = ", ".join(missed[:5]) + (", ..." if len(missed) > 5 else "")
+            return (
+                f"{len(missed)} of the {len(present)} labels in the split were never predicted right (F1 0: "
+                f"{shown}; the model has not learnt them yet)"
+            )
         return None
     if metrics.get("predicted") == 0 and metrics.get("f1") == 0 and metrics.get("support", 0) > 0:
         return "no entity was predicted (the model finds none yet)"
+    if metrics.get("triple_f1") == 0 and metrics.get("gold_triples", 0) > 0:
+        lower = "" if "threshold" in metrics else "; --tune-thresholds lets dev choose a lower --threshold"
+        if metrics.get("predicted_triples") == 0:
+            return f"no triple was predicted (the model finds none yet{lower})"
+        return f"none of the {metrics['predicted_triples']} predicted triples is right (triple F1 0{lower})"
     return None
 
 
