@@ -228,9 +228,12 @@ def test_empty_text(tmp_path, content):
     assert f'{path}:2: empty text in column "text_a"' in error_of(read_examples, path)
 
 
-def test_missing_or_null_json_text_is_empty_text(tmp_path):
-    path = write(tmp_path, "a.jsonl", '{"text": "好", "label": 1}\n{"label": 0}\n{"text": null, "label": 1}\n')
-    assert f'{path}:2: empty text in column "text"' in error_of(read_examples, path)
+def test_a_missing_json_text_key_is_called_missing_and_a_null_one_empty(tmp_path):
+    path = write(tmp_path, "a.jsonl", '{"text": "好", "label": 1}\n{"label": 0, "content": "差"}\n')
+    message = error_of(read_examples, path)
+    assert f'{path}:2: the text key "text" is missing' in message and "keys: label, content" in message
+    null = write(tmp_path, "b.jsonl", '{"text": "好", "label": 1}\n{"text": null, "label": 1}\n')
+    assert f'{null}:2: empty text in column "text"' in error_of(read_examples, null)
 
 
 def test_empty_label_when_required(tmp_path):

@@ -14,7 +14,8 @@ import os
 
 import numpy as np
 
-from ernie_ft.data.sources import read_records
+from ernie_ft.data import tables
+from ernie_ft.data.sources import column_key, read_records
 from ernie_ft.errors import UserError
 
 TRUE, FALSE = ("1", "1.0", "true"), ("0", "0.0", "false", "")
@@ -46,8 +47,9 @@ def single_label(example, flag: str):
 
 
 def column_names(spec: str, columns: list[str], where: str) -> list[str]:
-    """The columns ``--label-columns`` names: COL,COL,... (each must exist) or patterns such as 'category_*'."""
-    chosen = []
+    """The columns ``--label-columns`` names: COL,COL,... (each must exist, matched as ``sources.column_key``
+    matches) or patterns such as 'category_*'."""
+    chosen, by_key = [], {column_key(c): c for c in columns}
     for item in (part.strip() for part in spec.split(",")):
         if not item:
             continue
@@ -58,23 +60,22 @@ def column_names(spec: str, columns: list[str], where: str) -> list[str]:
                     f"--label-columns {spec}: the pattern {item!r} matches no column of {where} "
                     f"(columns: {', '.join(columns)})"
                 )
-        elif item not in columns:
+        elif column_key(item) not in by_key:
             raise UserError(
                 f"--label-columns {spec}: column {item!r} not found in {where} (columns: {', '.join(columns)})"
             )
         else:
-            matched = [item]
+            matched = [by_key[column_key(item)]]
         chosen += [c for c in matched if c not in chosen]
     if not chosen:
         raise UserError(f"--label-columns {spec!r}: name at least one column, e.g. --label-columns 'category_*'")
     return chosen
 
 
-def read_label_columns(path: str, flag: str, spec: str) -> dict[int, tuple[str, ...]]:
-    """{line: the names of the columns holding 1} for a file with one 0/1 column per label."""
-    plain = [part.strip() for part in spec.split(",") if part.strip() and not any(ch in part for ch in "*?[")]
-    columns, rows = read_records(path, flag, header_names=plain)
-    names = column_names(spec, columns, f"{flag}: {path}")
+def read_label_columns(path: str, flag: str, spec: str, settings: dict) -> tuple[list[str], dict[int, tuple[str, ...]]]:
+    """(the columns ``spec`` names, {line: the names of the columns holding 1}) for a file with one 0/1 column per
+    label, read with the ``settings`` ``read_examples`` takes (its columns, ``header``, ``sheet``)."""
+    names, rows = _label_columns(path, flag, spec, settings)
     labels = {}
     for line, record in rows:
         on = []
@@ -89,7 +90,44 @@ def read_label_columns(path: str, flag: str, spec: str) -> dict[int, tuple[str, 
             if text in TRUE:
                 on.append(name)
         labels[line] = tuple(on)
-    return labels
+    return names, labels
+
+
+def check_split_columns(spec: str, names: list[str], where: str, train: str, settings: dict, allow_new: bool) -> None:
+    """Raise UserError when a labelled split's label columns (``names``, in ``where``) are not the training file's
+    (``train``): a label of the model without its column would be scored as never occurring in the split, and a
+    column train lacks as a label the model never learned (allowed with ``allow_new``, as a new label is)."""
+    reference, _ = _label_columns(train, "--train", spec, settings)
+    missing, extra = [c for c in reference if c not in names], [c for c in names if c not in reference]
+    if missing:
+        raise UserError(
+            f"--label-columns {spec}: {where} has no column {', '.join(missing)}, which --train: {train} has; each "
+            "label the model learns needs its column in every labelled file, or the file is scored as if no text had "
+            "that label: add the column (1 where a text has the label, else 0)"
+        )
+    if extra and not allow_new:
+        raise UserError(
+            f"--label-columns {spec}: {where} has the column {', '.join(extra)}, which --train: {train} lacks, so the "
+            "model never learns that label; remove the column or rename it as in --train, or pass --allow-new-labels "
+            "to score it as a label the model always misses"
+        )
+
+
+def _label_columns(path: str, flag: str, spec: str, settings: dict) -> tuple[list[str], list]:
+    """(the columns ``spec`` names in ``path``, its records); on an Excel workbook whose sheet lacks them, the
+    error names its sheets and ``--sheet``."""
+    named = (settings.get("text_column"), settings.get("pair_column"), *spec.split(","))
+    header_names = [c.strip() for c in named if c and c.strip() and not c.isdigit() and not set(c) & set("*?[")]
+    where = f"{flag}: {path}"
+
+    def read(sheet):
+        columns, rows = read_records(path, flag, header_names=header_names, header=settings.get("header"), sheet=sheet)
+        return column_names(spec, columns, where), rows
+
+    try:
+        return read(settings.get("sheet"))
+    except UserError as e:
+        raise tables.with_sheets(e, path, settings.get("sheet"), read) from None
 
 
 def parent(node: str, separator: str) -> str | None:

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from ernie_ft.classify.labels import as_labels, depths, path_nodes, read_label_columns
+from ernie_ft.classify.labels import as_labels, check_split_columns, depths, path_nodes, read_label_columns
 from ernie_ft.data.readers import read_examples
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.multilabel import label_matrix
@@ -23,11 +23,14 @@ def read_sets(task, path: str, data, flag: str, columns: dict, labelled: bool) -
     """The examples of ``path`` with their label sets (see the module's docstring); a single-label hierarchy
     refuses a text with several labels."""
     from_columns = bool(task.label_columns) and labelled
-    if from_columns:
-        columns = {**columns, "label_column": "\x00none"}  # no label column is read: they are the 0/1 columns
+    spec, allow_new = task.label_columns, data.allow_new_labels
+    on, by_line = read_label_columns(path, flag, spec, columns) if from_columns else ((), {})
+    if from_columns and flag != "--train" and data.train:  # dev and test: the training file's columns
+        check_split_columns(spec, on, f"{flag}: {path}", data.train, columns, allow_new)
     require = labelled and not task.multi_label and not from_columns
-    examples = read_examples(path, **columns, require_label=require, flag=flag)
-    by_line = read_label_columns(path, flag, task.label_columns) if from_columns else {}
+    examples = read_examples(
+        path, **columns, require_label=require, flag=flag, label_sets=task.multi_label, label_columns=tuple(on)
+    )
     names = data.label_name_map()
     result = []
     for e in examples:

@@ -10,11 +10,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ernie_ft.data.sources import Location, check_records, parse_file, record_keys
+from ernie_ft.data import tables
+from ernie_ft.data.sources import Location, check_records, column_key, parse_file, record_keys
 from ernie_ft.errors import UserError
 
 TEXT_COLUMNS = ("text_a", "text", "sentence", "sentence1", "content")
 PAIR_COLUMNS = ("text_b", "text_pair", "sentence2")  # text_pair: the field serve and HF pipelines name
+LABEL_SET_COLUMNS = ("label", "labels")
+"""Where label sets are looked for by default (``label_sets``): a file has one of them or names its column."""
 
 
 class TrainedColumn(str):
@@ -39,7 +42,7 @@ class Example:
 
 def default_column(columns: list[str], names: tuple) -> str | None:
     """The first of ``names`` (lower case) among ``columns``, spelt as the file spells it; None if none is."""
-    lowered = {c.lower(): c for c in columns}
+    lowered = {column_key(c): c for c in columns}
     return next((lowered[c] for c in names if c in lowered), None)
 
 
@@ -54,6 +57,8 @@ def read_examples(
     check: Callable[[Example, str], None] | None = None,
     header: bool | None = None,
     sheet: str | None = None,
+    label_sets: bool = False,
+    label_columns: tuple[str, ...] = (),
 ) -> list[Example]:
     """Return the Examples in a TSV/CSV/Excel/JSONL file (doccano and Label Studio exports included), or in a
     .txt file of one text per line. ``header``/``sheet``: as ``read_records`` takes them.
@@ -74,19 +79,35 @@ def read_examples(
 
     A table whose header was found by its content, set by ``header`` or missing, an Excel sheet and an annotation
     tool's export get a loading line on stderr once read: the format, the header (or none), how many records.
+    Column names match whatever their case and white space (``sources.column_key``). When the columns are not
+    found on an Excel workbook's sheet, the message names its sheets, the one that has them and ``--sheet``.
+
+    ``label_sets`` (``classify --multi-label``): the label column is ``label`` or, in a file without one,
+    ``labels`` (``LABEL_SET_COLUMNS``; both: an error). ``label_columns``: the 0/1 columns that hold the labels
+    (``--label-columns``, named as this file names them): no label column is read, these never hold the text
+    or the pair, and messages on the labels name ``--label-columns``.
     """
-    named = [c for c in (text_column, pair_column, label_column) if c and not str(c).isdigit()]
+    extra = (*LABEL_SET_COLUMNS, *label_columns) if label_sets else label_columns
+    named = [c for c in (text_column, pair_column, label_column, *extra) if c and not str(c).isdigit()]
     key = str(text_column) if text_column and not str(text_column).isdigit() else None
-    columns, rows, layout, summary = parse_file(
-        path, flag, named, header=header, sheet=sheet, labelled=require_label, key=key
-    )
     where = f"{flag}: {path}"
     given = (text_column, pair_column, label_column)
+    labels = (label_sets, tuple(label_columns))
 
-    def locate(line: int) -> Location:
-        return Location(f"{where}:{line}")
+    def read(sheet: str | None) -> tuple[list[Example], str]:
+        columns, rows, layout, summary = parse_file(
+            path, flag, named, header=header, sheet=sheet, labelled=require_label, key=key
+        )
 
-    examples = _examples(where, path, columns, rows, layout, given, require_label, locate, check)
+        def locate(line: int) -> Location:
+            return Location(f"{where}:{line}")
+
+        return _examples(where, path, columns, rows, layout, given, require_label, locate, check, labels), summary
+
+    try:
+        examples, summary = read(sheet)
+    except UserError as e:
+        raise tables.with_sheets(e, path, sheet, read) from None
     if summary:  # the loading line, for what the reader had to find out: the header, the tool, the sheet
         print(f"{where}: {summary}", file=sys.stderr)
     return examples
@@ -121,8 +142,11 @@ def record_examples(
     return _examples(f"{flag}[0]", flag, record_keys(rows), rows, "header", given, require_label, locate, check)
 
 
-def _examples(where, source, columns, rows, layout, given, require_label, locate, check) -> list[Example]:
-    """The Examples of parsed ``rows`` (see ``read_examples``); ``locate(line)`` is a row's Location."""
+def _examples(
+    where, source, columns, rows, layout, given, require_label, locate, check, labels=(False, ())
+) -> list[Example]:
+    """The Examples of parsed ``rows`` (see ``read_examples``); ``locate(line)`` is a row's Location; ``labels``:
+    ``(label_sets, label_columns)``."""
     text_column, pair_column, label_column = _fitting(given, columns, layout)
     text_note, label_note = _unfit_note(given[0], text_column), _unfit_note(given[2], label_column)
     headerless = layout == "positional"
@@ -133,9 +157,12 @@ def _examples(where, source, columns, rows, layout, given, require_label, locate
         )
     if not rows:
         raise UserError(f"{where} has no records, only a header line; add one record per line")
-    label_column = label_column or "label"
     text = _column(where, columns, text_column, "--text-column", headerless)
     pair = _column(where, columns, pair_column, "--text-pair-column", headerless)
+    if labels[1]:
+        return _from_label_columns(where, source, columns, rows, text, pair, pair_column, labels[1], locate, check)
+    label_column = _label_set_column(where, columns, label_column) if labels[0] and not headerless else label_column
+    label_column = label_column or "label"
     # In a headerless file the default "label" means "find it by its values"; missing labels are
     # only an error when they are needed, so prediction can read the same files without them.
     label = _column(
@@ -166,6 +193,11 @@ def _examples(where, source, columns, rows, layout, given, require_label, locate
                 f'{where} has no "{label_column}" column{label_note}; columns '
                 f"found: {', '.join(columns)}. Name the label column with --label-column"
             )
+    return _build(source, rows, text, pair, label, require_label, locate, check)
+
+
+def _build(source, rows, text, pair, label, require_label, locate, check) -> list[Example]:
+    """Every row's Example, then ``check`` on each (see ``read_examples``)."""
     examples, places = [], []
     for n, record in rows:
         places.append(locate(n))
@@ -174,6 +206,39 @@ def _examples(where, source, columns, rows, layout, given, require_label, locate
         for example, at in zip(examples, places):
             check(example, at.field(text))
     return examples
+
+
+def _from_label_columns(where, source, columns, rows, text, pair, pair_column, label_columns, locate, check):
+    """The Examples of a file whose labels are 0/1 columns (``label_columns``, read by the caller): the text and
+    the pair are found among the other columns, never guessed among several."""
+    others = [c for c in columns if c not in label_columns]
+    text = text or default_column(others, TEXT_COLUMNS)
+    if pair_column is None:
+        pair = default_column(others, PAIR_COLUMNS)
+    if text is None:
+        rest = [c for c in others if c != pair]
+        if len(rest) != 1:
+            found = ", ".join(rest) if rest else "none"
+            raise UserError(
+                f"{where}: which column holds the text? Besides the label columns of --label-columns "
+                f"({', '.join(label_columns)}) it has: {found}. Name it with --text-column"
+            )
+        text = rest[0]
+    return _build(source, rows, text, pair, None, False, locate, check)
+
+
+def _label_set_column(where: str, columns: list[str], label_column: str | None) -> str | None:
+    """The default label column of label sets: ``label``, or ``labels`` in a file without ``label``; a file with
+    both must say which (``--label-column``). A label column named otherwise stays."""
+    if label_column not in (None, "label"):
+        return label_column
+    present = [c for c in columns if column_key(c) in LABEL_SET_COLUMNS]
+    if len(present) > 1:
+        raise UserError(
+            f'{where} has both a "{present[0]}" and a "{present[1]}" column; name the one that holds the labels '
+            f"with --label-column"
+        )
+    return present[0] if present else label_column
 
 
 def _example(at: Location, line: int, source: str, record: dict, text, pair, label, require_label) -> Example:
@@ -189,7 +254,7 @@ def _example(at: Location, line: int, source: str, record: dict, text, pair, lab
 
 def _fitting(given: tuple, columns: list[str], layout: str) -> tuple:
     """``given`` with every TrainedColumn that does not fit this file replaced by None (the default)."""
-    lowered = {c.lower() for c in columns}
+    lowered = {column_key(c) for c in columns}
     positions = [c for c in given if isinstance(c, TrainedColumn) and c.isdigit()]
     # Positions describe the training file's layout: they carry over to a headerless file with all
     # of them (one without the label column would shift its text into the label's place).
@@ -200,7 +265,7 @@ def _fitting(given: tuple, columns: list[str], layout: str) -> tuple:
             return column
         if column.isdigit():
             return str(column) if positions_fit else None
-        return str(column) if layout in ("header", "detected") and column.lower() in lowered else None
+        return str(column) if layout in ("header", "detected") and column_key(column) in lowered else None
 
     return tuple(fit(column) for column in given)
 
@@ -216,9 +281,9 @@ def _column(where, columns, given, option, headerless, must_exist=True) -> str |
     """The column in `columns` that `given` (a name, any case, or a 0-based position) names."""
     if given is None:
         return None
-    lowered = {c.lower(): c for c in columns}
-    if str(given).lower() in lowered:
-        return lowered[str(given).lower()]
+    lowered = {column_key(c): c for c in columns}
+    if column_key(given) in lowered:
+        return lowered[column_key(given)]
     if str(given).isdigit() and int(given) < len(columns):
         return columns[int(given)]
     if not must_exist:
@@ -249,6 +314,12 @@ def _headerless_roles(where, columns, rows, text, pair, label, require_label):
 
 
 def _text(at: Location, record: dict, column: str) -> str:
+    if column not in record:  # a JSON record without the key (a table's row has every column)
+        keys = ", ".join(record) or "none"
+        raise UserError(
+            f'{at.field(column)}: the text key "{column}" is missing (the record\'s keys: {keys}); give every record '
+            f'its text as "{column}"'
+        )
     value = record.get(column)
     if isinstance(value, (list, dict)):
         raise UserError(f'{at.field(column)}: column "{column}" holds a JSON {type(value).__name__}; expected text')

@@ -43,6 +43,13 @@ class Location:
         return f"{self.record}.{name}" if self.in_memory else self.record
 
 
+def column_key(name) -> str:
+    """How a column's name is compared with the names given for it: case aside, and any run of white space
+    (a non-breaking space from a spreadsheet, an ideographic space, a line break in an Excel header cell) as one
+    space, none at the ends; ``Question\u00a0Sentence`` is found as ``--text-column "question sentence"``."""
+    return " ".join(str(name).split()).casefold()
+
+
 def check_records(records: list, flag: str, record: str = '{"text": "..."}') -> list[tuple[int, dict]]:
     """[(line number, record), ...] for records in memory, numbered as the lines of a JSON Lines file of them
     (from 1), as ``parse_jsonl`` gives them; no record, or one that is not an object, raises UserError naming
@@ -228,8 +235,8 @@ def _csv_rows(where: str, text: str) -> list[tuple[int, list[str]]]:
 def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str], header: bool | None = None):
     """(columns, records, layout, the loading line's words) of a table's rows [(line, fields), ...]."""
     first_line, first = rows[0][0], [field.strip() for field in rows[0][1]]
-    known = {name.lower() for name in (*KNOWN_COLUMNS, *header_names)}
-    by_name = any(field.lower() in known for field in first)
+    known = {column_key(name) for name in (*KNOWN_COLUMNS, *header_names)}
+    by_name = any(column_key(field) in known for field in first)
     headerless = not (by_name or tables.looks_like_header(rows)) if header is None else not header
     columns, body = ([str(i) for i in range(len(first))], rows) if headerless else (first, rows[1:])
     twice = next((c for c in columns if columns.count(c) > 1), None)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import statistics
-from typing import Optional
+from typing import Callable, Optional
 
 from ernie_ft.errors import UserError
 
@@ -20,6 +21,7 @@ EXCEL = (".xlsx", ".xlsm")
 _ZIP, _OLE = b"PK\x03\x04", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _NAME = re.compile(r"^[^\W\d][\w ./()-]{0,19}$")  # a column name: a word, no sentence punctuation
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_PLAIN = re.compile(r"^[^\s'\"\\$`!*?;&|<>(){}\[\]#~]+$")  # a word a shell takes as it is
 
 
 def looks_like_header(rows: list[tuple[int, list[str]]]) -> bool:
@@ -109,6 +111,39 @@ def excel_rows(path: str, where: str, sheet: Optional[str] = None) -> list[tuple
     if not rows:
         raise UserError(f"{where}: sheet {sheet or book.sheet_names[0]!r} is empty; it needs one record per row")
     return rows
+
+
+def with_sheets(error: UserError, path: str, sheet: Optional[str], read: Callable[[str], object]):
+    """``error`` (what was wanted is not on the sheet read) with, for a workbook of several sheets, their names, the
+    sheet that was read and ``--sheet`` with the one where ``read(name)`` succeeds, if one does; else ``error``."""
+    if binary_kind(path) != "excel":
+        return error
+    import pandas as pd
+
+    try:
+        with pd.ExcelFile(path, engine="openpyxl") as book:
+            names = list(book.sheet_names)
+    except Exception:  # a damaged or unreadable workbook: the error already says so
+        return error
+    current = names[0] if sheet is None and names else sheet
+    if len(names) < 2 or current not in names:
+        return error
+    fits = next((name for name in names if name != current and _reads(read, name)), None)
+    given = f"sheet {current!r} was read" + (" (the first)" if sheet is None else "")
+    if fits is None:
+        advice = "no other sheet has what is needed either; give the sheet with --sheet NAME"
+    else:
+        shown = fits if _PLAIN.match(fits) else shlex.quote(fits)  # 数据 as it is, '数据 2024' quoted
+        advice = f"sheet {fits!r} has what is needed: give --sheet {shown}"
+    return UserError(f"{error}. The workbook has {len(names)} sheets ({', '.join(names)}) and {given}; {advice}")
+
+
+def _reads(read: Callable[[str], object], sheet: str) -> bool:
+    try:
+        read(sheet)
+    except UserError:
+        return False
+    return True
 
 
 def _cell(value) -> str:
