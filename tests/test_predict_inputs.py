@@ -213,3 +213,39 @@ def test_predict_with_a_column_flag_on_a_tagger_is_one_error_line_and_writes_not
     err = capsys.readouterr().err
     assert status == 2 and "error: --text-column does not apply to a ner model" in err and "Traceback" not in err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- the Python API: texts as the HTTP API takes them
+
+
+def test_predictor_takes_texts_where_the_task_has_one_text_field_and_says_what_a_record_is_elsewhere(tmp_path, capsys):
+    from ernie_ft import Predictor
+
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\n" + "质量很好\t正面\n太差了\t负面\n" * 4, encoding="utf-8")
+    run("ernie_ft.classify", "--train", str(train), "--model", "scratch:tiny", "--epochs", "1", "--threads", "1",
+        "--max-len", "16", "--output", str(tmp_path / "run"), capsys=capsys)  # fmt: skip
+    classify = Predictor(str(tmp_path / "run"), engine="dygraph", device="cpu")
+    texts = ["质量很好", "太差了"]
+    records = classify([{"text": t} for t in texts])
+    assert classify(texts) == records  # before: "inputs[0]: expected a JSON object"
+    assert classify(texts[0]) == records[:1]  # one text: a list of one prediction, as the server answers
+    with pytest.raises(UserError, match=r"^inputs\[1\]: expected a record such as \{\"text\": \"...\"\} or a text"):
+        classify(["质量很好", 3])
+    # a record without its text key is called missing, with the keys it has (before: "empty text in column")
+    with pytest.raises(UserError, match=r'^inputs\[1\]\.text: the text key "text" is missing \(the record\'s keys: '
+                       r"content, id\)"):  # fmt: skip
+        classify([{"text": "好"}, {"content": "质量很好", "id": 7}])
+
+    qa = tmp_path / "qa.json"
+    context = "青石镇在河的东边，镇上有一座石桥。"
+    paragraph = {"context": context, "qas": [{"id": "q", "question": "石桥在哪里", "answers": [
+        {"text": "青石镇", "answer_start": 0}]}]}  # fmt: skip
+    qa.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [paragraph]}]}, ensure_ascii=False), "utf-8")
+    assert cli.main(["qa", "--train", str(qa), "--model", "scratch:tiny", "--threads", "1", "--max-len", "32",
+                     "--epochs", "1", "--output", str(tmp_path / "qa")]) == 0  # fmt: skip
+    answer = Predictor(str(tmp_path / "qa"), engine="dygraph", device="cpu")
+    assert len(answer([{"question": "石桥在哪里", "context": context}])) == 1
+    with pytest.raises(UserError, match=r'^inputs\[0\]: a text alone is taken only by a task with one input field; '
+                       r'a qa input is a record such as \{"question": "...", "context": "..."\}'):  # fmt: skip
+        answer(["石桥在哪里"])

@@ -204,10 +204,13 @@ class Predictor:
 
         classify = Predictor("runs/sentiment")
         classify([{"text": "房间很干净"}, {"text": "太吵了"}])  # [{"text": ..., "label": ..., "probs": ...}, ...]
+        classify(["房间很干净", "太吵了"])  # the same: texts, as the HTTP API takes them
+        classify("房间很干净")  # a list of one prediction
 
-    A call is three steps that a server may run apart: ``prepare`` (read the records through the task's
-    ``read_records`` and featurize them, any thread), ``logits`` (the model) and ``answer``. A bad field raises
-    UserError naming it (``inputs[2].text``).
+    Inputs are records of the task's fields (``input_fields``), or texts where the task has one required field
+    (``text`` for classification, NER and relation extraction; ``as_records``). A call is three steps that a server
+    may run apart: ``prepare`` (read the records through the task's ``read_records`` and featurize them, any
+    thread), ``logits`` (the model) and ``answer``. A bad field raises UserError naming it (``inputs[2].text``).
     """
 
     def __init__(
@@ -224,13 +227,36 @@ class Predictor:
         self.loaded, self.data = load_for_inference(source, device, {}, self.engine, trust_pickle, task)
         self.task, self.labels = self.loaded.task, self.loaded.labels
 
-    def __call__(self, records: list[dict]) -> list[dict]:
+    def __call__(self, records: list[dict] | list[str] | str) -> list[dict]:
         examples, features = self.prepare(records)
         return self.answer(examples, features, self.logits(features, self.batch_size))
 
-    def prepare(self, records: list[dict], flag: str = "inputs") -> tuple[list, list[dict]]:
-        """(examples, features) for ``records``, as ``predict`` makes them from a JSON Lines file of them."""
-        examples = self.task.read_records(records, self.data, flag)
+    def as_records(self, records: list[dict] | list[str] | str, flag: str = "inputs") -> list[dict]:
+        """``records`` as the records the task reads: a record (a dict of the task's input fields) as it is; a text
+        (a ``str`` item, or one ``str`` instead of the list) as ``{field: text}`` for a task with one required field,
+        as the HTTP API takes it. Anything else raises UserError saying what a record of this task is."""
+        required, _ = self.task.input_fields
+        field = required[0] if len(required) == 1 else None
+        record = json.dumps(dict.fromkeys(required, "..."), ensure_ascii=False)
+        shape = f"a record such as {record}" + (' or a text ("...")' if field else "")
+        items = [records] if isinstance(records, str) else records
+        if not isinstance(items, (list, tuple)):
+            raise UserError(f"{flag}: expected a list of inputs, each {shape}; found a {type(items).__name__}")
+        for i, item in enumerate(items):
+            if isinstance(item, str) and field is None:
+                raise UserError(
+                    f"{flag}[{i}]: a text alone is taken only by a task with one input field; a {self.task.name} "
+                    f"input is a record such as {record}"
+                )
+            if not isinstance(item, (str, dict)):
+                found = json.dumps(item, ensure_ascii=False, default=str)[:40]
+                raise UserError(f"{flag}[{i}]: expected {shape}, found {found}")
+        return [{field: item} if isinstance(item, str) else item for item in items]
+
+    def prepare(self, records: list[dict] | list[str] | str, flag: str = "inputs") -> tuple[list, list[dict]]:
+        """(examples, features) for ``records`` (see ``as_records``), as ``predict`` makes them from a JSON Lines file
+        of them."""
+        examples = self.task.read_records(self.as_records(records, flag), self.data, flag)
         encodings = self.loaded.pipeline.encode_many(self.task.texts(examples), word_ids=False)
         features = self.task.featurize(examples, encodings, self.loaded.pipeline, self.labels, self.data)
         if not features:
