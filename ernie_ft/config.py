@@ -52,6 +52,9 @@ class DataConfig:
     names, or a first row whose values appear nowhere else in their columns)."""
     sheet: Optional[str] = None
     """The sheet of an .xlsx workbook to read. Default: the first."""
+    predictions_as_labels: bool = False
+    """Label Studio exports: train on the predictions (a model's pre-annotations) of a task that has no
+    annotation, as if a person had labelled it. Default: such a task is unannotated, and the loading line counts it."""
 
     def overlap(self) -> int:
         """Tokens shared by consecutive windows."""

@@ -139,10 +139,11 @@ def test_label_studio_choices_cancelled_several_annotations_and_predictions(tmp_
     ]
     path = write(tmp_path, "export.json", tasks)
     examples = load_task("classify").read(path, DataConfig(), "--train")
-    assert [(e.text, e.label) for e in examples] == [("好吃", "正面"), ("难吃", "负面"), ("一般", "中性")]
+    assert [(e.text, e.label) for e in examples] == [("好吃", "正面"), ("一般", "中性")]  # task 2: predictions only
     err = capsys.readouterr().err
     assert "Label Studio JSON export" in err and "most recent non-cancelled annotation" in err
-    assert "2 cancelled annotations skipped" in err and "1 task" in err and "predictions" in err
+    assert "2 cancelled annotations skipped" in err and "1 task with predictions only" in err
+    assert "1 task without annotations or predictions" in err
     # prediction reads every task's text, the unlabelled one too
     unlabelled = read_examples(path, require_label=False)
     assert [e.text for e in unlabelled] == ["好吃", "难吃", "还没标", "一般"]
@@ -176,6 +177,183 @@ def test_label_studio_image_export_and_unknown_json_array_are_one_error_line(tmp
     path = write(tmp_path, "array.json", [{"sentence": "好", "tags": []}])
     message = error_of(read_ner, path, "--train")
     assert f"{path}:1:" in message and "not" in message and "Label Studio" in message
+
+
+# UTF-16 offsets: 😀 (an emoji) and 𠀀 (CJK Extension B) are one character in Python and two UTF-16 units in
+# JavaScript, where Label Studio counts value.start and value.end (its issue #1347)
+ASTRAL_TEXT = "😀今天张三去了𠀀城北京开会"
+ASTRAL_ENTITIES = ((3, 5, "PER"), (7, 9, "LOC"), (9, 11, "LOC"))  # 张三, 𠀀城 (holds 𠀀), 北京: Python indices
+
+
+def utf16(text, i):
+    """The UTF-16 offset of Python index ``i``, as JavaScript counts it (an outside reference: the codec)."""
+    return len(text[:i].encode("utf-16-le")) // 2
+
+
+def astral_tasks(offsets="utf-16", with_text=True, nested=False, relation=None):
+    """One Label Studio task over ASTRAL_TEXT, its regions' offsets counted in ``offsets`` (utf-16 or python)."""
+    entities = [*ASTRAL_ENTITIES, *([(7, 11, "ORG")] if nested else [])]  # 𠀀城北京 holds 𠀀城 and 北京
+    results = []
+    for n, (start, end, label) in enumerate(entities):
+        place = (utf16(ASTRAL_TEXT, start), utf16(ASTRAL_TEXT, end)) if offsets == "utf-16" else (start, end)
+        value = {"start": place[0], "end": place[1], "labels": [label]}
+        value.update({"text": ASTRAL_TEXT[start:end]} if with_text else {})
+        results.append({"id": f"r{n}", "type": "labels", "from_name": "label", "to_name": "text", "value": value})
+    if relation is not None:
+        results.append({"id": "rel", "type": "relation", "from_id": "r0", "to_id": "r2", **relation})
+    return [ls_task(1, ASTRAL_TEXT, results)]
+
+
+@pytest.mark.parametrize("with_text", [True, False], ids=["value.text", "no-value.text"])
+def test_label_studio_offsets_after_an_emoji_count_utf16_units(tmp_path, capsys, with_text):
+    from ernie_ft.ner.task import NER
+    from ernie_ft.relation.formats import read_relations
+
+    assert utf16(ASTRAL_TEXT, 9) == 11  # the export's offsets differ from Python's: the test reads a real shift
+    [flat] = read_ner(write(tmp_path, "flat.json", astral_tasks(with_text=with_text)), "--train")
+    assert flat.entities == ASTRAL_ENTITIES
+    assert [flat.text[s:e] for s, e, _ in flat.entities] == ["张三", "𠀀城", "北京"]
+    nested_file = write(tmp_path, "nested.json", astral_tasks(with_text=with_text, nested=True))
+    [nested] = NER(nested=True).read(nested_file, DataConfig(), "--train")
+    assert nested.entities == tuple(sorted([*ASTRAL_ENTITIES, (7, 11, "ORG")]))
+    related = write(tmp_path, "rel.json", astral_tasks(with_text=with_text, relation={"labels": ["去过"]}))
+    [example] = read_relations(related, "--train")
+    assert example.triples == (((3, 5, "PER"), "去过 (PER→LOC)", (9, 11, "LOC")),)
+    assert example.gold == (("张三", "去过", "北京"),)
+    assert "count characters" not in capsys.readouterr().err  # every offset was read as UTF-16 units
+
+
+def test_label_studio_offsets_in_characters_are_read_when_value_text_says_so(tmp_path, capsys):
+    """An export made by a tool that counts code points: value.text matches only under that reading."""
+    [example] = read_ner(write(tmp_path, "points.json", astral_tasks(offsets="python")), "--train")
+    assert example.entities == ASTRAL_ENTITIES
+    assert "3 regions whose offsets count characters, not UTF-16 units" in capsys.readouterr().err
+    # without value.text nothing tells the readings apart: Label Studio's own rule, UTF-16, holds
+    cut = write(tmp_path, "cut.json", astral_tasks(offsets="python", with_text=False))
+    assert "between the two UTF-16 halves" in error_of(read_ner, cut, "--train")  # 𠀀城's end, 9, splits 𠀀
+
+
+def predicted_tasks():
+    regions = [region("a", 0, 2, "李四", "PER"), region("b", 3, 5, "上海", "LOC")]
+    relation = {"id": "r", "type": "relation", "from_id": "a", "to_id": "b", "labels": ["去过"]}
+    return [
+        ls_task(1, "张三去北京", [region("c", 0, 2, "张三", "PER"), region("d", 3, 5, "北京", "LOC"),
+                                  dict(relation, from_id="c", to_id="d")]),
+        {"id": 2, "data": {"text": "李四去上海"}, "annotations": [], "predictions": [{"result": [*regions, relation]}]},
+    ]  # fmt: skip
+
+
+def test_predictions_are_labels_only_with_the_flag(tmp_path, capsys):
+    from ernie_ft.data import annotations
+    from ernie_ft.relation.formats import read_relations
+
+    path = write(tmp_path, "pre.json", predicted_tasks())
+    assert [e.text for e in read_ner(path, "--train")] == ["张三去北京"]  # task 2 is unannotated
+    err = capsys.readouterr().err
+    assert "1 task with predictions only, read as unannotated (--predictions-as-labels" in err
+    assert [e.entities for e in read_ner(path, "--train", predictions_as_labels=True)][1] == (
+        (0, 2, "PER"),
+        (3, 5, "LOC"),
+    )
+    assert "1 task labelled by its predictions (--predictions-as-labels)" in capsys.readouterr().err
+    assert len(read_relations(path, "--train")) == 1
+    assert read_relations(path, "--train", predictions_as_labels=True)[1].gold == (("李四", "去过", "上海"),)
+    assert len(read_ner(path, "--input", labelled=False)) == 2  # prediction inputs: every task's text
+    # classification: the same rule, and an export of predictions alone names the flag
+    only = [{"id": 2, "data": {"text": "难吃"}, "predictions": [{"result": [choice("负面")]}]}]
+    message = error_of(load_task("classify").read, write(tmp_path, "only.json", only), DataConfig(), "--train")
+    assert "1 have predictions only" in message and "--predictions-as-labels" in message
+    export = annotations.load(json.dumps(only), "--train: only.json", predictions_as_labels=True)
+    rows = annotations.classification_rows(export, "--train: only.json", True)[1]
+    assert rows == [(1, {"text": "难吃", "label": ["负面"]})]
+
+
+def test_the_data_setting_becomes_the_flag_and_defaults_off():
+    from ernie_ft.recipes import build_config
+
+    assert DataConfig().predictions_as_labels is False
+    config = build_config({}, {"predictions_as_labels": True}, source="flags")
+    assert config.data.predictions_as_labels is True
+
+
+def cut_files(tmp_path, tasks):
+    """A Label Studio export as Label Studio writes it (indented), cut at several places, and a doccano JSONL
+    file whose last line is cut: (path, the line and character where its text ends)."""
+    whole = json.dumps(tasks, ensure_ascii=False, indent=2)
+    for n, at in enumerate((whole.index('"李四"') + 2, whole.index('"end"'), len(whole) - 1, whole.rindex("},") + 2)):
+        text = whole[:at].rstrip()  # where a cut file's text ends: its last character other than space
+        yield write(tmp_path, f"cut{n}.json", whole[:at]), text.count("\n") + 1, len(text.split("\n")[-1])
+    lines = jsonl([{"text": "张三去北京", "label": [[0, 2, "PER"]]}] * 3)
+    text = lines[: len(lines) - 12]
+    yield write(tmp_path, "cut.jsonl", text), 3, len(text.rstrip().split("\n")[-1])
+
+
+def test_a_truncated_export_is_named_truncated_with_where_it_ends(tmp_path):
+    from ernie_ft.relation.formats import read_relations
+
+    for path, line, column in cut_files(tmp_path, predicted_tasks()):
+        for read in (lambda p: read_ner(p, "--train"), lambda p: read_relations(p, "--train"), read_examples):
+            message = error_of(read, path)
+            assert f"{path}:{line}:{column}: the file is truncated" in message, message
+            assert f"ends at line {line}, character {column}" in message
+    # an error in the middle of the file is no truncation
+    broken = json.dumps(predicted_tasks(), ensure_ascii=False, indent=2).replace('"李四"', "李四", 1)
+    assert "is truncated" not in error_of(read_ner, write(tmp_path, "broken.json", broken), "--train")
+
+
+def test_odd_annotations_are_counted_in_the_loading_line(tmp_path, capsys):
+    from ernie_ft.relation.formats import read_relations
+
+    unlabelled = region("u", 3, 5, "北京", "LOC")
+    unlabelled["value"]["labels"] = []
+    results = [
+        region("a", 0, 2, "张三", "PER"),
+        region("b", 3, 5, "北京", "LOC"),
+        region("a2", 0, 2, "张三", "PER"),  # the same span and type again
+        unlabelled,
+        {"id": "r1", "type": "relation", "from_id": "a", "to_id": "b", "labels": []},
+        {"id": "r2", "type": "relation", "from_id": "a", "to_id": "u", "labels": ["去过"]},
+        {"id": "n", "type": "textarea", "value": {"text": ["备注"]}},
+    ]
+    path = write(tmp_path, "odd.json", [ls_task(1, "张三去北京", results)])
+    [example] = read_ner(path, "--train")
+    assert example.entities == ((0, 2, "PER"), (3, 5, "LOC")) and example.relations == ()
+    err = capsys.readouterr().err
+    for part in (
+        "1 labelled span given twice in one annotation",
+        "1 region without a label skipped",
+        "1 relation without a label not read",
+        "1 relation to a region without a label skipped",
+        "1 result of other kinds not read (textarea 1)",
+    ):
+        assert part in err, part
+    # relation extraction learns predicates: a relation without one is an error naming the task and the relation
+    message = error_of(read_relations, path, "--train")
+    assert f"{path}:1: task 1: relation r1 has no label" in message and '"labels": []' in message
+    doccano = {
+        "text": "张三去北京",
+        "entities": [{"id": 1, "label": "PER", "start_offset": 0, "end_offset": 2},
+                     {"id": 2, "label": "LOC", "start_offset": 3, "end_offset": 5}],
+        "relations": [{"id": 7, "from_id": 1, "to_id": 2}, {"id": 8, "from_id": 1, "to_id": 2, "type": ""}],
+    }  # fmt: skip
+    path = write(tmp_path, "d.jsonl", jsonl([doccano]))
+    assert read_ner(path, "--train")[0].relations == ()
+    assert "2 relations without a type not read" in capsys.readouterr().err
+    assert 'relation 7 has no label (no "type")' in error_of(read_relations, path, "--train")
+
+
+def test_relation_direction_left_points_from_to_id_and_bi_reads_both_ways(tmp_path, capsys):
+    from ernie_ft.relation.formats import read_relations
+
+    def triples(direction):
+        tasks = astral_tasks(relation={"labels": ["邻近"], "direction": direction})
+        return read_relations(write(tmp_path, f"{direction}.json", tasks), "--train")[0].triples
+
+    person, place = (3, 5, "PER"), (9, 11, "LOC")
+    assert triples("right") == ((person, "邻近 (PER→LOC)", place),)
+    assert triples("left") == ((place, "邻近 (LOC→PER)", person),)
+    assert set(triples("bi")) == {(person, "邻近 (PER→LOC)", place), (place, "邻近 (LOC→PER)", person)}
+    assert "1 bidirectional relation read both ways" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ overlaps

@@ -19,6 +19,7 @@ class Annotated:
     relations: tuple = ()
     labelled: bool = True  # False: the record carries no annotation at all
     dangling: tuple = ()  # ids of Label Studio relations whose from_id or to_id names no labelled region
+    untyped: tuple = ()  # ids of relations without a label (Label Studio "labels": [], doccano no "type"), not read
 
 
 @dataclass
@@ -29,14 +30,17 @@ class Export:
     records: list = field(default_factory=list)
     summary: str = ""
     text_key: str = "text"  # the key the text was under (Label Studio: of data), the column classify names it by
+    predictions_only: int = 0  # Label Studio tasks read as unannotated whose predictions --predictions-as-labels takes
 
     @property
     def has_spans(self) -> bool:
         return any(r.spans for r in self.records)
 
 
-def count(items: list, noun: str) -> str:
-    return f"{len(items)} {noun}{'s' * (len(items) != 1)}"
+def count(items, noun: str) -> str:
+    """How many ``items`` (a list, or a number) there are, with the noun: "1 task", "3 tasks"."""
+    n = items if isinstance(items, int) else len(items)
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def items(value) -> list:

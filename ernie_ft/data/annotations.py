@@ -4,24 +4,31 @@
 ``Annotated``: its text, its class names (doccano ``label`` names, Label Studio ``choices``), its entity
 spans ``(start, end_exclusive, type)`` and its relations ``(head span, tail span, type)``. The readers
 make classification records (``classification_rows``) or NER examples of them; a file that is none of
-these returns None and is read as before.
+these returns None and is read as before. A JSON file whose text ends inside a value or an array (cut off
+while written, copied or downloaded) raises ``Truncated``, naming the line and character where it ends.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
 
 from ernie_ft.data.annotated import Annotated, Export, count, items
-from ernie_ft.data.label_studio import read_label_studio
+from ernie_ft.data.label_studio import PREDICTIONS_FLAG, read_label_studio
 from ernie_ft.errors import UserError
 
 _SPACE = " \t\r\n"
 
 
+class Truncated(UserError):
+    """A JSON file that ends in the middle of a value: cut off while it was written, copied or downloaded."""
+
+
 def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]:
     """(line, value) of each JSON value in ``text``: the items of a JSON array (``array``), else the values
-    one after another (JSON Lines, or pretty-printed objects as doccano's examples are)."""
+    one after another (JSON Lines, or pretty-printed objects as doccano's examples are). A text that ends
+    inside a value, or inside the array, raises ``Truncated``."""
     decoder, values, line, pos, counted = json.JSONDecoder(), [], 1, 0, 0
 
     def skip(pos: int, separators: str) -> int:
@@ -33,29 +40,62 @@ def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]
         pos = skip(text.index("[") + 1, _SPACE)
     while True:
         pos = skip(pos, _SPACE + ("," if array and values else ""))
+        if pos >= len(text) and array:
+            raise _truncated(text, where, "before the closing ] of its JSON array")
         if pos >= len(text) or (array and text[pos] == "]"):
             return values
         line, counted = line + text.count("\n", counted, pos), pos  # counted so far: linear in the file
         try:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
+            if _cut(text, e):
+                raise _truncated(text, where, "inside a JSON value") from None
             raise UserError(
                 f"{where}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); fix the file or export it again"
             ) from None
         values.append((line, value))
 
 
-def load(text: str, where: str, text_key: Optional[str] = None) -> Optional[Export]:
+_PARTIAL = re.compile(r"[-+.eE0-9]*|t(r(u)?)?|f(a(l(s)?)?)?|n(u(l)?)?")  # what a number, true, false or null begins
+
+
+def _cut(text: str, error: json.JSONDecodeError) -> bool:
+    """Whether a decode error is the text ending mid-value rather than a wrong character: nothing but the start of
+    a number or literal follows where it failed, or a string runs to the end (a string cut at a line break is an
+    "Invalid control character" instead)."""
+    rest = text[error.pos :].strip()
+    if error.msg.startswith("Unterminated string") or (error.msg.startswith("Invalid \\uXXXX") and len(rest) < 6):
+        return True
+    return _PARTIAL.fullmatch(rest) is not None
+
+
+def _truncated(text: str, where: str, inside: str) -> Truncated:
+    end = len(text.rstrip())
+    line = text.count("\n", 0, end) + 1
+    column = end - (text.rfind("\n", 0, end) + 1)
+    return Truncated(
+        f"{where}:{line}:{column}: the file is truncated: its text ends at line {line}, character {column}, {inside}; "
+        "it was cut off while being written, copied or downloaded: export or copy it again"
+    )
+
+
+def load(
+    text: str, where: str, text_key: Optional[str] = None, predictions_as_labels: bool = False
+) -> Optional[Export]:
     """The doccano or Label Studio export in ``text`` (a whole file; ``where`` is "FLAG: PATH"), or None when
-    the content is neither. ``text_key``: the key of Label Studio's ``data`` that holds the text."""
+    the content is neither. ``text_key``: the key of Label Studio's ``data`` that holds the text;
+    ``predictions_as_labels``: a Label Studio task without an annotation is labelled by its predictions (else it
+    is unannotated, and counted). A truncated JSON file, whatever it holds, raises ``Truncated``."""
     start = text.lstrip()
     if start.startswith("["):
         try:
             tasks = _json_values(text, where, array=True)
+        except Truncated:
+            raise
         except UserError:
             return None  # not JSON: the caller's own reader names what is wrong
         if tasks and isinstance(tasks[0][1], dict) and {"data", "annotations", "predictions"} & set(tasks[0][1]):
-            return read_label_studio(tasks, where, text_key)
+            return read_label_studio(tasks, where, text_key, predictions_as_labels)
         return None
     if not start.startswith("{"):
         return None
@@ -65,6 +105,8 @@ def load(text: str, where: str, text_key: Optional[str] = None) -> Optional[Expo
     except json.JSONDecodeError:
         try:  # a pretty-printed object, as doccano's own examples are
             first = _json_values(text, where, array=False)[0][1]
+        except Truncated:
+            raise
         except UserError:
             return None
     if not _is_doccano(first):
@@ -90,7 +132,7 @@ def _is_doccano(record) -> bool:
 
 
 def _doccano(values: list, where: str) -> Export:
-    records, kinds, old_key = [], set(), False
+    records, kinds, old_key, twice, twice_related = [], set(), False, 0, 0
     for line, record in values:
         at = f"{where}:{line}"
         if not isinstance(record, dict):
@@ -100,19 +142,36 @@ def _doccano(values: list, where: str) -> Export:
         if not isinstance(text, str) or not text.strip():
             raise UserError(f'{at}: missing or empty "text" (doccano 1.7+) or "data" (older doccano); fill it in')
         if "entities" in record:
-            spans, relations = _doccano_entities(record, at)
-            records.append(Annotated(line, _id(record), text, (), spans, relations))
+            spans, relations, untyped = _doccano_entities(record, at)
+            records.append(Annotated(line, _id(record), text, (), _once(spans), _once(relations), untyped=untyped))
+            twice_related += len(relations) - len(records[-1].relations)
             kinds.add("entities and relations" if "relations" in record else "entities")
         elif "label" in record:
             labels, spans = _doccano_label(record["label"], at)
-            records.append(Annotated(line, _id(record), text, labels, spans))
+            records.append(Annotated(line, _id(record), text, labels, _once(spans)))
             kinds.add("sequence labelling" if spans else "text classification")
         else:
             records.append(Annotated(line, _id(record), text, labelled=False))
+            continue
+        twice += len(spans) - len(records[-1].spans)
     layout = " and ".join(sorted(kinds)) or "texts without labels"
     relations = sum(len(r.relations) for r in records)
+    untyped = sum(len(r.untyped) for r in records)
     summary = f"doccano JSONL ({layout}{', the older data key' if old_key else ''}), {count(records, 'record')}"
-    return Export("doccano", records, summary + (f", {relations} relations kept" if relations else ""))
+    summary += f", {relations} relations kept" if relations else ""
+    summary += f", {untyped} relations without a type not read" if untyped else ""
+    summary += f", {twice} entities listed twice (the same span and type) kept once" if twice else ""
+    summary += f", {twice_related} relations listed twice kept once" if twice_related else ""
+    return Export("doccano", records, summary)
+
+
+def _name(value) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _once(spans: tuple) -> tuple:
+    """``spans`` without repeats, in their order."""
+    return tuple(dict.fromkeys(spans))
 
 
 def _id(record: dict) -> Optional[str]:
@@ -126,7 +185,7 @@ def _doccano_label(label, at: str) -> tuple[tuple, tuple]:
     if all(isinstance(item, list) for item in label):
         spans = []
         for item in label:
-            if not (len(item) == 3 and all(isinstance(x, int) for x in item[:2]) and isinstance(item[2], str)):
+            if not (len(item) == 3 and all(isinstance(x, int) for x in item[:2]) and _name(item[2])):
                 raise UserError(f"{at}: label item {item!r:.40} is not [start, end, type] (end exclusive)")
             spans.append(tuple(item))
         return (), tuple(spans)
@@ -135,25 +194,31 @@ def _doccano_label(label, at: str) -> tuple[tuple, tuple]:
     return tuple(str(item) for item in label), ()
 
 
-def _doccano_entities(record: dict, at: str) -> tuple[tuple, tuple]:
-    """(spans, relations) of doccano's ``entities`` + ``relations`` layout."""
+def _doccano_entities(record: dict, at: str) -> tuple[tuple, tuple, tuple]:
+    """(spans, relations, ids of relations without a type) of doccano's ``entities`` + ``relations`` layout."""
     entities, by_id = record.get("entities"), {}
     if not isinstance(entities, list):
         raise UserError(f'{at}: "entities" must be a list of {{"start_offset", "end_offset", "label"}} objects')
     spans = []
     for e in entities:
         ok = isinstance(e, dict) and isinstance(e.get("start_offset"), int) and isinstance(e.get("end_offset"), int)
-        if not ok or not isinstance(e.get("label"), str):
-            raise UserError(f'{at}: entity {e!r:.60} needs integer "start_offset", "end_offset" and a string "label"')
+        if not ok or not isinstance(e.get("label"), str) or not e["label"].strip():
+            raise UserError(
+                f'{at}: entity {e!r:.60} needs integer "start_offset", "end_offset" and a non-empty string "label"'
+            )
         span = (e["start_offset"], e["end_offset"], e["label"])
         by_id[e.get("id")] = span
         spans.append(span)
-    relations = []
+    relations, untyped = [], []
     for r in items(record.get("relations")):
         if not isinstance(r, dict) or r.get("from_id") not in by_id or r.get("to_id") not in by_id:
             raise UserError(f"{at}: relation {r!r:.60} does not name two of the record's entity ids (from_id, to_id)")
-        relations.append((by_id[r["from_id"]], by_id[r["to_id"]], str(r.get("type", r.get("label", "")))))
-    return tuple(spans), tuple(relations)
+        predicate = r.get("type", r.get("label"))
+        if isinstance(predicate, (str, int)) and not isinstance(predicate, bool) and str(predicate).strip():
+            relations.append((by_id[r["from_id"]], by_id[r["to_id"]], str(predicate)))
+        else:
+            untyped.append(str(r.get("id")))
+    return tuple(spans), tuple(relations), tuple(untyped)
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -179,10 +244,19 @@ def classification_rows(export: Export, where: str, labelled: bool) -> tuple[lis
         key = export.text_key
         rows.append((r.line, {key: r.text, "label": list(r.labels)} if r.labelled else {key: r.text}))
     if not rows:
-        raise UserError(f"{where}: no task has a non-cancelled annotation or a prediction; label some tasks first")
+        raise UserError(_nothing_labelled(export, where))
     # a record's label list stays readable without required labels (classify --multi-label: a text may have none)
     has_labels = labelled or any("label" in row for _, row in rows)
     return [export.text_key, "label"] if has_labels else [export.text_key], rows
+
+
+def _nothing_labelled(export: Export, where: str) -> str:
+    if export.predictions_only:
+        return (
+            f"{where}: no task has a non-cancelled annotation; {export.predictions_only} have predictions only: label "
+            f"them in Label Studio, or pass {PREDICTIONS_FLAG} to train on the predictions as if they were labels"
+        )
+    return f"{where}: no task has a non-cancelled annotation or a prediction; label some tasks first"
 
 
 def _unknown(export: Export, where: str, record: Annotated) -> str:
@@ -202,5 +276,5 @@ def labelled_records(export: Export, where: str) -> list[Annotated]:
         if r.labelled:
             kept.append(r)
     if not kept:
-        raise UserError(f"{where}: no task has a non-cancelled annotation or a prediction; label some tasks first")
+        raise UserError(_nothing_labelled(export, where))
     return kept

@@ -48,14 +48,21 @@ def detect_format(lines: list[str]) -> str:
 
 
 def read_ner(
-    path: str, flag: str, fmt: str = "auto", labelled: bool = True, overlapping: str = "error"
+    path: str,
+    flag: str,
+    fmt: str = "auto",
+    labelled: bool = True,
+    overlapping: str = "error",
+    predictions_as_labels: bool = False,
 ) -> list[NerExample]:
-    """Examples from a CoNLL, CLUENER JSONL or span JSONL file (or plain text lines when unlabelled)."""
+    """Examples from a CoNLL, CLUENER JSONL or span JSONL file, a doccano or Label Studio export (or plain text
+    lines when unlabelled). ``predictions_as_labels``: a Label Studio task without an annotation is labelled by
+    its predictions (``--predictions-as-labels``)."""
     text = read_text_file(path, flag)
     lines = text.split("\n")
     where = f"{flag}: {path}"
     if fmt in ("auto", "doccano", "label-studio"):
-        export = annotations.load(text, where)
+        export = annotations.load(text, where, predictions_as_labels=predictions_as_labels)
         if export is not None and fmt in ("auto", export.tool.lower().replace(" ", "-")):
             return _annotation_examples(export, where, path, labelled, overlapping)
         if fmt != "auto":

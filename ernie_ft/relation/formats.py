@@ -183,6 +183,9 @@ def _rows_examples(rows, source: str, labelled: bool, locate, counts: Counts) ->
     return examples
 
 
+_NO_LABEL = {"Label Studio": '"labels": []', "doccano": 'no "type"'}
+
+
 def _export_examples(export, where: str, source: str, labelled: bool, counts: Counts) -> list[RelationExample]:
     """Examples of a doccano or Label Studio export: its relations (head -> tail) as triples."""
     records = annotations.labelled_records(export, where) if labelled else export.records
@@ -193,6 +196,11 @@ def _export_examples(export, where: str, source: str, labelled: bool, counts: Co
             raise UserError(
                 f"{at}: relation {r.dangling[0]} names a region that is not in the annotation (from_id or to_id); "
                 "fix the export or delete the relation in the tool"
+            )
+        if r.untyped and labelled:
+            raise UserError(
+                f"{at}: relation {r.untyped[0]} has no label ({_NO_LABEL[export.tool]}), so there is no predicate to "
+                f"learn; label it in {export.tool} or delete it"
             )
         for span in r.spans:
             check_span(span, r.text, at)
@@ -208,13 +216,19 @@ def _export_examples(export, where: str, source: str, labelled: bool, counts: Co
     return examples
 
 
-def read_relations(path: str, flag: str, labelled: bool = True) -> list[RelationExample]:
+def read_relations(
+    path: str, flag: str, labelled: bool = True, predictions_as_labels: bool = False
+) -> list[RelationExample]:
     """Examples of a DuIE/CMeIE or relation JSONL file, a doccano or Label Studio export, or (unlabelled) plain
-    text lines; prints the loading line (what was placed, ambiguously or not at all)."""
+    text lines; prints the loading line (what was placed, ambiguously or not at all). ``predictions_as_labels``:
+    a Label Studio task without an annotation is labelled by its predictions (``--predictions-as-labels``).
+
+    A relation of an export without a label is an error (it has no predicate to learn), as a DuIE triple
+    without a predicate is."""
     text = read_text_file(path, flag)
     where = f"{flag}: {path}"
     counts = Counts()
-    export = None if _own_layout(text) else annotations.load(text, where)
+    export = None if _own_layout(text) else annotations.load(text, where, predictions_as_labels=predictions_as_labels)
     if export is not None:
         examples = _export_examples(export, where, path, labelled, counts)
         kind = export.summary
