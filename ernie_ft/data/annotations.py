@@ -41,15 +41,15 @@ def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]
     while True:
         pos = skip(pos, _SPACE + ("," if array and values else ""))
         if pos >= len(text) and array:
-            raise _truncated(text, where, "before the closing ] of its JSON array")
+            raise truncated(text, where, "before the closing ] of its JSON array")
         if pos >= len(text) or (array and text[pos] == "]"):
             return values
         line, counted = line + text.count("\n", counted, pos), pos  # counted so far: linear in the file
         try:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            if _cut(text, e):
-                raise _truncated(text, where, "inside a JSON value") from None
+            if ends_mid_value(text, e):
+                raise truncated(text, where, "inside a JSON value") from None
             raise UserError(
                 f"{where}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); fix the file or export it again"
             ) from None
@@ -59,7 +59,7 @@ def _json_values(text: str, where: str, array: bool) -> list[tuple[int, object]]
 _PARTIAL = re.compile(r"[-+.eE0-9]*|t(r(u)?)?|f(a(l(s)?)?)?|n(u(l)?)?")  # what a number, true, false or null begins
 
 
-def _cut(text: str, error: json.JSONDecodeError) -> bool:
+def ends_mid_value(text: str, error: json.JSONDecodeError) -> bool:
     """Whether a decode error is the text ending mid-value rather than a wrong character: nothing but the start of
     a number or literal follows where it failed, or a string runs to the end (a string cut at a line break is an
     "Invalid control character" instead)."""
@@ -69,7 +69,8 @@ def _cut(text: str, error: json.JSONDecodeError) -> bool:
     return _PARTIAL.fullmatch(rest) is not None
 
 
-def _truncated(text: str, where: str, inside: str) -> Truncated:
+def truncated(text: str, where: str, inside: str) -> Truncated:
+    """The error for ``text`` (a whole file) that ends ``inside`` a value: the line and character where it ends."""
     end = len(text.rstrip())
     line = text.count("\n", 0, end) + 1
     column = end - (text.rfind("\n", 0, end) + 1)
