@@ -125,6 +125,11 @@ class TaskHooks:
 
         raise not_applicable(self.name)
 
+    def keep_scores_above(self, probability: float) -> None:
+        """From now on ``summarize`` keeps every output scoring above ``probability``, though the task decides
+        higher: a server whose requests may give a lower threshold of their own. Nothing to do (the default) for a
+        task whose summaries keep every score."""
+
     @classmethod
     def recorded_options(cls, options: dict) -> dict:
         """The task options a checkpoint recorded (``run.json``'s ``task:``), as this version names them: a task whose

@@ -22,6 +22,8 @@ DEFAULT = 0.5
 """The probability at which an output counts when no threshold is given or tuned."""
 GRID = tuple(round(0.05 * k, 2) for k in range(1, 20))
 """The probabilities ``--tune-thresholds`` tries: 0.05, 0.10, ..., 0.95."""
+REQUEST_LOWEST = GRID[0]
+"""The lowest threshold a served request may give: the server keeps the scores above it (``keep_scores_above``)."""
 MAX_PER_TOKEN = 2
 """Span models (nested NER, relation extraction) decode at most this many candidates above the threshold per token
 of a window and kind of output (the best-scoring): an untrained model scores half of all spans above 0.5, which

@@ -3,6 +3,7 @@ a probability in (0, 1); tuned on the dev part whatever made it (--dev or --dev-
 taken by predict (and evaluate and serve) to decide with another probability; refused where it means nothing."""
 
 import json
+from pathlib import Path
 
 import pytest
 import test_nested_ner
@@ -84,22 +85,38 @@ def test_a_test_file_at_the_dev_path_is_scored_with_the_dev_threshold_not_tuned_
     assert {k: v for k, v in metrics["dev"].items() if k != "threshold"} == pytest.approx(metrics["test"])
 
 
-def test_predict_decides_with_the_threshold_given_as_a_probability(tmp_path, capsys):
-    """predict --threshold P: every predicted relation, entity, span and label scores above P, and a lower P never
-    finds fewer; a value that is not a probability, or a model that decides by none, is a clear error."""
-    files = run_files(tmp_path)
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A model of each task that decides by a threshold (briefly trained: it finds many outputs at a low threshold,
+    few at a high one), and a single-label classifier; with the texts to predict for each."""
+    tmp_path = tmp_path_factory.mktemp("models")
+    files, found = run_files(tmp_path), {}
+    for command in ("relation", "ner", "classify"):
+        found[command] = tmp_path / command
+        assert task_command(command)([*files[command], *TINY, "--output", str(found[command])]) == 0
+    found["single"] = tmp_path / "single"
+    train = str(DATA / "sentiment_train.tsv")
+    assert task_command("classify")(["--train", train, *TINY, "--epochs", "1", "--output", str(found["single"])]) == 0
     texts = write(tmp_path / "texts.txt", "".join(f"{t}\n" for t, _ in test_relation.SENTENCES))
     news = write(tmp_path / "news.txt", "\n".join(r.split("\t")[1] for r in files_rows()[:6]) + "\n")
+    return found, {"relation": texts, "ner": texts, "classify": news, "single": news}
+
+
+def predicted(model, inputs, out, *flags) -> list[dict]:
+    assert cli(["predict", "--model", str(model), "--input", inputs, "--output", str(out), *flags]) == 0
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_predict_decides_with_the_threshold_given_as_a_probability(models, tmp_path, capsys):
+    """predict --threshold P: every predicted relation, entity, span and label scores above P, and a lower P never
+    finds fewer; a value that is not a probability, or a model that decides by none, is a clear error."""
+    dirs, inputs = models
     for command, items in (("relation", ("relations", "entities")), ("ner", ("entities",)), ("classify", ("labels",))):
-        out = tmp_path / command
-        assert task_command(command)([*files[command], *TINY, "--output", str(out)]) == 0
         found = {}
         for p in (0.1, 0.9):
-            answers = tmp_path / f"{command}-{p}.jsonl"
-            given = news if command == "classify" else texts
-            assert cli(["predict", "--model", str(out), "--input", given, "--output", str(answers), "--threshold",
-                        str(p)]) == 0  # fmt: skip
-            records = [json.loads(line) for line in answers.read_text(encoding="utf-8").splitlines()]
+            records = predicted(
+                dirs[command], inputs[command], tmp_path / f"{command}-{p}.jsonl", "--threshold", str(p)
+            )
             if command == "classify":
                 assert all(r["probs"][label] >= p for r in records for label in r["labels"])
                 assert all(label in r["labels"] for r in records for label, v in r["probs"].items() if v >= p)
@@ -110,14 +127,41 @@ def test_predict_decides_with_the_threshold_given_as_a_probability(tmp_path, cap
                 found[p] = len(scores)
         assert found[0.1] >= found[0.9] and found[0.1] > 0, (command, found)
     capsys.readouterr()
-    assert cli(["predict", "--model", str(tmp_path / "relation"), "--input", texts, "--threshold", "0"]) == 2
+    assert cli(["predict", "--model", str(dirs["relation"]), "--input", inputs["relation"], "--threshold", "0"]) == 2
     assert "--threshold 0.0: give a probability between 0 and 1" in capsys.readouterr().err
-    single = tmp_path / "single"
-    train = str(DATA / "sentiment_train.tsv")
-    assert task_command("classify")(["--train", train, *TINY, "--epochs", "1", "--output", str(single)]) == 0
-    capsys.readouterr()
-    assert cli(["predict", "--model", str(single), "--input", news, "--threshold", "0.3"]) == 2
+    assert cli(["predict", "--model", str(dirs["single"]), "--input", inputs["single"], "--threshold", "0.3"]) == 2
     assert "--threshold does not apply to this classify model" in capsys.readouterr().err
+
+
+def test_serve_decides_with_its_threshold_and_a_request_with_its_own(models, tmp_path):
+    """serve --threshold P answers as predict --threshold P; a request's parameters.threshold decides that request
+    alone (the next one without it gets the server's); a threshold a model cannot take is a 422 naming it."""
+    from test_serve import ReadyClient
+
+    from ernie_ft.serving.app import create_app
+    from ernie_ft.serving.model import ServedModel
+
+    dirs, inputs = models
+    for command in ("relation", "ner", "classify"):
+        texts = Path(inputs[command]).read_text(encoding="utf-8").splitlines()
+        expected = {p: predicted(dirs[command], inputs[command], tmp_path / f"{command}-{p}.jsonl", "--threshold",
+                                 str(p)) for p in (0.1, 0.6)}  # fmt: skip
+        served = ServedModel(str(dirs[command]), "dygraph", "cpu", threshold=0.6)
+        with ReadyClient(create_app(served)) as client:
+            assert client.get("/v1/info").json()["threshold"] == {"request_range": [0.05, 1.0]}
+            own = client.post("/v1/predict", json={"inputs": texts, "parameters": {"threshold": 0.1}})
+            assert own.status_code == 200 and own.json()["predictions"] == expected[0.1], command
+            server = client.post("/v1/predict", json={"inputs": texts})
+            assert server.json()["predictions"] == expected[0.6], command
+            for bad in (0.01, 1, "0.5", True):
+                answer = client.post("/v1/predict", json={"inputs": texts, "parameters": {"threshold": bad}})
+                assert answer.status_code == 422 and answer.json()["error"]["field"] == "parameters.threshold"
+            answer = client.post("/v1/predict", json={"inputs": texts, "parameters": {"top_k": 2}})
+            assert answer.status_code == 422 and answer.json()["error"]["field"] == "parameters.top_k"
+    with ReadyClient(create_app(ServedModel(str(dirs["single"]), "dygraph", "cpu"))) as client:
+        assert client.get("/v1/info").json()["threshold"] is None
+        answer = client.post("/v1/predict", json={"inputs": ["很好"], "parameters": {"threshold": 0.3}})
+        assert answer.status_code == 422 and "decides by no threshold" in answer.json()["error"]["message"]
 
 
 def files_rows() -> list[str]:

@@ -43,6 +43,7 @@ def build_parser(prog: str) -> Parser:
         "onnx for ONNX Runtime, as DIR-onnx; int8 for ONNX Runtime in int8, as DIR-int8",
     )
     flags.add_device(parser)
+    flags.add_threshold(parser)
     parser.add_argument("--workers", type=int, default=1, help="server processes, each with its own model")
     flags.add_trust_pickle(parser)
     flags.add_task(parser)
@@ -68,4 +69,5 @@ def run(args: argparse.Namespace) -> int:
         trust_pickle=args.trust_pickle,
         task=args.task,
         name=args.name,
+        threshold=args.threshold,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import sys
@@ -221,10 +222,11 @@ class Predictor:
         trust_pickle: bool = False,
         task: Optional[str] = None,
         batch_size: int = 64,
+        threshold: Optional[float] = None,
     ):
         source = checkpoint.checkpoint_dir(model_dir)  # the directory's one reading
         self.model_dir, self.engine, self.batch_size = model_dir, resolve_engine(source, engine), batch_size
-        self.loaded, self.data = load_for_inference(source, device, {}, self.engine, trust_pickle, task)
+        self.loaded, self.data = load_for_inference(source, device, {}, self.engine, trust_pickle, task, threshold)
         self.task, self.labels = self.loaded.task, self.loaded.labels
 
     def __call__(self, records: list[dict] | list[str] | str) -> list[dict]:
@@ -274,6 +276,11 @@ class Predictor:
             **task_batching(self.task, self.loaded.pipeline),
         )
 
-    def answer(self, examples: list, features: list[dict], logits) -> list[dict]:
-        """One ``predict`` record per example."""
-        return self.task.predict(logits, features, examples, self.labels, self.data)
+    def answer(self, examples: list, features: list[dict], logits, threshold: Optional[float] = None) -> list[dict]:
+        """One ``predict`` record per example; ``threshold``: a probability this answer decides with instead of the
+        model's (a served request's own; ``TaskHooks.use_threshold``)."""
+        task = self.task
+        if threshold is not None:
+            task = copy.copy(task)  # this answer's alone: requests are answered side by side
+            task.use_threshold(threshold)
+        return task.predict(logits, features, examples, self.labels, self.data)

@@ -139,6 +139,7 @@ class Relation(TaskHooks):
         self.threshold = thresholds.check(self.threshold)
         self._schema = read_schema(self.schema) if self.schema else None
         self._heads = 2
+        self._lowest = 1.0  # keep_scores_above: none below the threshold
 
     @classmethod
     def recorded_options(cls, options):
@@ -160,6 +161,9 @@ class Relation(TaskHooks):
 
     def use_threshold(self, threshold):
         self.threshold = thresholds.check(threshold)
+
+    def keep_scores_above(self, probability):
+        self._lowest = thresholds.check(probability)
 
     @property
     def exact_spans(self) -> bool:
@@ -283,7 +287,7 @@ class Relation(TaskHooks):
     def summarize(self, outputs, batch):
         """The cells a decode may read: above the threshold (in a tuning run, above the lowest it may choose), at
         most ``thresholds.MAX_PER_TOKEN`` per token of the window per entity role and pointer kind."""
-        lowest = min(thresholds.GRID) if self.tune_thresholds else thresholds.probability(self.threshold)
+        lowest = min(thresholds.GRID) if self.tune_thresholds else self._lowest
         floor = thresholds.logit(min(lowest, thresholds.probability(self.threshold)))
         return decoding.summary_rows(outputs.astype("float32").numpy(), floor, thresholds.MAX_PER_TOKEN)
 

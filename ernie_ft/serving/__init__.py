@@ -48,6 +48,8 @@ class WorkerSettings:
     """A task spec (``file.py:Class``) for a checkpoint whose task is not found where it was trained."""
     name: Optional[str] = None
     """What ``/v1/info`` calls the model."""
+    threshold: Optional[float] = None
+    """``serve --threshold``: the probability the model decides with instead of its own."""
 
     ENV: ClassVar[str] = "ERNIE_FT_SERVE"
 
@@ -68,7 +70,13 @@ def app_from_env():
 
     settings = WorkerSettings.from_json(os.environ[WorkerSettings.ENV])
     served = ServedModel(
-        settings.model_dir, settings.engine, settings.device, settings.trust_pickle, settings.task, settings.name
+        settings.model_dir,
+        settings.engine,
+        settings.device,
+        settings.trust_pickle,
+        settings.task,
+        settings.name,
+        settings.threshold,
     )
     return create_app(served, settings.limits)
 
@@ -86,6 +94,7 @@ def serve(
     task: Optional[str] = None,
     log_level: str = "info",
     name: Optional[str] = None,
+    threshold: Optional[float] = None,
 ) -> int:
     """Load the model (with ``export``, one of ``EXPORTS``, after exporting it), then serve it until SIGTERM or
     Ctrl-C; returns 0.
@@ -93,7 +102,8 @@ def serve(
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher, on one port;
     the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
     (``file.py:Class``) passed on to the loader. ``name``: what clients are told the model is called (default: the
-    directory's last part, ``model.model_name``).
+    directory's last part, ``model.model_name``). ``threshold``: the probability a model that decides by one
+    decides with instead of its own (a request may give its own).
     """
     import uvicorn
 
@@ -106,7 +116,7 @@ def serve(
         model_dir = exported_model(model_dir, trust_pickle, task, "paddle" if export is True else export)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
-    served = ServedModel(model_dir, engine, device, trust_pickle, task, name)
+    served = ServedModel(model_dir, engine, device, trust_pickle, task, name, threshold)
     sock = listen(host, port)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
     # found: a no-op one, so that a drained server exits 0 (SIG_DFL would end it with -15).
@@ -115,7 +125,7 @@ def serve(
     if workers == 1:
         config = uvicorn.Config(create_app(served, limits), **options)
     else:
-        settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task, name)
+        settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task, name, threshold)
         os.environ[WorkerSettings.ENV] = settings.to_json()
         config = uvicorn.Config("ernie_ft.serving:app_from_env", factory=True, workers=workers, **options)
     print(

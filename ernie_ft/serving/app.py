@@ -115,7 +115,8 @@ class Service:
 
     async def predict(self, raw: bytes):
         try:  # parsed here, not by FastAPI: JSON whatever the Content-Type, every shape, and our own error body
-            return {"predictions": await self.predictions(self.schema.parse(raw))}
+            inputs, parameters = self.schema.parse_request(raw, self.served.task.decides_by_threshold)
+            return {"predictions": await self.predictions(inputs, parameters.get("threshold"))}
         except BadRequest as e:
             return error_response(e.status, e.field, e.message, e.headers)
 
@@ -131,9 +132,10 @@ class Service:
         except BadRequest as e:
             return error_response(e.status, e.field, e.message, e.headers)
 
-    async def predictions(self, inputs: list[dict]) -> list[dict]:
-        """``predict``'s records for the parsed ``inputs``, through the batcher; raises ``BadRequest`` (a 422 for a
-        field the task refuses, a 503 while loading or with a full queue)."""
+    async def predictions(self, inputs: list[dict], threshold: Optional[float] = None) -> list[dict]:
+        """``predict``'s records for the parsed ``inputs``, through the batcher, decided at ``threshold`` when given (a
+        request's own); raises ``BadRequest`` (a 422 for a field the task refuses, a 503 while loading or with a full
+        queue)."""
         if not self.ready:
             raise BadRequest(503, "model", "the model is still loading", {"Retry-After": "1"})
         self.batcher.incoming += 1
@@ -152,7 +154,7 @@ class Service:
             raise BadRequest(503, "queue", message, {"Retry-After": "1"}) from None
         self.stats.requests += 1
         self.stats.inputs += len(inputs)
-        return self.served.answer(examples, features, logits)
+        return self.served.answer(examples, features, logits, threshold)
 
 
 def create_app(served: ServedModel, limits: Optional[Limits] = None):
@@ -188,7 +190,7 @@ def create_app(served: ServedModel, limits: Optional[Limits] = None):
 
     @app.get("/v1/info")
     async def info():
-        return {**served.info(service.limits), "ready": service.ready}
+        return {**served.info(service.limits), "example": served.task.example_input, "ready": service.ready}
 
     @app.get("/v1/stats")
     async def stats():

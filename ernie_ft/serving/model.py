@@ -24,7 +24,8 @@ class ServedModel(Predictor):
     """A ``Predictor`` (``prepare``, ``logits``, ``answer``) with what the server adds: the task's input fields,
     the warm-up input and what ``GET /v1/info`` tells. ``prepare`` runs on any thread, ``logits`` on the model's
     one thread; the inputs reach the task as records in memory (``read_records``), a bad field named where it is
-    (``inputs[2].text``). ``name``: what ``/v1/info`` calls the model (default: ``model_name``)."""
+    (``inputs[2].text``). ``name``: what ``/v1/info`` calls the model (default: ``model_name``); ``threshold``: the
+    probability it decides with instead of its own (``serve --threshold``; a request may give its own)."""
 
     def __init__(
         self,
@@ -34,10 +35,15 @@ class ServedModel(Predictor):
         trust_pickle: bool = False,
         task: Optional[str] = None,
         name: Optional[str] = None,
+        threshold: Optional[float] = None,
     ):
         import paddle
 
-        super().__init__(model_dir, engine, device, trust_pickle, task)
+        from ernie_ft.thresholds import REQUEST_LOWEST
+
+        super().__init__(model_dir, engine, device, trust_pickle, task, threshold=threshold)
+        if self.task.decides_by_threshold:  # a request may decide lower than the model: keep those scores
+            self.task.keep_scores_above(REQUEST_LOWEST)
         self.name = name or model_name(model_dir)
         self.on_gpu = paddle.device.get_device().startswith("gpu")
         self.required, self.optional = self.task.input_fields
@@ -48,6 +54,13 @@ class ServedModel(Predictor):
     def example_input(self) -> dict:
         """The input the model warms up with: the task's ``example_input``, else a greeting in each required field."""
         return self.task.example_input or dict.fromkeys(self.required, WARM_UP_TEXT)
+
+    def threshold_info(self) -> dict | None:
+        """For a task that decides by a threshold, the range a request's ``parameters.threshold`` may take; else
+        None."""
+        from ernie_ft.thresholds import REQUEST_LOWEST
+
+        return {"request_range": [REQUEST_LOWEST, 1.0]} if self.task.decides_by_threshold else None
 
     def quantization(self) -> dict | None:
         """How the int8 model was quantized (its onnx.json: method, target CPU, bits, attention), else None."""
@@ -61,6 +74,7 @@ class ServedModel(Predictor):
             "task": self.task.name,
             "head": self.task.head,
             "labels": self.labels,
+            "threshold": self.threshold_info(),
             "model": self.name,
             "engine": runtime_and_precision(self.engine)[0],
             "precision": runtime_and_precision(self.engine)[1],

@@ -46,6 +46,7 @@ def _record_form(Input, limits: Limits):
     class PredictRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
         inputs: list[Input] = Field(min_length=1, max_length=limits.max_inputs)  # type: ignore[valid-type]
+        parameters: Optional[dict] = None  # checked by ``RequestBody.parameters``
 
     return PredictRequest
 
@@ -79,6 +80,32 @@ class RequestBody:
     def parse(self, raw: bytes) -> list[dict]:
         """The inputs of a request body, as records of the task's fields; raises ``BadRequest``."""
         return self.validate(parse_json(raw))
+
+    def parse_request(self, raw: bytes, thresholds: bool) -> tuple[list[dict], dict]:
+        """(the inputs as ``parse`` gives them, the body's ``parameters``): ``{"threshold": P}`` at most, a probability
+        from ``REQUEST_LOWEST`` to 1 for a model that decides by a threshold (``thresholds``); raises ``BadRequest``."""
+        from ernie_ft.thresholds import REQUEST_LOWEST
+
+        body = parse_json(raw)
+        records = self.validate(body)
+        parameters = body.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise BadRequest(
+                422, "parameters", f'got {json_type(parameters)}; expected an object, e.g. {{"threshold": 0.3}}'
+            )
+        for name in parameters:
+            if name != "threshold":
+                raise BadRequest(422, f"parameters.{name}", "unknown parameter (this endpoint takes threshold)")
+        value = parameters.get("threshold")
+        if value is None:
+            return records, {}
+        if not thresholds:
+            raise BadRequest(422, "parameters.threshold", "this model decides by no threshold (it takes none)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not REQUEST_LOWEST <= value < 1:
+            raise BadRequest(
+                422, "parameters.threshold", f"got {json.dumps(value)}; give a probability from {REQUEST_LOWEST} to 1"
+            )
+        return records, {"threshold": float(value)}
 
     def validate(self, body) -> list[dict]:
         """The inputs of a parsed request body (``parse_json``), as records of the task's fields; raises
