@@ -16,6 +16,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
+from ernie_ft import thresholds
 from ernie_ft.data.sources import Location, check_records, read_records
 from ernie_ft.data.windows import pool_windows, text_windows
 from ernie_ft.errors import UserError
@@ -48,11 +49,17 @@ class MultiLabelIntent:
     metric: str = "micro_f1"
     threshold: float = 0.5
     """Probability above which an intent is predicted."""
+    decides_by_threshold: ClassVar[bool] = True
+    """Its predictions are the intents above ``threshold``: predict, evaluate and serve take --threshold."""
     unused_data_settings: ClassVar[dict] = dict.fromkeys(
-        ("text_column", "text_pair_column", "label_column", "label_names"),
+        ("text_column", "text_pair_column", "label_column", "label_names", "predictions_as_labels"),
         'records are JSONL with "text" and "labels" keys',
     )
     """Settings this task never reads: no flags for them, and a recipe that sets one is an error."""
+
+    def use_threshold(self, threshold):
+        """Decide with ``threshold`` (``predict --threshold``, a served request's own) instead of the option."""
+        self.threshold = thresholds.check(threshold)
 
     def read(self, path, data, flag, labelled=True):
         _, rows = read_records(path, flag)

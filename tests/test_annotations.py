@@ -268,6 +268,22 @@ def test_predictions_are_labels_only_with_the_flag(tmp_path, capsys):
     assert rows == [(1, {"text": "难吃", "label": ["负面"]})]
 
 
+def test_every_task_that_reads_exports_takes_the_flag(tmp_path, capsys):
+    """--predictions-as-labels reaches the readers through each task's read (DataConfig), classify included."""
+    path = write(tmp_path, "pre.json", predicted_tasks())
+    on, off = DataConfig(predictions_as_labels=True), DataConfig()
+    for spec, options in (("ner", {}), ("ner", {"nested": True}), ("relation", {})):
+        task = load_task(spec, options)
+        assert len(task.read(path, off, "--train")) == 1 and len(task.read(path, on, "--train")) == 2, spec
+    only = [{"id": 1, "data": {"text": "好吃"}, "annotations": [{"result": [choice("正面")]}]},
+            {"id": 2, "data": {"text": "难吃"}, "predictions": [{"result": [choice("负面")]}]}]  # fmt: skip
+    texts = write(tmp_path, "cls.json", only)
+    assert [e.label for e in load_task("classify").read(texts, on, "--train")] == ["正面", "负面"]
+    multi = load_task("classify", {"multi_label": True}).read(texts, on, "--train")
+    assert [e.label for e in multi] == [("正面",), ("负面",)]
+    capsys.readouterr()
+
+
 def test_the_data_setting_becomes_the_flag_and_defaults_off():
     from ernie_ft.recipes import build_config
 

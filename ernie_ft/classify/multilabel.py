@@ -29,7 +29,13 @@ def read_sets(task, path: str, data, flag: str, columns: dict, labelled: bool) -
         check_split_columns(spec, on, f"{flag}: {path}", data.train, columns, allow_new)
     require = labelled and not task.multi_label and not from_columns
     examples = read_examples(
-        path, **columns, require_label=require, flag=flag, label_sets=task.multi_label, label_columns=tuple(on)
+        path,
+        **columns,
+        require_label=require,
+        flag=flag,
+        label_sets=task.multi_label,
+        label_columns=tuple(on),
+        predictions_as_labels=data.predictions_as_labels,
     )
     names = data.label_name_map()
     result = []

@@ -29,7 +29,10 @@ from ernie_ft.task_tools import check_known_labels, label_order, split_dev, warn
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:
     """Examples (text, text_pair, label, line, source) from TSV, CSV, JSONL or .txt, coded labels named
     as --label-names says; a JSON list of one label is that label, a longer one an error (--multi-label)."""
-    examples = read_examples(path, **data_columns(data), require_label=labelled, flag=flag)
+    columns = data_columns(data)
+    examples = read_examples(
+        path, **columns, require_label=labelled, flag=flag, predictions_as_labels=data.predictions_as_labels
+    )
     examples = [label_sources.single_label(e, flag) for e in examples]
     return name_labels(examples, data.label_name_map(), flag)
 

@@ -59,6 +59,7 @@ def read_examples(
     sheet: str | None = None,
     label_sets: bool = False,
     label_columns: tuple[str, ...] = (),
+    predictions_as_labels: bool = False,
 ) -> list[Example]:
     """Return the Examples in a TSV/CSV/Excel/JSONL file (doccano and Label Studio exports included), or in a
     .txt file of one text per line. ``header``/``sheet``: as ``read_records`` takes them.
@@ -96,7 +97,14 @@ def read_examples(
 
     def read(sheet: str | None) -> tuple[list[Example], str]:
         columns, rows, layout, summary = parse_file(
-            path, flag, named, header=header, sheet=sheet, labelled=require_label, key=key
+            path,
+            flag,
+            named,
+            header=header,
+            sheet=sheet,
+            labelled=require_label,
+            key=key,
+            predictions_as_labels=predictions_as_labels,
         )
 
         def locate(line: int) -> Location:

@@ -153,11 +153,20 @@ def read_records(
 
 
 def parse_file(
-    path: str, flag: str, header_names: Iterable[str] = (), *, header=None, sheet=None, labelled=True, key=None
+    path: str,
+    flag: str,
+    header_names: Iterable[str] = (),
+    *,
+    header=None,
+    sheet=None,
+    labelled=True,
+    key=None,
+    predictions_as_labels=False,
 ):
     """read_records plus the layout ("header", "detected" (a header found by its content), "positional" (no
     header line) or "lines" (.txt)) and what the loading line says of the file ("" for plain JSONL and .txt).
-    ``key``: the key of a Label Studio task's data that holds the text."""
+    ``key``: the key of a Label Studio task's data that holds the text. ``predictions_as_labels``: a Label Studio
+    task without an annotation is labelled by its predictions (``--predictions-as-labels``)."""
     where = f"{flag}: {path}"
     if os.path.isdir(path) and _is_saved_dataset(path):
         return (*_saved_dataset(where, path), "header", "")
@@ -165,7 +174,7 @@ def parse_file(
     if kind is not None:
         return _name_fields(where, "Excel", tables.excel_rows(path, where, sheet), header_names, header)
     text = read_text_file(path, flag)
-    export = annotations.load(text, where, key)
+    export = annotations.load(text, where, key, predictions_as_labels)
     if export is not None:
         columns, rows = annotations.classification_rows(export, where, labelled)
         return columns, rows, "header", export.summary

@@ -118,7 +118,8 @@ class NestedNER(NER):
         return list(labels)
 
     def read(self, path, data, flag, labelled=True):
-        return read_ner(path, flag, self.format if labelled else "auto", labelled, "nested")
+        fmt = self.format if labelled else "auto"
+        return read_ner(path, flag, fmt, labelled, "nested", data.predictions_as_labels)
 
     def read_records(self, records, data, flag):
         return read_ner_records(records, flag, labelled=False, overlapping="nested")

@@ -179,7 +179,8 @@ class NER(TaskHooks):
         return entity_types(labels)
 
     def read(self, path, data, flag, labelled=True):
-        return read_ner(path, flag, self.format if labelled else "auto", labelled, self.overlapping)
+        fmt = self.format if labelled else "auto"
+        return read_ner(path, flag, fmt, labelled, self.overlapping, data.predictions_as_labels)
 
     def read_records(self, records, data, flag):
         return read_ner_records(records, flag, labelled=False, overlapping=self.overlapping)

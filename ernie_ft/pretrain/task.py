@@ -59,7 +59,10 @@ class Pretraining(TaskHooks):
     reads_corpus: ClassVar[bool] = True
     """The data flag is --corpus FILE..., streamed from disk (see ``corpus.py``)."""
     unused_data_settings: ClassVar[dict] = {
-        **dict.fromkeys(("label_column", "allow_new_labels", "label_names"), "a pretraining corpus is unlabelled"),
+        **dict.fromkeys(
+            ("label_column", "allow_new_labels", "label_names", "predictions_as_labels"),
+            "a pretraining corpus is unlabelled",
+        ),
         **dict.fromkeys(
             ("stride", "window_pooling"), "a corpus is packed into --max-len blocks, not cut into overlapping windows"
         ),

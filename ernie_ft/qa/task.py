@@ -77,6 +77,7 @@ class QA(TaskHooks):
         "allow_new_labels": "QA has no label set: answers are spans of the context",
         "window_pooling": "QA takes the best-scoring span over all of a context's windows",
         **dict.fromkeys(("header", "sheet"), "QA reads SQuAD-style JSON or JSONL, not tables"),
+        "predictions_as_labels": "QA reads SQuAD-style JSON or JSONL, not annotation-tool exports",
     }
     """Data settings QA never reads: no flag, and a recipe that sets one is an error."""
 

@@ -170,7 +170,7 @@ class Relation(TaskHooks):
         return True
 
     def read(self, path, data, flag, labelled=True):
-        examples = read_relations(path, flag, labelled)
+        examples = read_relations(path, flag, labelled, data.predictions_as_labels)
         if labelled and self._schema is not None:
             check_schema(examples, self._schema, self.schema, flag)
         return examples
