@@ -152,3 +152,15 @@ def test_multi_label_reads_a_labels_key_when_there_is_no_label_key(tmp_path, cap
     assert [e.label for e in task.read(both, DataConfig(label_column="labels"), "--train")] == [("娱乐",), ()]
     # one label per text keeps to "label": a file of "labels" is an error naming --label-column
     assert "--label-column" in error_of(Classification().read, path, DataConfig(), "--train")
+
+
+def test_a_json_lines_file_cut_in_its_last_line_is_named_truncated(tmp_path):
+    """A file cut off while copied: its last line's object ends mid-value. Said as truncated, with where the text
+    ends; a wrong character inside the file stays an invalid-JSON error naming its line."""
+    good = '{"text": "很好", "label": "正面"}\n'
+    cut = write(tmp_path / "cut.jsonl", good + '{"text": "太差", "lab\n')
+    message = error_of(read_examples, cut)
+    assert "cut.jsonl:2:19: the file is truncated: its text ends at line 2, character 19" in message
+    bad = write(tmp_path / "bad.jsonl", good + '{"text": "太差" "label": "负面"}\n' + good)
+    message = error_of(read_examples, bad)
+    assert "bad.jsonl:2:15: invalid JSON" in message and "truncated" not in message

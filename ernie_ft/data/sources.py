@@ -302,6 +302,9 @@ def parse_jsonl(where: str, path: str, lines: list[str], record: str = '{"text":
         try:
             value = json.loads(line)
         except json.JSONDecodeError as e:
+            last = not any(rest.strip() for rest in lines[n:])
+            if last and annotations.ends_mid_value(line, e):  # cut off while written, copied or downloaded
+                raise annotations.truncated("\n".join(lines), where, "inside its last line's JSON object") from None
             raise UserError(
                 f"{where}:{n}:{e.colno}: invalid JSON ({e.msg}); each line must be one complete object such as {record}"
             ) from None
