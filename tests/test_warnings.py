@@ -2,6 +2,8 @@
 relation model that predicts no triple or none right, labels never predicted right on dev, labels with few training
 examples, relation entities widened to whole tokens."""
 
+import json
+
 import pytest
 
 from ernie_ft.classify import Classification
@@ -91,3 +93,14 @@ def test_relation_entities_widened_to_whole_tokens_are_counted(tmp_path, capsys)
     Relation().featurize([RelationExample(text, whole, (), 3, "r")], [encoding], pipeline, ["创始人 (企业→人物)"],
                          DataConfig(max_len=32))  # fmt: skip
     assert "inside a token" not in capsys.readouterr().err
+
+
+def test_a_triple_given_twice_is_kept_once_and_counted(tmp_path, capsys):
+    from ernie_ft.relation.formats import read_relations
+
+    spo = {"subject": "姚明", "predicate": "出生地", "object": "上海", "subject_type": "人物", "object_type": "地点"}
+    path = tmp_path / "twice.jsonl"
+    path.write_text(json.dumps({"text": "姚明出生于上海。", "spo_list": [spo, spo]}, ensure_ascii=False) + "\n")
+    [example] = read_relations(str(path), "--train")
+    assert len(example.triples) == 1
+    assert "1 triples given twice in a text (kept once)" in capsys.readouterr().err

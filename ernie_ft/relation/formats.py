@@ -160,7 +160,11 @@ def _own_triples(relations, text: str, at: str) -> tuple[list, list]:
     return placed, [(text[s[0] : s[1]], parse_label(c)[0], text[o[0] : o[1]]) for s, c, o in placed]
 
 
-def _example(text: str, placed: list, gold: list, line: int, source: str) -> RelationExample:
+def _example(text: str, placed: list, gold: list, line: int, source: str, counts: Counts = None) -> RelationExample:
+    """The example of one text; a triple given twice (the same spans, predicate and types) is kept once and counted
+    in ``counts["duplicates"]``."""
+    if counts is not None:
+        counts["duplicates"] += len(placed) - len(set(placed))
     return RelationExample(text, tuple(sorted(set(placed))), tuple(sorted(gold)), line, source)
 
 
@@ -179,7 +183,7 @@ def _rows_examples(rows, source: str, labelled: bool, locate, counts: Counts) ->
         elif labelled and "relations" in record:
             placed, gold = _own_triples(record["relations"], text, at.field("relations"))
             counts["triples"] += len(placed)
-        examples.append(_example(text, placed, gold, n, source))
+        examples.append(_example(text, placed, gold, n, source, counts))
     return examples
 
 
@@ -212,7 +216,7 @@ def _export_examples(export, where: str, source: str, labelled: bool, counts: Co
         counts["outside"] += len(set(r.spans) - {s for h, _, t in placed for s in (h, t)})
         placed = [(h, class_label(p, h[2], t[2]), t) for h, p, t in placed]
         gold = [(r.text[h[0] : h[1]], parse_label(c)[0], r.text[t[0] : t[1]]) for h, c, t in placed]
-        examples.append(_example(r.text, placed, gold, r.line, source))
+        examples.append(_example(r.text, placed, gold, r.line, source, counts))
     return examples
 
 
@@ -278,6 +282,8 @@ def loading_line(examples: list, counts: Counts) -> str:
         parts.append(f"{counts['slots']} object slots other than @value (inWork, onDate...) not modelled")
     if counts["outside"]:
         parts.append(f"{counts['outside']} entities in no relation (not learnt: the model finds subjects and objects)")
+    if counts["duplicates"]:
+        parts.append(f"{counts['duplicates']} triples given twice in a text (kept once)")
     return "; ".join(parts)
 
 
