@@ -3,7 +3,12 @@
 The page (``ernie_ft/serving/static/index.html``) is opened as a file and its own ``render`` is called with a
 model's ``/v1/info`` and a ``predict`` record written here, so each case (an entity inside another, one span with
 two types, a span that is the subject of one triple and the object of another) is there whatever a model learnt.
+One rule colours the marks: the colour says an entity's type, and the legend lists the types present, each in the
+colour its marks have (``legend_matches_marks``); a relation model's entity shows its role by its underline, with a
+legend of the roles present.
 """
+
+import re
 
 import pytest
 from conftest import ROOT
@@ -33,6 +38,81 @@ def marks(container) -> list[tuple]:
         (int(m.get_attribute("data-start")), int(m.get_attribute("data-end")), m.get_attribute("data-type"))
         for m in found
     ]
+
+
+def roles(container) -> list[str]:
+    """The roles of the marks in ``container``, in text order ("subject object": both)."""
+    from selenium.webdriver.common.by import By
+
+    return [m.get_attribute("data-role") for m in container.find_elements(By.CSS_SELECTOR, "mark[data-start]")]
+
+
+def underline(element) -> tuple[str, str]:
+    return element.value_of_css_property("border-bottom-style"), element.value_of_css_property("border-bottom-width")
+
+
+def role_legend_matches_marks(result) -> None:
+    """The role legend lists the roles the marks have, each underlined as its marks are, no two alike; the table's
+    marks are underlined by their column's role."""
+    from selenium.webdriver.common.by import By
+
+    entries = result.find_elements(By.CSS_SELECTOR, "#roles span")
+    legend = {e.get_attribute("data-role"): underline(e) for e in entries}
+    assert len(set(legend.values())) == len(legend) == len(entries)
+    assert all(style != "none" for style, _ in legend.values())
+    shown = set()
+    for mark in result.find_elements(By.TAG_NAME, "mark"):
+        role = mark.get_attribute("data-role")
+        assert role in legend and underline(mark) == legend[role], (mark.text, role)
+        shown.add(role)
+    assert shown == set(legend)
+    for row in result.find_elements(By.CSS_SELECTOR, "#relations tr[data-predicate]"):
+        cells = row.find_elements(By.TAG_NAME, "td")
+        assert [cells[k].find_element(By.TAG_NAME, "mark").get_attribute("data-role") for k in (1, 3)] == [
+            "subject",
+            "object",
+        ]
+
+
+RGB = re.compile(r"rgba?\(([^)]*)\)")
+
+
+def painted(element) -> list[tuple]:
+    """The colours ``element`` is painted with, from its computed style, as (r, g, b) or (r, g, b, a): its background
+    colour (unless transparent) and the colours of its background image (a band per type), each once, left to
+    right."""
+
+    def rgb(css: str) -> list[tuple]:
+        found = [tuple(float(x) for x in match.split(",")) for match in RGB.findall(css)]
+        return [c[:3] if len(c) == 4 and c[3] == 1 else c for c in found]
+
+    colours = rgb(element.value_of_css_property("background-image"))
+    colour = rgb(element.value_of_css_property("background-color"))
+    if colour and colour[0] != (0, 0, 0, 0):
+        colours.insert(0, colour[0])
+    return list(dict.fromkeys(colours))
+
+
+def legend_matches_marks(browser, result) -> dict:
+    """Check that the legend lists each type a mark has, once, in one colour of its own, that every mark is painted
+    with the legend's colours of its types (from its subscript; none: the untyped entry), and that every legend
+    colour is on some mark. Returns {type: colour} (the untyped entry under "")."""
+    from selenium.webdriver.common.by import By
+
+    entries = result.find_elements(By.CSS_SELECTOR, ".legend span")
+    legend = {e.get_attribute("data-type"): painted(e) for e in entries}
+    assert len(legend) == len(entries) and all(len(c) == 1 for c in legend.values()), legend
+    colour = {t: c[0] for t, c in legend.items()}
+    assert len(set(colour.values())) == len(colour), colour  # one colour per type
+    used = set()
+    for mark in result.find_elements(By.TAG_NAME, "mark"):
+        sub = browser.execute_script("const s = arguments[0].querySelector('sub'); return s && s.textContent", mark)
+        types = sub.split(" / ") if sub else [""]
+        assert all(t in colour for t in types), (types, sorted(colour))
+        assert painted(mark) == [colour[t] for t in types], (mark.text, types)
+        used.update(painted(mark))
+    assert used == set(colour.values())  # no legend entry without a mark
+    return colour
 
 
 def plain_text(browser) -> str:
@@ -65,6 +145,25 @@ def test_nested_entities_mark_the_outermost_and_list_the_rest(browser):
     assert sorted(listed) == [(7, 9, "bod"), (12, 14, "dis"), (13, 14, "bod")]
     assert [li.find_element(By.TAG_NAME, "mark").text for li in inside][0].startswith("细胞")
     assert [s.text for s in result.find_elements(By.CSS_SELECTOR, ".legend span")] == ["bod", "dis", "sym"]
+    legend_matches_marks(browser, result)
+    assert not browser.find_elements(By.ID, "roles")  # an NER model's entities have no roles
+
+
+def test_the_legend_lists_the_types_present_in_the_models_order(browser):
+    from selenium.webdriver.common.by import By
+
+    text = "张伟昨天去杭州参加了年会。"
+    prediction = {
+        "text": text,
+        "entities": [
+            {"start": 5, "end": 7, "type": "LOC", "score": 0.9},
+            {"start": 0, "end": 2, "type": "PER", "score": 0.9},
+        ],
+    }
+    labels = ["O", "B-ORG", "I-ORG", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    result = rendered(browser, {"task": "ner", "head": "token", "labels": labels}, prediction)
+    assert [s.text for s in result.find_elements(By.CSS_SELECTOR, ".legend span")] == ["PER", "LOC"]  # no ORG
+    assert legend_matches_marks(browser, result).keys() == {"PER", "LOC"}
 
 
 def relation_record(text: str, triples: list[tuple]) -> dict:
@@ -102,18 +201,17 @@ def test_relations_mark_each_span_once_and_list_every_triple(browser, typed):
     prediction = relation_record(TEXT, triples)
     result = rendered(browser, {"task": "relation", "labels": labels}, prediction)
     assert result.get_attribute("data-kind") == "relations"
-    # 全面沦陷 is an object of one triple and the subject of another: one span, marked once with both types
-    both = "音乐专辑 / 歌曲" if typed else "object / subject"
+    # 全面沦陷 is an object of one triple and the subject of another: one span, marked once with both types and roles
     doc = browser.find_element(By.ID, "doc")
-    assert marks(doc) == [(1, 3, "歌曲" if typed else "subject"), (5, 8, "人物" if typed else "object"), (20, 24, both)]
+    both = "音乐专辑 / 歌曲" if typed else ""
+    assert marks(doc) == [(1, 3, "歌曲" if typed else ""), (5, 8, "人物" if typed else ""), (20, 24, both)]
+    assert roles(doc) == ["subject", "object", "subject object"]
     assert plain_text(browser) == TEXT and not browser.find_elements(By.ID, "nested")
     legend = [s.text for s in result.find_elements(By.CSS_SELECTOR, ".legend span")]
-    assert legend == (["歌曲", "人物", "音乐专辑"] if typed else ["subject", "object"])  # types, not predicates
-    colours = {  # by the first type: one colour per type
-        m.get_attribute("data-type").split(" / ")[0]: m.value_of_css_property("background-color")
-        for m in doc.find_elements(By.TAG_NAME, "mark")
-    }
-    assert len(set(colours.values())) == len(colours) == (3 if typed else 2)
+    assert legend == (["歌曲", "人物", "音乐专辑"] if typed else ["无类型 no type"])  # types, not predicates or roles
+    colour = legend_matches_marks(browser, result)
+    assert len(colour) == (3 if typed else 1)
+    role_legend_matches_marks(result)
     rows = browser.find_element(By.ID, "relations").find_elements(By.CSS_SELECTOR, "tr[data-predicate]")
     shown = [
         (r.get_attribute("data-subject"), r.get_attribute("data-predicate"), r.get_attribute("data-object"))
@@ -144,3 +242,25 @@ def test_a_text_without_relations_says_so(browser):
     )
     assert result.get_attribute("data-kind") == "relations" and "no relations found" in result.text
     assert not browser.find_elements(By.ID, "relations")
+
+
+def test_many_types_and_an_entity_in_no_triple_keep_the_legend_true(browser):
+    """The docs picture's case: 人物 and 音乐专辑 are the 1st and the 11th of the model's types (ten colours: the same
+    one by their place in the model), and 歌曲 (the word) is found as a subject that no triple types."""
+    from selenium.webdriver.common.by import By
+
+    types = ["人物", "影视作品", "Date", "歌曲", "图书作品", "企业", "国家", "机构", "景点", "城市", "音乐专辑", "学校"]
+    labels = [f"关系{i} (人物→{t})" for i, t in enumerate(types[1:])] + ["歌手 (歌曲→人物)", "所属专辑 (歌曲→音乐专辑)"]
+    prediction = relation_record(TEXT, TRIPLES)
+    start = TEXT.index("歌曲")
+    prediction["entities"].append(
+        {"text": "歌曲", "start": start, "end": start + 2, "type": "", "role": "subject", "score": 0.6}
+    )
+    result = rendered(browser, {"task": "relation", "labels": labels}, prediction)
+    doc = browser.find_element(By.ID, "doc")
+    assert marks(doc)[2] == (start, start + 2, "") and roles(doc)[2] == "subject"
+    legend = [s.text for s in result.find_elements(By.CSS_SELECTOR, ".legend span")]
+    assert legend == ["人物", "歌曲", "音乐专辑", "无类型 no type"]  # the types present, in the model's order
+    colour = legend_matches_marks(browser, result)
+    assert len(set(colour.values())) == 4
+    role_legend_matches_marks(result)

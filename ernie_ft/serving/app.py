@@ -189,7 +189,7 @@ def create_app(served: ServedModel, limits: Optional[Limits] = None):
         return await service.counted(service.hf_predict, request)
 
     @app.get("/v1/info")
-    async def info():
+    async def info():  # example: the task's own example input (a fill-mask model's [MASK]) for the page, else null
         return {**served.info(service.limits), "example": served.task.example_input, "ready": service.ready}
 
     @app.get("/v1/stats")
