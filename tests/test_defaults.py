@@ -40,10 +40,34 @@ def test_the_lr_line_says_where_the_rate_comes_from():
     assert describe_lr(1e-3, 1e-3, "a randomly initialised model", "linear") == (
         "lr 0.001 (the default for a randomly initialised model; --lr to change)"
     )
-    assert describe_lr(2e-3, 1e-3, "a randomly initialised model", "linear") == (
-        "lr 0.002 (the default for a randomly initialised model, 0.001, scaled linear; --lr to change)"
+    assert describe_lr(2e-3, 1e-3, "a randomly initialised model", "linear", 2) == (
+        "lr 0.002 (the default for a randomly initialised model, 0.001 scaled linear; --lr to change)"
     )
-    assert describe_lr(1e-4, 5e-5, None, "linear") == "lr 0.0001 (--lr 5e-05 scaled linear)"
+    assert describe_lr(1e-4, 5e-5, None, "linear", 2) == "lr 0.0001 (--lr 5e-05 scaled linear)"
+
+
+@pytest.mark.parametrize(
+    "replicas,accum,settings,expected",
+    [
+        (1, 1, {}, "lr 0.002 (--lr)"),  # one process: nothing was scaled, so nothing says so
+        (1, 1, {"lr_scaling": "sqrt"}, "lr 0.002 (--lr)"),
+        (2, 1, {}, "lr 0.004 (--lr 0.002 scaled linear)"),
+        (4, 1, {"lr_scaling": "sqrt"}, "lr 0.004 (--lr 0.002 scaled sqrt)"),
+        (2, 1, {"lr_scaling": "none"}, "lr 0.002 (--lr 0.002 not scaled for 2 replicas (--lr-scaling none))"),
+        (1, 2, {}, "lr 0.002 (--lr)"),  # accumulation scales only with --scale-lr-with-accum
+        (1, 2, {"scale_lr_with_accum": True}, "lr 0.004 (--lr 0.002 scaled linear)"),
+    ],
+)
+def test_the_lr_line_says_scaled_only_when_the_replicas_or_accumulation_changed_the_rate(
+    replicas, accum, settings, expected
+):
+    """The rate as ``setup`` computes it (``ParallelConfig.lr_factor``) for one process and for several."""
+    from ernie_ft.config import ParallelConfig
+    from ernie_ft.training.run import describe_lr
+
+    parallel = ParallelConfig(**settings)
+    lr = 2e-3 * parallel.lr_factor(replicas, accum)
+    assert describe_lr(lr, 2e-3, None, parallel.lr_scaling, replicas) == expected
 
 
 def train(tmp_path, capsys, name, *flags):
@@ -56,7 +80,7 @@ def train(tmp_path, capsys, name, *flags):
 def test_a_collapsed_run_is_warned_with_what_to_try_and_an_explicit_lr_wins(tmp_path, capsys):
     status, err = train(tmp_path, capsys, "collapsed", "--train", TRAIN, "--dev", DEV, "--epochs", "3", "--lr", "1e-9")
     assert status == 0, err
-    assert "lr 1e-09 (--lr 1e-09 scaled linear)" in err
+    assert "lr 1e-09 (--lr)" in err  # one process: nothing scaled
     warnings = [line for line in err.splitlines() if line.startswith("warning: dev @ step")]
     assert "dev @ step 8: accuracy" in err  # the first evaluation is left alone: it is not the last
     assert [w.split(":")[1] for w in warnings] == [" dev @ step 16", " dev @ step 24"]
@@ -69,7 +93,7 @@ def test_a_run_that_learned_is_not_warned_and_the_recipes_lr_wins(tmp_path, caps
     recipe = str(ROOT / "tasks" / "sample_sentiment.yaml")
     status, err = train(tmp_path, capsys, "learned", "--config", recipe, "--epochs", "3", "--eval-steps", "45")
     assert status == 0, err
-    assert "lr 0.002 (--lr 0.002 scaled linear)" in err
+    assert "lr 0.002 (--lr)" in err
     assert "dev @ step 45: accuracy" in err and "warning:" not in err
 
 
@@ -86,7 +110,8 @@ def test_collapse_is_found_in_classification_and_ner_metrics():
 
     gold = ["a", "b", "a", "c"]
     assert "every text got the label 'a'" in collapsed(classification_metrics(gold, ["a"] * 4, ["a", "b", "c"]))
-    assert collapsed(classification_metrics(gold, ["a", "a", "a", "b"], ["a", "b", "c"])) is None  # two labels
+    two = collapsed(classification_metrics(gold, ["a", "a", "a", "b"], ["a", "b", "c"]))  # two labels: no collapse,
+    assert "every text" not in two and "2 of the 3 labels" in two and "F1 0: b, c;" in two  # but b, c never right
     assert collapsed(classification_metrics(gold, gold, ["a", "b", "c"])) is None
     assert collapsed(classification_metrics(["a", "a"], ["a", "a"], ["a", "b"])) is None  # dev holds one label
     ner = {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 12, "predicted": 0}

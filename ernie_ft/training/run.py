@@ -176,12 +176,13 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
         "progress": Progress(global_batch=global_batch),
     }
     if parallel.is_main:
+        rate = describe_lr(lr, tc.lr, default_for, cfg.parallel.lr_scaling, parallel.dp)
         print(
             f"device {device}, {parallel.describe()}, {threads} threads each; "
             f"{f'{len(labels)} labels; ' if labels else ''}"
             f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
             f"{global_batch * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
-            f"accumulation {tc.grad_accum}; {describe_lr(lr, tc.lr, default_for, cfg.parallel.lr_scaling)}; "
+            f"accumulation {tc.grad_accum}; {rate}; "
             f"best checkpoint by dev {tc.metric or task.metric}",
             file=sys.stderr,
         )
@@ -192,13 +193,20 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
     return Run(task, cfg, labels, pipeline, splits, parallel, precision, trained, sampler, total_steps, state, log)
 
 
-def describe_lr(lr: float, base: float, default_for: Optional[str], scaling: str) -> str:
-    """The learning rate as the run's first lines state it: ``lr`` (scaled with the replicas) from --lr ``base``,
-    or from the default for ``default_for`` (None: --lr was given)."""
+def describe_lr(lr: float, base: float, default_for: Optional[str], scaling: str, replicas: int = 1) -> str:
+    """The learning rate as the run's first lines state it: ``lr`` from --lr ``base`` (``default_for`` None) or from
+    the default for ``default_for``. It says "scaled" (by --lr-scaling ``scaling``) only where that changed the rate:
+    ``replicas`` data-parallel replicas, or accumulation steps with --scale-lr-with-accum; several replicas at an
+    unchanged rate (--lr-scaling none) say that it was not scaled."""
+    if lr != base:
+        note = f"{base:.3g} scaled {scaling}"
+    elif replicas > 1:
+        note = f"{base:.3g} not scaled for {replicas} replicas (--lr-scaling {scaling})"
+    else:
+        note = ""
     if default_for is None:
-        return f"lr {lr:.3g} (--lr {base:.3g} scaled {scaling})"
-    scaled = "" if lr == base else f", {base:.3g}, scaled {scaling}"
-    return f"lr {lr:.3g} (the default for {default_for}{scaled}; --lr to change)"
+        return f"lr {lr:.3g} (--lr {note})" if note else f"lr {lr:.3g} (--lr)"
+    return f"lr {lr:.3g} (the default for {default_for}{', ' + note if note else ''}; --lr to change)"
 
 
 def resume(state: dict, output: str, parallel: Parallel) -> None:
