@@ -174,3 +174,46 @@ def test_default_threads_follow_the_cores_the_process_may_use():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "1", "3"]
+
+
+# Paddle's noise: its C++ warning "Got different data type, run type promotion automatically" (the relation loss
+# divides by a shape tensor, int64) and the Python warning "No ccache found" at import, which the launcher of
+# --nproc printed since it imports Paddle on its own.
+NOISE = ("type promotion", "No ccache found")
+
+
+def test_a_training_command_prints_none_of_paddles_noise(tmp_path):
+    from test_relation import duie
+
+    train = tmp_path / "train.jsonl"
+    train.write_text(duie(), encoding="utf-8")
+    args = ["--train", str(train), "--model", "scratch:1x32", "--max-len", "32", "--epochs", "1", "--batch-size", "6"]
+    command = [sys.executable, "-m", "ernie_ft", "relation", *args, "--threads", "1", "--output", str(tmp_path / "run")]
+    env = {k: v for k, v in os.environ.items() if k not in ("GLOG_minloglevel", "PYTHONWARNINGS")}
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "done: best model in" in proc.stderr and not [n for n in NOISE if n in proc.stderr], proc.stderr
+
+
+def test_the_processes_a_command_starts_print_none_of_paddles_noise():
+    """A process started by a command (as ``--nproc`` starts Paddle's launcher, which imports Paddle itself) inherits
+    the quiet set up by the command line's entry; the same child started without it prints both lines."""
+    child = (
+        "import paddle; x = paddle.ones([2, 3]); "
+        "print(float((x.sum() / paddle.shape(x)[0]).numpy()))"  # float32 / int64: a type promotion
+    )
+    parent = (
+        "import subprocess, sys\n"
+        "if sys.argv[1] == 'quiet':\n"
+        "    from ernie_ft.cli import quiet_imports\n"
+        "    quiet_imports()\n"
+        f"sys.exit(subprocess.run([sys.executable, '-c', {child!r}]).returncode)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GLOG_minloglevel", "PYTHONWARNINGS")}
+    runs = {
+        kind: subprocess.run([sys.executable, "-c", parent, kind], capture_output=True, text=True, timeout=300, env=env)
+        for kind in ("quiet", "plain")
+    }
+    assert all(run.returncode == 0 and run.stdout.strip() == "3.0" for run in runs.values()), runs
+    assert not [n for n in NOISE if n in runs["quiet"].stderr], runs["quiet"].stderr
+    assert all(n in runs["plain"].stderr for n in NOISE), runs["plain"].stderr  # the control: the noise is real
