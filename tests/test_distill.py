@@ -85,10 +85,13 @@ def predicted(model, texts_file, tmp_path):
 def student(teacher, files, tmp_path_factory):
     """A scratch student taught by soft labels alone. At the shared --lr 5e-3 and 12 epochs the outcome hangs on
     the seed (seeds 5 to 9: all 48 labels, one or two missed, or a student stuck on one label), and so on the last
-    bits of every update, which differ between CPUs; at 2e-3 and 20 epochs each of those seeds gives all 48."""
+    bits of every update, which differ between CPUs; at 2e-3 and 20 epochs each of those seeds gave all 48 on an AMD
+    Zen 5 and seed 5 missed a sure row on a Xeon with AVX-512 (2e-3 and 30 epochs: a student stuck at 0.5); at 1e-3
+    and 40 epochs seeds 5 to 9 give the teacher's label on every row it is sure of there. Rows the teacher holds
+    near 0.5 (seed 9: two at 0.505) are left out of the label check: their argmax is the CPU's last bits."""
     out = tmp_path_factory.mktemp("student") / "run"
     args = distill_args(teacher, files, out)
-    args[args.index("--lr") + 1], args[args.index("--epochs") + 1] = "2e-3", "20"
+    args[args.index("--lr") + 1], args[args.index("--epochs") + 1] = "1e-3", "40"
     assert main(args) == 0
     return out
 
@@ -103,8 +106,8 @@ def test_the_student_reproduces_the_teachers_labels_learnt_from_soft_labels_alon
     taught = predictions(teacher, files / "all.txt", tmp_path)
     assert sum(t["label"] != g for t, g in zip(taught, gold)) >= 4  # the teacher's own labels, not the files'
     learnt = predictions(student, files / "all.txt", tmp_path)
-    assert [r["label"] for r in learnt] == [r["label"] for r in taught]
     sure = [i for i, record in enumerate(taught) if max(record["probs"].values()) > 0.9]  # 47: one lies at 0.58
+    assert len(sure) >= 44 and [learnt[i]["label"] for i in sure] == [taught[i]["label"] for i in sure]
     assert max(probability_gaps(learnt, taught, sure)) < 0.05  # 0.012 at most with seeds 5 to 9
     # an ordinary classification checkpoint: the teacher's labels, no distillation settings to load it with
     best = student / "best"

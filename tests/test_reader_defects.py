@@ -164,3 +164,22 @@ def test_a_json_lines_file_cut_in_its_last_line_is_named_truncated(tmp_path):
     bad = write(tmp_path / "bad.jsonl", good + '{"text": "太差" "label": "负面"}\n' + good)
     message = error_of(read_examples, bad)
     assert "bad.jsonl:2:15: invalid JSON" in message and "truncated" not in message
+
+
+def test_evaluate_of_a_file_without_a_label_column_of_the_model_is_exit_2(tmp_path, capsys):
+    """evaluate has no train file to compare with: the model's labels are the reference."""
+    from ernie_ft.cli import main as cli
+
+    out = tmp_path / "run"
+    train = write(tmp_path / "train.csv", TRAIN)
+    assert (
+        classify(["--train", train, "--multi-label", "--label-columns", "category_*", *FAST, "--output", str(out)]) == 0
+    )
+    whole = write(tmp_path / "whole.csv", TRAIN)
+    assert cli(["evaluate", "--model", str(out), "--input", whole, "--output-dir", str(tmp_path / "e1")]) == 0
+    lacking = write(tmp_path / "lacking.csv", "text,category_a,category_c\n今天下雨,1,1\n股价大涨,0,1\n")
+    capsys.readouterr()
+    assert cli(["evaluate", "--model", str(out), "--input", lacking, "--output-dir", str(tmp_path / "e2")]) == 2
+    err = capsys.readouterr().err
+    assert "lacking.csv has no column for the model's label category_b" in err
+    assert not (tmp_path / "e2").exists()

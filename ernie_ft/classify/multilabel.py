@@ -25,6 +25,7 @@ def read_sets(task, path: str, data, flag: str, columns: dict, labelled: bool) -
     from_columns = bool(task.label_columns) and labelled
     spec, allow_new = task.label_columns, data.allow_new_labels
     on, by_line = read_label_columns(path, flag, spec, columns) if from_columns else ((), {})
+    task._columns[path] = list(on)
     if from_columns and flag != "--train" and data.train:  # dev and test: the training file's columns
         check_split_columns(spec, on, f"{flag}: {path}", data.train, columns, allow_new)
     require = labelled and not task.multi_label and not from_columns

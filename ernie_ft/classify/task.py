@@ -103,6 +103,8 @@ class Classification(TaskHooks):
 
     _codes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     """Name -> code of --label-names (set by ``read``): named labels keep their codes' order."""
+    _columns: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+    """File -> the label columns ``label_columns`` found in it (set by ``read``): ``check_labels`` checks them."""
     _weights: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
     """The class weights per label (set by ``fit_labels`` with ``class_weights``)."""
     _prior: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
@@ -186,7 +188,7 @@ class Classification(TaskHooks):
         else:
             labels = self._single_labels(train)
         nodes = [node for e in train for node in e.label] if self.sets else [e.label for e in train]
-        warn_rare_labels(Counter(nodes), train[0].source)
+        warn_rare_labels(Counter(nodes), getattr(train[0], "source", "--train") if train else "--train")
         if self.sets:
             self._prior = multilabel.targets(train, labels).mean(axis=0)
         if self.class_weights:
@@ -245,6 +247,22 @@ class Classification(TaskHooks):
             return e.label if self.sets else (() if e.label is None else (e.label,))
 
         check_known_labels(examples, labels_of, labels, data.allow_new_labels, flag)
+        if self.label_columns and examples and examples[0].source in self._columns:
+            self._check_columns(self._columns[examples[0].source], labels, data, flag, examples[0].source)
+
+    def _check_columns(self, columns: list, labels: list, data: DataConfig, flag: str, path: str) -> None:
+        """A labelled file read by ``label_columns`` holds a column for every label of the model (``evaluate`` of a
+        file without one would score that label as never occurring)."""
+        names = data.label_name_map()
+        held = set(label_sources.path_nodes(tuple(names.get(c, c) for c in columns), self.hierarchy_separator))
+        missing = [label for label in labels if label not in held]
+        if missing:
+            raise UserError(
+                f"--label-columns {self.label_columns}: {flag}: {path} has no column for the model's label"
+                f"{'s' * (len(missing) > 1)} {', '.join(missing[:8])}; each label needs its column in every labelled "
+                "file, or the file is scored as if no text had that label: add the column (1 where a text has the "
+                "label, else 0)"
+            )
 
     def texts(self, examples):
         return pair_texts(examples)
