@@ -183,6 +183,22 @@ def test_decode_needs_both_pointers_and_keeps_to_the_schema():
     assert decoding.decode([both], features, 1, LABELS, {"出生地": {("人物", "地点")}})[0][1] == {}
 
 
+def test_an_entity_cut_by_a_window_edge_adds_no_triple_beside_the_whole_one():
+    """Two windows over 16 one-character tokens, [0, 12) and [4, 16): the subject (tokens 9-13) is whole in the
+    second and cut at the first one's right edge, where its pointers still find the object. Only the whole triple
+    is decoded (data.windows.on_cut_edge, as nested NER); an entity on an edge that cuts nothing stays."""
+    n = len(LABELS)
+    offsets = [(i, i + 1) for i in range(16)]
+    features = [{"doc": 0, "_window": w, "_offsets": offsets} for w in ((0, 12), (4, 16))]
+    first = cells((0, 10, 12, 5.0), (1, 6, 7, 5.0), (2, 10, 6, 5.0), (2 + n, 12, 7, 5.0))  # subject cut at position 12
+    second = cells((0, 6, 10, 5.0), (1, 2, 3, 5.0), (2, 6, 2, 5.0), (2 + n, 10, 3, 5.0))
+    [(entities, triples)] = decoding.decode([first, second], features, 1, LABELS)
+    assert set(triples) == {((9, 14), 0, (5, 7))}
+    assert set(entities) == {(9, 14, "subject"), (5, 7, "object")}
+    whole = [{"doc": 0, "_window": (0, 12), "_offsets": offsets[:12]}]  # the text's own end: nothing is cut
+    assert set(decoding.decode([first], whole, 1, LABELS)[0][1]) == {((9, 12), 0, (5, 7))}
+
+
 def test_packed_rows_add_each_bias_on_its_side():
     """The packed layout by hand (L = 3, C = 1): a subject at token 1, an object at token 2; the head-head score of
     (1, 2) is shared(1, 2) + end bias of token 2 + start bias of token 1 (1.75). The biases on the other sides
