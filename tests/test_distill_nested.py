@@ -210,8 +210,8 @@ def test_resume_ends_with_the_weights_of_an_uninterrupted_run(teacher, files, tm
     "change,message",
     [
         (["--no-nested"], "--no-nested: the teacher {teacher} is a nested NER model (ner --nested), and a flat"),
-        (["--transfer", "hidden"], "--transfer hidden: a nested NER teacher teaches its span scores only"),
-        (["--tensor-parallel", "2"], "an NER teacher does not run with --tensor-parallel 2"),
+        (["--transfer", "hidden"], "--transfer hidden: a nested NER teacher teaches its span scores per entity"),
+        (["--tensor-parallel", "2"], "a nested NER teacher does not run with --tensor-parallel 2"),
         (
             ["--top-k", "2"],
             "--top-k is for the student of a classification teacher: the teacher {teacher} is an NER model",

@@ -120,3 +120,35 @@ def test_a_factory_task_trains_saves_and_predicts_through_the_trainer(factory_fi
     records = Predictor(str(out), device="cpu")([{"text": t} for t in texts])
     assert [r["text"] for r in records] == texts
     assert all(set(r["probs"]) == set(labels) and r["label"] == max(r["probs"], key=r["probs"].get) for r in records)
+    # and exports for transformers with the declarations' defaults: a softmax over the labels of a sequence head
+    from ernie_ft.cli import main
+
+    exported = tmp_path / "hf"
+    assert main(["export", "--model", str(out), "--format", "hf", "--output", str(exported)]) == 0
+    hf_config = json.loads((exported / "config.json").read_text(encoding="utf-8"))
+    assert hf_config["architectures"][0].endswith("ForSequenceClassification")
+    assert hf_config["problem_type"] == "single_label_classification" and len(hf_config["id2label"]) == len(labels)
+    assert f"--task {spec} --train" in (exported / "README.md").read_text(encoding="utf-8")  # reads no --corpus
+
+
+def test_what_export_distillation_and_the_collapse_advice_ask_of_a_task_is_declared_with_defaults(factory_file):
+    """A task that declares nothing (a factory's product) gets the defaults; the built-in tasks declare theirs."""
+    plain = load_task(f"{factory_file}:make_task")
+    assert plain.output_kind == "softmax" and plain.takes_class_weights is False and plain.distillation is None
+    heads = {"token": "tags", "span": "answer_span", "mlm": "tokens", "graph": "other"}
+    for head, kind in heads.items():
+        assert create_task(type("Declared", (), {"head": head}), name="x:Declared").output_kind == kind, head
+    expected = {  # (spec, options): (output_kind, takes_class_weights, distillation's module)
+        ("classify", None): ("softmax", True, "ernie_ft.distill.task"),
+        ("classify", (("multi_label", True),)): ("sigmoid", True, "ernie_ft.distill.task"),
+        ("classify", (("hierarchy_separator", "-"),)): ("sigmoid", True, "ernie_ft.distill.task"),
+        ("ner", None): ("tags", False, "ernie_ft.distill.ner"),
+        ("ner", (("nested", True),)): ("span_scores", False, "ernie_ft.distill.nested"),
+        ("qa", None): ("answer_span", False, None),
+        ("pretrain", None): ("tokens", False, None),
+        ("relation", None): ("other", False, None),
+    }
+    for (spec, options), (kind, weights, module) in expected.items():
+        task = load_task(spec, dict(options or ()))
+        assert (task.output_kind, task.takes_class_weights) == (kind, weights), spec
+        assert (task.distillation and task.distillation.partition(":")[0]) == module, spec

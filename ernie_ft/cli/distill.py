@@ -94,29 +94,26 @@ def parse_distill_args(argv: list[str], prog: str) -> RunConfig:
 
 
 def with_transfer(config: RunConfig, teacher: str) -> RunConfig:
-    """``config`` checked for a teacher that reads the student's token ids (--transfer hidden and
-    hidden+attention, and any NER teacher): a scratch student without --vocab gets the teacher's vocabulary
-    (``teacher``: its checkpoint directory). An NER teacher takes --transfer logits only."""
+    """``config`` checked for the student that the teacher's task names (``teacher``: its checkpoint directory;
+    ``teacher.student_class``): the kind of student (--nested), --transfer, and, where the teacher reads the student's
+    token ids (--transfer hidden and hidden+attention, and a teacher that runs in every step: NER), no tensor
+    parallelism and a scratch student without --vocab given the teacher's vocabulary."""
     from ernie_ft.distill.nested import check_kind
-    from ernie_ft.distill.teacher import teacher_task
+    from ernie_ft.distill.teacher import student_class, teacher_task
 
+    given = config.task.get("teacher", teacher)
+    student = student_class(teacher, given)
+    check_kind(student, teacher_task(teacher), given, config.task.get("nested"))
     transfer = config.task.get("transfer", "logits")
-    ner = teacher_task(teacher) == "ner"
-    nested = check_kind(teacher, config.task.get("teacher", teacher), config.task.get("nested"))
-    if ner and transfer != "logits":
-        taught = "a nested NER teacher teaches its span scores" if nested else "an NER teacher teaches its soft labels"
-        taught += "" if nested else " per token"
-        raise UserError(
-            f"--transfer {transfer}: {taught} only (hidden states and attention are transferred for classification "
-            "teachers); use --transfer logits (the default)"
-        )
-    if transfer == "logits" and not ner:
+    student.check_transfer(transfer)
+    if transfer == "logits" and not student.teacher_in_every_step:
         return config
     if config.parallel.tensor_parallel > 1:
-        what = "an NER teacher" if ner else f"--transfer {transfer}"
+        what = student.teacher_kind if transfer == "logits" else f"--transfer {transfer}"
+        other = "" if student.teacher_in_every_step else " or --transfer logits"
         raise UserError(
             f"{what} does not run with --tensor-parallel {config.parallel.tensor_parallel}: the teacher runs whole "
-            f"beside the student; use data parallelism (--nproc, --gpus){'' if ner else ' or --transfer logits'}"
+            f"beside the student; use data parallelism (--nproc, --gpus){other}"
         )
     model = config.model
     if model.model.startswith("scratch:") and model.vocab is None and not config.task.get("student_vocab"):

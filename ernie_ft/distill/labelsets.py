@@ -36,7 +36,10 @@ def student_options(trained: dict, given: dict) -> dict:
 
 def recorded(task) -> dict:
     """The label-set settings of the student ``task`` for its checkpoint ({} for one label per text)."""
-    return {k: getattr(task, k) for k in STUDENT} if task.sets else {}
+    if not task.sets:
+        return {}
+    settings = vars(task)  # the dataclass's fields: every name of STUDENT is a setting of Classification
+    return {k: settings[k] for k in STUDENT}
 
 
 def filled(examples: list) -> list:

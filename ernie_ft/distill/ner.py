@@ -53,15 +53,50 @@ class NerDistillation(NER):
     """The teacher's model (set by ``bind``)."""
     taught: ClassVar[str] = "soft labels per token"
     """What the teacher gives, as the training log says it."""
+    teacher_kind: ClassVar[str] = "an NER teacher"
+    """The teacher, as messages name it (see ``Distillation`` for what these declarations are)."""
+    inherits: ClassVar[tuple] = teachers.NER_INHERITED
+    teacher_in_every_step: ClassVar[bool] = True
 
     def __post_init__(self):
         super().__post_init__()
         settings.check(self)
-        if self.transfer != "logits":
+        self.check_transfer(self.transfer)
+
+    @classmethod
+    def check_teacher(cls, teacher, path: str) -> None:
+        """A tagger whose model is more than a softmax per token (a CRF, which scores whole tag sequences) is refused:
+        its per-token logits are no soft labels."""
+        if teacher.model_class is not None:
             raise UserError(
-                f"--transfer {self.transfer}: an NER teacher teaches its soft labels per token only; use "
-                "--transfer logits (the default)"
+                f"--teacher {path}: an NER run trained with --crf; distill takes an NER teacher without --crf only "
+                "(its per-token softmax gives the soft labels; a CRF scores whole tag sequences): train the teacher "
+                "with python -m ernie_ft ner without --crf"
             )
+
+    @classmethod
+    def check_transfer(cls, transfer: str) -> None:
+        if transfer != "logits":
+            raise UserError(
+                f"--transfer {transfer}: {cls.teacher_kind} teaches its {cls.taught} only (hidden states and attention "
+                "are transferred for classification teachers); use --transfer logits (the default)"
+            )
+
+    @classmethod
+    def student_options(cls, directory: str, options: dict) -> dict:
+        """``options`` as they are; a classification student's setting among them (--threshold, --top-k, ...) is a
+        UserError."""
+        other = [k for k in options if k not in {f.name for f in dataclasses.fields(cls)}]
+        if other:
+            raise UserError(
+                f"--{other[0].replace('_', '-')} is for the student of a classification teacher: the teacher "
+                f"{options.get('teacher')} is an NER model; leave it out"
+            )
+        return options
+
+    def saved_options(self) -> dict:
+        """The task settings the student's checkpoint records (an ner checkpoint): nested if its teacher is."""
+        return {"nested": True} if self.nested else {}
 
     @functools.cached_property
     def teacher_dir(self) -> str:

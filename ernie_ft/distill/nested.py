@@ -19,28 +19,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from ernie_ft.distill import teacher as teachers
 from ernie_ft.distill.ner import NerDistillation
 from ernie_ft.errors import UserError
 from ernie_ft.ner.nested import THRESHOLD, NestedNER
+from ernie_ft.ner.task import NER
 
 
-def is_nested(directory: str) -> bool:
-    """Whether the checkpoint ``directory`` is a nested NER model (``ner --nested``)."""
-    options = teachers.recorded_run(directory)["run"].get("task") or {}
-    return teachers.teacher_task(directory) == "ner" and bool(options.get("nested"))
-
-
-def check_kind(directory: str, path: str, nested) -> bool:
-    """Whether the student of the teacher checkpoint ``directory`` (``--teacher path``) is nested: it is when the
-    teacher is. ``nested`` (--nested, --no-nested, or None when neither is given) asking for another kind of
-    student than the teacher's is a UserError."""
-    task, kind = teachers.teacher_task(directory), is_nested(directory)
+def check_kind(student: type, teacher: str, path: str, nested) -> bool:
+    """Whether the student (of the class ``student`` that the teacher's task names; ``teacher``: that task's name,
+    ``--teacher path``) is nested: it is when the teacher is. ``nested`` (--nested, --no-nested, or None when neither
+    is given) asking for another kind of student than the teacher's is a UserError."""
+    kind = issubclass(student, NestedNER)
     if nested is None or bool(nested) == kind:
         return kind
-    if task != "ner":
+    if not issubclass(student, NER):
         raise UserError(
-            f"--{'' if nested else 'no-'}nested: the teacher {path} is a {task} model; --nested and --no-nested are "
+            f"--{'' if nested else 'no-'}nested: the teacher {path} is a {teacher} model; --nested and --no-nested are "
             "for the student of an NER teacher (whose kind it takes); leave it out"
         )
     if nested:
@@ -62,14 +56,11 @@ class NestedNerDistillation(NerDistillation, NestedNER):
 
     nested: bool = True
     taught: ClassVar[str] = "span scores per entity type"
+    teacher_kind: ClassVar[str] = "a nested NER teacher"
 
-    def __post_init__(self):
-        if self.transfer != "logits":
-            raise UserError(
-                f"--transfer {self.transfer}: a nested NER teacher teaches its span scores only; use --transfer "
-                "logits (the default)"
-            )
-        super().__post_init__()
+    @classmethod
+    def check_teacher(cls, teacher, path: str) -> None:
+        """Any nested NER model teaches: its span scores are the soft labels."""
 
     def mark_unlabelled(self, features) -> None:
         """Each window says whether its text is labelled: an unlabelled text's has the soft term only."""

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 from ernie_ft.classify import multilabel
 from ernie_ft.classify.task import Classification
@@ -66,6 +66,35 @@ class Distillation(Classification):
     """--max-len of the run (set by ``read``): the teacher must take windows that long."""
     _transfer: Optional[transfers.Transfer] = dataclasses.field(default=None, init=False, repr=False)
     """The teacher beside the student (set by ``bind`` unless --transfer logits)."""
+    # What every distillation class declares (this one, ``ner.NerDistillation``, ``nested.NestedNerDistillation``):
+    # the command line and ``student_task`` ask these of the class the teacher's task names, never the task's name.
+    teacher_kind: ClassVar[str] = "a classification teacher"
+    """The teacher, as messages name it."""
+    inherits: ClassVar[tuple] = teachers.INHERITED
+    """The teacher's data settings the student gets unless its flags or recipe set them."""
+    teacher_in_every_step: ClassVar[bool] = False
+    """Whether the teacher runs beside the student in every step, whatever --transfer says (it reads the student's
+    token ids: a scratch student takes its vocabulary, and tensor parallelism cannot split it)."""
+
+    @classmethod
+    def check_teacher(cls, teacher, path: str) -> None:
+        """A UserError if the teacher's task (``teacher``, as its checkpoint ``--teacher path`` recorded it) cannot
+        teach this student; a classifier's student learns from any classifier."""
+
+    @classmethod
+    def check_transfer(cls, transfer: str) -> None:
+        """A UserError if this teacher cannot teach by ``--transfer transfer``; a classifier teaches by every one of
+        ``transfer.MODES`` (``settings.check`` says which are known)."""
+
+    @classmethod
+    def student_options(cls, directory: str, options: dict) -> dict:
+        """The student's settings from ``options`` (its flags and recipe) and the teacher checkpoint ``directory``:
+        a multi-label or hierarchical teacher's label-set settings where ``options`` leaves them unset."""
+        return {**teachers.label_set_options(directory, options), **options}
+
+    def saved_options(self) -> dict:
+        """The task settings the student's checkpoint records (a classify checkpoint): its label-set settings."""
+        return labelsets.recorded(self)
 
     def __post_init__(self):
         settings.check(self)
@@ -185,27 +214,19 @@ class Distillation(Classification):
 
 
 def student_task(options: dict):
-    """The distillation task of the settings ``options`` (``config.task``), for its teacher's task: a Distillation
-    (a classification teacher), an NerDistillation (a flat NER teacher) or a NestedNerDistillation (a nested one)."""
-    from ernie_ft.distill.ner import NerDistillation
-    from ernie_ft.distill.nested import NestedNerDistillation, check_kind
+    """The distillation task of the settings ``options`` (``config.task``): of the class the teacher's task names
+    (``teacher.student_class``: a Distillation for a classifier, an NerDistillation for a flat NER tagger, a
+    NestedNerDistillation for a nested one), with the settings that class takes (``student_options``)."""
+    from ernie_ft.distill.nested import check_kind
 
     given = options.get("teacher")  # none: Distillation says it is required
     if not given:
         return Distillation(**options)
     directory = teachers.teacher_dir(given)
-    nested = check_kind(directory, given, options.get("nested"))
+    student = teachers.student_class(directory, given)
+    check_kind(student, teachers.teacher_task(directory), given, options.get("nested"))
     options = {k: v for k, v in options.items() if k != "nested"}
-    if teachers.teacher_task(directory) == "ner":
-        cls = NestedNerDistillation if nested else NerDistillation
-        other = [k for k in options if k not in {f.name for f in dataclasses.fields(cls)}]
-        if other:  # --threshold, --top-k, ...
-            raise UserError(
-                f"--{other[0].replace('_', '-')} is for the student of a classification teacher: the teacher "
-                f"{given} is an NER model; leave it out"
-            )
-        return cls(**options)
-    return Distillation(**{**teachers.label_set_options(directory, options), **options})
+    return student(**student.student_options(directory, options))
 
 
 def distill(config: RunConfig) -> dict:
@@ -221,18 +242,14 @@ def distill(config: RunConfig) -> dict:
     vocabs.check(config, task.student_vocab)
     inputs = check_inputs(task, config) if task.student_vocab == "used" else None  # its texts cut the vocabulary
     config = vocabs.student_config(config, task, inputs)
-    if isinstance(task, Distillation):  # a label-set student's checkpoint decodes label sets
-        recorded = labelsets.recorded(task)
-    else:  # an NER student: nested if its teacher is
-        recorded = {"nested": True} if task.nested else {}
-    metrics = train(task, dataclasses.replace(config, task=recorded), inputs)
+    metrics = train(task, dataclasses.replace(config, task=task.saved_options()), inputs)
     if os.environ.get("PADDLE_TRAINER_ID", "0") == "0":  # one process, or the first of a launched job
         record = {
             "teacher": os.path.abspath(teacher),
             "unlabelled": [os.path.abspath(p) for p in settings.unlabelled_files(task.unlabelled)],
             "temperature": task.temperature,
             "alpha": task.alpha,
-            "class_weights": getattr(task, "class_weights", None),
+            "class_weights": task.class_weights if task.takes_class_weights else None,
             "transfer": task.transfer,
             "transfer_weight": task.transfer_weight,
             "student_vocab": task.student_vocab,

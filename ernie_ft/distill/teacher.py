@@ -1,5 +1,6 @@
-"""The teacher of a distillation: a trained classification (or softmax NER) checkpoint, what the student takes
-from it (labels and data settings), and its soft labels for the student's texts."""
+"""The teacher of a distillation: a trained checkpoint whose task names the student's task (``TaskHooks.distillation``:
+classification, a softmax NER tagger, nested NER), what the student takes from it (labels and data settings), and its
+soft labels for the student's texts."""
 
 from __future__ import annotations
 
@@ -9,21 +10,19 @@ import numpy as np
 
 from ernie_ft.errors import UserError
 from ernie_ft.models.model_dir import ModelDir, read_model_dir
-from ernie_ft.task import load_task
+from ernie_ft.task import create_task, resolve_task
 from ernie_ft.training import checkpoint
 
 INHERITED = ("text_column", "text_pair_column", "label_column", "label_names", "max_len", "stride", "window_pooling")
 """The teacher's data settings a student gets unless its flags or recipe set them."""
 NER_INHERITED = ("max_len", "stride")
 """Those of an NER teacher: NER reads no columns and pools no windows."""
-TASKS = ("classify", "ner")
-"""The tasks a teacher may have been trained for."""
 
 
 def teacher_dir(path: str) -> str:
     """The checkpoint directory of ``--teacher`` (a classification or NER run's output directory or its best/); a
-    missing directory, a directory that holds no checkpoint, a checkpoint of another task or an NER checkpoint
-    with a CRF is a UserError."""
+    missing directory, a directory that holds no checkpoint, or a checkpoint whose task names no distillation or
+    whose distillation refuses it (``student_class``: an NER tagger with a CRF) is a UserError."""
     if not os.path.isdir(path):
         raise UserError(f"--teacher {path}: directory not found; pass a classification run's output directory")
     found = checkpoint.checkpoint_dir(teacher_model(path), "--teacher")
@@ -32,20 +31,7 @@ def teacher_dir(path: str) -> str:
             f"--teacher {path}: a transformers checkpoint; distill takes an ernie_ft run as its teacher: fine-tune "
             f"it first, e.g. python -m ernie_ft.classify --model {path} --train FILE --output RUN"
         )
-    task = found.task
-    if task not in TASKS:
-        raise UserError(
-            f"--teacher {path}: a {task} checkpoint; distill takes a classification teacher (a run of "
-            "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner)"
-        )
-    options = found.run["run"].get("task") or {}
-    nested = options.get("nested")  # a span model: its scores teach a nested student (distill/nested.py)
-    if task == "ner" and not nested and load_task(task, options).model_class is not None:
-        raise UserError(
-            f"--teacher {path}: an NER run trained with --crf; distill takes an NER teacher without --crf only "
-            "(its per-token softmax gives the soft labels; a CRF scores whole tag sequences): train the teacher "
-            "with python -m ernie_ft ner without --crf"
-        )
+    student_class(found.path, path)
     return found.path
 
 
@@ -69,8 +55,36 @@ def _key(directory: str) -> tuple:
 
 
 def teacher_task(directory: str) -> str:
-    """The task the checkpoint ``directory`` was trained for: classify, ner, ..."""
+    """The name of the task the checkpoint ``directory`` was trained for (classify, ner, ...), for messages: what the
+    teacher's task is and does is ``trained_task``'s."""
     return recorded_run(directory)["task"]
+
+
+def trained_task(directory: str):
+    """The task of the checkpoint ``directory`` with the options it recorded, as ``checkpoint.load_model`` makes it
+    (no weights read, no code inside the checkpoint run: ``checkpoint.checkpoint_task``)."""
+    run = recorded_run(directory)
+    spec = checkpoint.checkpoint_task(run["task"], directory)
+    cls = resolve_task(spec)
+    options = run["run"].get("task") or {}
+    return create_task(cls, cls.recorded_options(options) if isinstance(cls, type) else options, spec)
+
+
+def student_class(directory: str, path: str | None = None) -> type:
+    """The task class that trains the student of the teacher checkpoint ``directory`` (``--teacher path``): the
+    distillation its task declares (``TaskHooks.distillation``), which checks the teacher (``check_teacher``). A task
+    that declares none is a UserError."""
+    path = path or directory
+    task = trained_task(directory)
+    if task.distillation is None:
+        raise UserError(
+            f"--teacher {path}: a {task.name} checkpoint; distill takes a classification teacher (a run of "
+            "python -m ernie_ft classify) or an NER teacher trained without --crf (python -m ernie_ft ner), or the "
+            "run of a task that names its distillation (TaskHooks.distillation)"
+        )
+    student = resolve_task(task.distillation)
+    student.check_teacher(task, path)
+    return student
 
 
 def recorded_run(directory: str) -> dict:
@@ -104,7 +118,7 @@ def inherited_data(directory: str, given: dict) -> dict:
     """The teacher's data settings (``INHERITED``) that ``given`` (the student's flags and recipe) leaves unset.
     The teacher's --stride belongs to its --max-len: a student with its own --max-len does not take it."""
     trained = recorded_run(directory)["run"]["data"]
-    inherited = NER_INHERITED if teacher_task(directory) == "ner" else INHERITED
+    inherited = student_class(directory).inherits  # what the student's kind reads: an NER student no columns
     keep = [k for k in inherited if k not in given and not (k == "stride" and "max_len" in given)]
     return {k: trained[k] for k in keep if trained.get(k) is not None}
 
@@ -122,7 +136,7 @@ def soft_labels(directory: str, examples: list, cache_dir: str | None, batch_siz
     loaded = checkpoint.load_model(teacher_model(directory))
     enable_fast_kernels(loaded.model)
     data = inference_data(loaded.run["data"], {}, loaded.task)
-    if getattr(loaded.task, "sets", False):  # label sets: an unlabelled text (None) reads as the empty set
+    if loaded.task.output_kind == "sigmoid":  # label sets: an unlabelled text (None) reads as the empty set
         from ernie_ft.distill.labelsets import filled
 
         examples = filled(examples)

@@ -25,6 +25,8 @@ ARCHITECTURES = {
     "span": "ForQuestionAnswering",
 }
 PIPELINES = {"sequence": "text-classification", "token": "token-classification", "span": "question-answering"}
+HEAD_OF_OUTPUT = {"softmax": "sequence", "sigmoid": "sequence", "tags": "token", "answer_span": "span"}
+"""The outputs (``TaskHooks.output_kind``) a transformers head holds, each with the head that holds them."""
 
 
 def export_hf(loaded, output: str, model_dir: str) -> None:
@@ -63,23 +65,23 @@ def export_hf(loaded, output: str, model_dir: str) -> None:
 
 def _problem_type(task) -> str:
     """transformers' ``problem_type`` of a classification task: multi-label when it scores a sigmoid per label
-    (--multi-label, or label paths with --hierarchy-separator)."""
-    sigmoid = getattr(task, "multi_label", False) or getattr(task, "hierarchy_separator", None)
-    return hf.MULTI_LABEL if sigmoid else "single_label_classification"
+    (``output_kind`` 'sigmoid': --multi-label, or label paths with --hierarchy-separator)."""
+    return hf.MULTI_LABEL if task.output_kind == "sigmoid" else "single_label_classification"
 
 
 def _check_exportable(loaded, model_dir: str) -> None:
     task = loaded.task
-    if task.head not in ARCHITECTURES:
+    if task.output_kind == "span_scores":
+        raise UserError(
+            f"--model {model_dir}: a span model (such as ner --nested) scores every (start, end) span per type with "
+            "a GlobalPointer head; transformers has no such architecture (ForTokenClassification tags each token "
+            "once, so it cannot hold nested entities); export it with --format onnx or the default Paddle Inference "
+            "graph"
+        )
+    if task.head not in ARCHITECTURES or HEAD_OF_OUTPUT.get(task.output_kind) != task.head:
         raise UserError(
             f"--model {model_dir}: --format hf exports classification, NER and QA models; a {task.head!r} head "
-            "has no transformers architecture that ernie_ft writes"
-        )
-    if getattr(task, "nested", False):
-        raise UserError(
-            f"--model {model_dir}: a nested NER model (ner --nested) scores every (start, end) span per type with a "
-            "GlobalPointer head; transformers has no such architecture (ForTokenClassification tags each token once, "
-            "so it cannot hold nested entities); export it with --format onnx or the default Paddle Inference graph"
+            f"with {task.output_kind!r} outputs has no transformers architecture that ernie_ft writes"
         )
     if task.model_class:
         raise UserError(
@@ -162,7 +164,7 @@ def _command(loaded) -> str:
             value, flag = values[f.name], flag_name(f.name)
             if isinstance(value, bool):
                 parts.append(flag if value else "--no-" + flag[2:])
-            elif f.name == "train" and getattr(task, "reads_corpus", False):
+            elif f.name == "train" and task.reads_corpus:
                 parts += ["--corpus", *str(value).split(os.pathsep)]
             else:
                 parts += [flag, str(value)]

@@ -188,7 +188,7 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
         )
     if cfg.resume:
         resume(state, tc.output, parallel)
-    advice = collapse_advice(tc.lr, cfg.model.model.startswith("scratch:"), hasattr(task, "class_weights"))
+    advice = collapse_advice(tc.lr, cfg.model.model.startswith("scratch:"), task.takes_class_weights)
     log = RunLog(tc.output, total_steps, state["progress"].step, enabled=parallel.is_main, advice=advice)
     return Run(task, cfg, labels, pipeline, splits, parallel, precision, trained, sampler, total_steps, state, log)
 
