@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 from ernie_ft.errors import UserError
 
@@ -75,3 +75,30 @@ def not_applicable(task_name: str, flag: str = "--threshold") -> UserError:
         f"{flag} does not apply to this {task_name} model: its predictions are not outputs above a threshold "
         "(thresholds apply to classify --multi-label or --hierarchy-separator, ner --nested and relation)"
     )
+
+
+class OneThreshold:
+    """The protocol's threshold members for a task with one decision threshold, its dataclass fields ``threshold``
+    (a probability, None: ``DEFAULT``) and ``tune_thresholds`` (nested NER, relation extraction): put before
+    ``TaskHooks`` among the task's bases. The task's ``tune`` scores each threshold with ``tuned``."""
+
+    decides_by_threshold: ClassVar[bool] = True
+
+    @property
+    def tunes_thresholds(self) -> bool:
+        return self.tune_thresholds
+
+    def use_threshold(self, threshold: float) -> None:
+        self.threshold = check(threshold)
+
+    def tuned(self, score_at: Callable[[float], float]) -> dict:
+        """Decide from now on with the threshold of ``GRID`` that ``score_at`` scores best (``best``); returns it as
+        the dev metrics record it."""
+        self.threshold, _ = best(score_at, prefer=probability(self.threshold))
+        return {"threshold": self.threshold}
+
+    def learned_options(self, dev: Optional[dict]) -> dict:
+        if not self.tune_thresholds or not dev or "threshold" not in dev:
+            return {}
+        self.threshold = float(dev["threshold"])
+        return {"threshold": self.threshold}

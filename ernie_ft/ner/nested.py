@@ -63,7 +63,7 @@ def window_candidates(scores: np.ndarray, feature: dict, floor: float = THRESHOL
 
 
 @dataclass
-class NestedNER(NER):
+class NestedNER(thresholds.OneThreshold, NER):
     """Nested and overlapping entities as character spans, scored by a GlobalPointer (``ner --nested``)."""
 
     nested: bool = True
@@ -85,34 +85,15 @@ class NestedNER(NER):
     def model_class(self):
         return "ernie_ft.models.global_pointer:ErnieGlobalPointer"
 
-    @property
-    def decides_by_threshold(self) -> bool:
-        return True
-
-    @property
-    def tunes_thresholds(self) -> bool:
-        return self.tune_thresholds
-
-    def use_threshold(self, threshold):
-        self.threshold = thresholds.check(threshold)
-
     def tune(self, logits, features, examples, labels, data):
         if not (self.tune_thresholds and examples):
             return {}
         gold, types = [e.entities for e in examples], self.types(labels)
         lowest, _ = self.decode(logits, features, examples, labels, min(thresholds.GRID))
 
-        def f1(p: float) -> float:
-            return entity_metrics(gold, [[e[:3] for e in spans if e[3] > p] for spans in lowest], types)["f1"]
-
-        self.threshold, _ = thresholds.best(f1, prefer=thresholds.probability(self.threshold))
-        return {"threshold": self.threshold}
-
-    def learned_options(self, dev):
-        if not self.tune_thresholds or not dev or "threshold" not in dev:
-            return {}
-        self.threshold = float(dev["threshold"])
-        return {"threshold": self.threshold}
+        return self.tuned(
+            lambda p: entity_metrics(gold, [[e[:3] for e in spans if e[3] > p] for spans in lowest], types)["f1"]
+        )
 
     def types(self, labels: list[str]) -> list[str]:
         return list(labels)

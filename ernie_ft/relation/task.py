@@ -108,7 +108,7 @@ def training_targets(windows: list, length: int, heads: int) -> dict:
 
 
 @dataclass
-class Relation(TaskHooks):
+class Relation(thresholds.OneThreshold, TaskHooks):
     """Subject-predicate-object triples with their entities as character spans (GPLinker pointers)."""
 
     name: str = "relation"
@@ -150,17 +150,6 @@ class Relation(TaskHooks):
         options["tune_thresholds"] = options.pop("tune_threshold")
         options["threshold"] = float(1 / (1 + np.exp(-float(options.get("threshold") or 0.0))))
         return options
-
-    @property
-    def decides_by_threshold(self) -> bool:
-        return True
-
-    @property
-    def tunes_thresholds(self) -> bool:
-        return self.tune_thresholds
-
-    def use_threshold(self, threshold):
-        self.threshold = thresholds.check(threshold)
 
     def keep_scores_above(self, probability):
         self._lowest = thresholds.check(probability)
@@ -301,22 +290,12 @@ class Relation(TaskHooks):
             return {}
         lowest = self.decode(logits, features, examples, labels, min(thresholds.GRID))
 
-        def f1(p: float) -> float:
-            return decoding.relation_metrics(examples, decoding.above(lowest, p), labels)["triple_f1"]
-
-        self.threshold, _ = thresholds.best(f1, prefer=thresholds.probability(self.threshold))
-        return {"threshold": self.threshold}
+        return self.tuned(lambda p: decoding.relation_metrics(examples, decoding.above(lowest, p), labels)["triple_f1"])
 
     def evaluate(self, logits, features, examples, labels, data):
         metrics = decoding.relation_metrics(examples, self.decode(logits, features, examples, labels), labels)
         metrics.pop("per_predicate")
         return metrics
-
-    def learned_options(self, dev):
-        if not self.tune_thresholds or not dev or "threshold" not in dev:
-            return {}
-        self.threshold = float(dev["threshold"])
-        return {"threshold": self.threshold}
 
     def report(self, logits, features, examples, labels, data, out_dir):
         decoded = self.decode(logits, features, examples, labels)
