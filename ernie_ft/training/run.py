@@ -182,8 +182,7 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
             f"{f'{len(labels)} labels; ' if labels else ''}"
             f"{total_steps} steps ({tc.epochs} epochs x {steps_per_epoch}); global batch "
             f"{global_batch * tc.grad_accum} = {tc.batch_size} per replica x {parallel.dp} x "
-            f"accumulation {tc.grad_accum}; {rate}; "
-            f"best checkpoint by dev {tc.metric or task.metric}",
+            f"accumulation {tc.grad_accum}; {rate}; best checkpoint by dev {tc.metric or task.metric}",
             file=sys.stderr,
         )
     if cfg.resume:
