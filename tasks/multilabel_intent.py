@@ -49,6 +49,8 @@ class MultiLabelIntent:
     metric: str = "micro_f1"
     threshold: float = 0.5
     """Probability above which an intent is predicted."""
+    output_kind: ClassVar[str] = "sigmoid"
+    """A sigmoid per intent: an export for transformers says multi_label_classification."""
     decides_by_threshold: ClassVar[bool] = True
     """Its predictions are the intents above ``threshold``: predict, evaluate and serve take --threshold."""
     unused_data_settings: ClassVar[dict] = dict.fromkeys(

@@ -219,3 +219,32 @@ def test_old_module_paths_still_import_with_a_warning_and_old_commands_run():
         text=True,
     )
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("error: --model"), proc.stderr
+
+
+TASK_VALUE = re.compile(r"(^|[._])task$")  # task, self.task, loaded.task, teacher_task: what names a task object
+
+
+def task_probes(source: str) -> list[str]:
+    """The ``getattr``/``hasattr`` calls in ``source`` whose object is a task (see ``TASK_VALUE``)."""
+    return [
+        ast.unparse(node)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+        and node.args
+        and TASK_VALUE.search(ast.unparse(node.args[0]))
+    ]
+
+
+def test_no_code_probes_a_task_for_what_the_protocol_declares():
+    """What export, distillation and the collapse advice need of a task is declared in ``TaskHooks`` (with its
+    default), so no code outside ernie_ft/task.py asks a task whether it has an attribute."""
+    planted = "if hasattr(task, 'class_weights') or getattr(loaded.task, 'sets', False): print(self.task.head)"
+    assert task_probes(planted) == ["hasattr(task, 'class_weights')", "getattr(loaded.task, 'sets', False)"]
+    found = {
+        str(path.relative_to(ROOT)): probes
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "task.py" and (probes := task_probes(path.read_text(encoding="utf-8")))
+    }
+    assert not found, f"declare these in TaskHooks and ask the task: {found}"

@@ -13,9 +13,9 @@ def check(task) -> None:
     """The distillation's settings of ``task`` (a Distillation or an NerDistillation), checked."""
     if not task.teacher:
         raise UserError("--teacher is required: the output directory of a classification or NER run to distil")
-    threshold_flags = ("tune_thresholds", "top_k", "thresholds")
-    given = [f for f in threshold_flags if getattr(task, f, None)]
-    if given and not getattr(task, "sets", False):
+    threshold_flags = ("threshold", "tune_thresholds", "top_k", "thresholds")
+    given = [f for f in threshold_flags if vars(task).get(f)]  # the fields a student of either kind has
+    if given and task.output_kind != "sigmoid":
         raise UserError(
             f"--{given[0].replace('_', '-')} is for a multi-label or hierarchical teacher's student: this teacher "
             "gives one label per text"

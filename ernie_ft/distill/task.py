@@ -126,7 +126,6 @@ class Distillation(Classification):
         labelled = [e for e in train if e.label is not None]
         if self.sets:
             labelsets.check_known(labelled, labels)
-            self.tuning = self.tune_thresholds
             self._prior = multilabel.targets(labelled, labels).mean(axis=0) if labelled else None
         else:
             known = set(labels)

@@ -160,7 +160,7 @@ def global_pointer_loss(logits, targets, sum_heads: bool = False):
     negative = paddle.logsumexp(paddle.concat([negative, zeros], axis=-1), axis=-1)
     positive = paddle.logsumexp(paddle.concat([positive, zeros], axis=-1), axis=-1)
     loss = negative + positive
-    return loss.sum() / shape[0] if sum_heads else loss.mean()
+    return loss.sum() / shape[0].astype(loss.dtype) if sum_heads else loss.mean()
 
 
 class ErnieGlobalPointer(ErniePretrainedModel):
