@@ -10,7 +10,7 @@ import numpy as np
 
 from ernie_ft.errors import UserError
 from ernie_ft.models.model_dir import ModelDir, read_model_dir
-from ernie_ft.task import create_task, resolve_task
+from ernie_ft.task import resolve_task
 from ernie_ft.training import checkpoint
 
 INHERITED = ("text_column", "text_pair_column", "label_column", "label_names", "max_len", "stride", "window_pooling")
@@ -63,11 +63,7 @@ def teacher_task(directory: str) -> str:
 def trained_task(directory: str):
     """The task of the checkpoint ``directory`` with the options it recorded, as ``checkpoint.load_model`` makes it
     (no weights read, no code inside the checkpoint run: ``checkpoint.checkpoint_task``)."""
-    run = recorded_run(directory)
-    spec = checkpoint.checkpoint_task(run["task"], directory)
-    cls = resolve_task(spec)
-    options = run["run"].get("task") or {}
-    return create_task(cls, cls.recorded_options(options) if isinstance(cls, type) else options, spec)
+    return checkpoint.recorded_task(recorded_run(directory), directory)
 
 
 def student_class(directory: str, path: str | None = None) -> type:

@@ -215,16 +215,23 @@ def load_model(
     if source.labels is None:
         raise UserError(f"--model {source.given}: no {LABELS_FILE} beside {RUN_FILE}; save the checkpoint again")
     meta, path = source.run, source.path
-    spec = checkpoint_task(meta["task"], path, task)
-    cls = resolve_task(spec)
-    options = meta["run"].get("task") or {}
-    task = create_task(cls, cls.recorded_options(options) if isinstance(cls, type) else options, spec)
+    task = recorded_task(meta, path, task)
     model = None
     if weights or task.binds_model:
         model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle, files=source.files)
         model.eval()
         task.bind(model)
     return Loaded(model, source.pipeline(), source.labels, task, meta["run"], path, source)
+
+
+def recorded_task(meta: dict, path: str, given: str | None = None):
+    """The task of the checkpoint ``path`` whose run file is ``meta``, with the options it recorded as this version
+    names them (``TaskHooks.recorded_options``); ``given``: a ``--task`` spec instead of the recorded one (see
+    ``checkpoint_task``: no code inside the checkpoint is run)."""
+    spec = checkpoint_task(meta["task"], path, given)
+    cls = resolve_task(spec)
+    options = meta["run"].get("task") or {}
+    return create_task(cls, cls.recorded_options(options) if isinstance(cls, type) else options, spec)
 
 
 TASK_OF_HEAD = {"sequence": "classify", "token": "ner", "span": "qa"}
