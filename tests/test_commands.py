@@ -148,7 +148,9 @@ def test_serve_gets_limits_built_from_its_flags_and_the_task(monkeypatch):
     assert cli.main(["serve", "--model", "m", "--task", "x.py:T", "--max-queue", "3", "--port", "9000"]) == 0
     ((args, kwargs),) = calls
     assert args == ("m", "127.0.0.1", 9000, "auto", "auto", Limits(max_queue=3))
-    assert kwargs == {"export": None, "workers": 1, "trust_pickle": False, "task": "x.py:T", "name": None}
+    assert kwargs == {
+        "export": None, "workers": 1, "trust_pickle": False, "task": "x.py:T", "name": None, "threshold": None
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------- other toolkits' spellings

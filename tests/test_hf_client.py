@@ -115,7 +115,8 @@ def test_a_parameter_the_server_cannot_honour_is_a_422_naming_it(classifier, par
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert error["field"] == field and says in error["message"], error
-    assert httpx.post(classifier.url + "/v1/predict", json={"inputs": TEXT, "parameters": {}}).status_code == 422
+    ours = httpx.post(classifier.url + "/v1/predict", json={"inputs": TEXT, "parameters": {"top_k": 1}})
+    assert ours.status_code == 422 and ours.json()["error"]["field"] == "parameters.top_k"  # Hugging Face's: POST /
 
 
 def test_token_classification_gets_predicts_entities(tagger):

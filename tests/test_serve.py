@@ -266,12 +266,19 @@ def test_each_malformed_body_gets_a_422_naming_the_field_and_the_accepted_shapes
             ({"inputs": ["好", ["好"]]}, "inputs[1]"),
             ({"inputs": [{"text": 1}]}, "inputs[0].text"),
             ({"inputs": {"txt": "好"}}, "inputs.text"),
-            ({"inputs": "好", "parameters": {"top_k": 2}}, "parameters"),
             ([{"text": "好"}], "body"),
         ):
             where, message = error(body)
             assert (where, message.endswith("; " + TEXT_SHAPES)) == (field, True), (body, message)
         assert error({"text": "好"})[1].startswith('missing (the body has "text"); expected')
+        assert error({"inputs": "好", "parameters": {"top_k": 2}}) == (  # Hugging Face's parameters: POST /
+            "parameters.top_k",
+            "unknown parameter (this endpoint takes threshold; Hugging Face's task parameters go to POST /)",
+        )
+        assert error({"inputs": "好", "parameters": {"threshold": 0.3}}) == (
+            "parameters.threshold",
+            "this model decides by no threshold (it takes none)",
+        )
         assert error({"inputs": [{"text": "好", "label": "正面"}]}) == (
             "inputs[0].label",
             f"unknown field (an input's fields: text, text_pair); {TEXT_SHAPES}",

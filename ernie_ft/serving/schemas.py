@@ -95,7 +95,11 @@ class RequestBody:
             )
         for name in parameters:
             if name != "threshold":
-                raise BadRequest(422, f"parameters.{name}", "unknown parameter (this endpoint takes threshold)")
+                raise BadRequest(
+                    422,
+                    f"parameters.{name}",
+                    "unknown parameter (this endpoint takes threshold; Hugging Face's task parameters go to POST /)",
+                )
         value = parameters.get("threshold")
         if value is None:
             return records, {}
