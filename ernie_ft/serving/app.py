@@ -8,6 +8,7 @@ the field (``schemas.error_body``).
 import asyncio
 import json
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Optional
@@ -15,9 +16,18 @@ from typing import Optional
 from ernie_ft.errors import UserError
 from ernie_ft.serving.batcher import Batcher, QueueFull, Stats
 from ernie_ft.serving.hf_tasks import KINDS, TaskAPI
+from ernie_ft.serving.label_studio import ConfigError, LabelConfig, Projects, answer_tasks
 from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
 from ernie_ft.serving.model import ServedModel
-from ernie_ft.serving.schemas import BadRequest, RequestBody, error_body, error_response, named_field, parse_json
+from ernie_ft.serving.schemas import (
+    INPUTS,
+    BadRequest,
+    RequestBody,
+    error_body,
+    error_response,
+    named_field,
+    parse_json,
+)
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 HF_ROUTE = (
@@ -132,6 +142,38 @@ class Service:
         except BadRequest as e:
             return error_response(e.status, e.field, e.message, e.headers)
 
+    async def label_studio_predict(self, raw: bytes, projects: Projects):
+        """Label Studio's ``POST /predict``: ``{"results": [one prediction per task], "model_version"}`` in the names
+        of the project's labelling config (``label_studio``); labels it does not offer are left out and logged."""
+        try:
+            body = parse_json(raw)
+            if not isinstance(body, dict) or not isinstance(body.get("tasks", []), list):
+                raise BadRequest(422, "tasks", 'expected {"tasks": [...], "label_config": "<View>...</View>"}')
+            xml = projects.config(body.get("project"), body.get("label_config"))
+            if not xml:
+                message = "no labelling config: connect this backend to the project in Label Studio (POST /setup)"
+                raise BadRequest(422, "label_config", message)
+            try:
+                field_name = next(iter(LabelConfig.texts(xml).values()))
+                records = [self._ls_record(task, field_name, i) for i, task in enumerate(body.get("tasks", []))]
+                predictions = await self.predictions(self.schema.validate({INPUTS: records})) if records else []
+                results, dropped = answer_tasks(predictions, xml, self.served.name)
+            except ConfigError as e:
+                raise BadRequest(422, "label_config", str(e)) from None
+        except BadRequest as e:
+            return error_response(e.status, e.field, e.message, e.headers)
+        if dropped:
+            print(f"label-studio: {dropped} predicted labels the project's config does not offer were left out",
+                  file=sys.stderr)  # fmt: skip
+        return {"results": results, "model_version": self.served.name}
+
+    def _ls_record(self, task, field_name: str, i: int) -> dict:
+        """The input record of Label Studio task ``i``: its ``data[field_name]`` as the model's text field."""
+        text = task.get("data", {}).get(field_name) if isinstance(task, dict) else None
+        if not isinstance(text, str):
+            raise BadRequest(422, f"tasks[{i}].data.{field_name}", "missing: the labelling config's <Text> shows it")
+        return {self.served.required[0]: text}
+
     async def predictions(self, inputs: list[dict], threshold: Optional[float] = None) -> list[dict]:
         """``predict``'s records for the parsed ``inputs``, through the batcher, decided at ``threshold`` when given (a
         request's own); raises ``BadRequest`` (a 422 for a field the task refuses, a 503 while loading or with a full
@@ -191,6 +233,23 @@ def create_app(served: ServedModel, limits: Optional[Limits] = None):
     @app.get("/v1/info")
     async def info():  # example: the task's own example input (a fill-mask model's [MASK]) for the page, else null
         return {**served.info(service.limits), "example": served.task.example_input, "ready": service.ready}
+
+    projects = Projects()
+
+    @app.get("/label-studio/health", summary="Label Studio ML backend: health")
+    @app.get("/label-studio/", include_in_schema=False)
+    async def label_studio_health():
+        return {"status": "UP", "model_class": f"ernie_ft {served.task.name}", "model_version": served.name}
+
+    @app.post("/label-studio/setup", summary="Label Studio ML backend: a project's labelling config")
+    async def label_studio_setup(request: Request):
+        body = await request.json()
+        projects.config(body.get("project"), body.get("schema"))
+        return {"model_version": served.name}
+
+    @app.post("/label-studio/predict", summary="Label Studio ML backend: predictions for tasks")
+    async def label_studio_predict(request: Request):
+        return await service.counted(lambda raw: service.label_studio_predict(raw, projects), request)
 
     @app.get("/v1/stats")
     async def stats():
