@@ -3,10 +3,11 @@
 Label Studio calls ``GET /health`` when a backend is connected, ``POST /setup`` with the project's labelling config
 (``schema``), and, for "Retrieve predictions" or as tasks are opened, ``POST /predict`` with ``{"tasks": [...],
 "label_config": ...}``; it stores each returned ``{"result": [...], "score", "model_version"}`` as the task's
-prediction. The results use the project's own names, read from its labelling config (``LabelConfig``): the text comes
-from the ``<Text value="$field">`` tag, classes go to its ``<Choices>`` (or ``<Taxonomy>``), entities and relation
-ends to its ``<Labels>``, relations between them as ``relation`` results; a label the config does not offer is left
-out and counted in the server's log, so a project never receives a value it cannot show.
+prediction. The results use the project's own names, read from its labelling config (``LabelConfig``): the text
+comes from the ``<Text value="$field">`` tag, classes go to its ``<Choices>`` (label paths as whole labels: a
+``<Taxonomy>`` is not written yet), entities and relation ends to its ``<Labels>``, relations between them as
+``relation`` results; a label the config does not offer is left out and counted on the server's standard error, so a
+project never receives a value it cannot show.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ernie_ft.data.pre_annotations import kind, label_studio_task
 
 OBJECT_TAGS = ("Text", "HyperText", "Paragraphs")
 """Label Studio's tags that show a task's text: the one whose ``value`` is ``$field`` names where the text is."""
-CONTROLS = {"classes": ("Choices", "Taxonomy"), "entities": ("Labels",), "relations": ("Labels",)}
+CONTROLS = {"classes": ("Choices",), "entities": ("Labels",), "relations": ("Labels",)}
 """The control tags that take each kind of prediction (``pre_annotations.kind``)."""
 
 
