@@ -13,12 +13,29 @@ def build_parser(prog: str) -> Parser:
     parser = Parser(
         prog=prog,
         allow_abbrev=False,
-        description="Predict with a trained checkpoint; writes one JSON object per input.",
+        description="Predict with a trained checkpoint; writes one answer per input record, in input order, as made.",
     )
     flags.add_model(parser)
     flags.add_input(parser)
-    parser.add_argument("--output", metavar="FILE", help="JSONL file to write (default: standard output)")
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        help="file to write: JSON Lines, or Parquet when it ends in .parquet (default: JSON Lines on standard output)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue --output after its last complete answer (refused when the model, input or flags that wrote it "
+        "differ); without it an existing --output is written again",
+    )
     flags.add_batch_size(parser)
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=512,
+        metavar="N",
+        help="records read, tokenised and answered at a time; memory follows it, not the input's length (default: 512)",
+    )
     flags.add_text_columns(parser)
     flags.add_device(parser)
     flags.add_engine(parser)
@@ -51,5 +68,7 @@ def run(args: argparse.Namespace, fill_mask: bool = False, task: Optional[str] =
             trust_pickle=args.trust_pickle,
             task=args.task or task,
             fill_mask=fill_mask,
+            chunk_size=args.chunk_size,
+            resume=args.resume,
         )
     )

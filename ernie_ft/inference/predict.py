@@ -13,7 +13,8 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
-from ernie_ft.inference import ENGINES, PRECISION, runtime_and_precision
+from ernie_ft.inference import ENGINES, PRECISION, outputs, runtime_and_precision
+from ernie_ft.inference.stream import device_name, input_chunks, predict_stream
 from ernie_ft.models.fast_layers import enable_fast_kernels
 from ernie_ft.models.model_dir import ModelDir
 from ernie_ft.models.modeling import compute_logits, task_batching
@@ -51,6 +52,11 @@ class PredictOptions:
     """A task spec that replaces the one the checkpoint recorded (``checkpoint.checkpoint_task``)."""
     fill_mask: bool = False
     """Only a masked-language-model checkpoint fits (``python -m ernie_ft pretrain predict``)."""
+    chunk_size: int = 512
+    """Records read, tokenised and answered at a time (``inference.stream``): memory follows it, not the input."""
+    resume: bool = False
+    """Continue ``output`` after its last complete answer, when its progress file says this model, input and flags
+    wrote it (``inference.outputs``)."""
 
 
 def resolve_engine(model_dir: str | ModelDir, engine: str) -> str:
@@ -161,7 +167,13 @@ def engine_line(engine: str) -> str:
 
 
 def predict(options: PredictOptions) -> None:
-    """``python -m ernie_ft predict``: one JSON line per input record; on standard error, how many and the engine."""
+    """``python -m ernie_ft predict``: one answer per input record, JSON Lines (Parquet for an output ending in
+    .parquet), written as made when the input streams (``inference.chunks``), else once the file is read whole; on
+    standard error the engine and device, the progress, and how many were written."""
+    if options.resume and not options.output:
+        raise UserError("--resume continues an --output file; give the --output of the run to continue")
+    if options.chunk_size < 1:
+        raise UserError(f"--chunk-size must be 1 or more, not {options.chunk_size}")
     source = checkpoint.checkpoint_dir(options.model)  # the directory's one reading
     engine = resolve_engine(source, options.engine)
     loaded, data = load_for_inference(
@@ -185,17 +197,32 @@ def predict(options: PredictOptions) -> None:
                 f"{loaded.task.name} checkpoint"
             )
         loaded.task = dataclasses.replace(loaded.task, top_k=options.top_k)  # checked as the task checks its options
+    print(f"predict: {engine_line(engine)} on {device_name()}", file=sys.stderr)
+    chunks, why = input_chunks(loaded, data, options)
+    if chunks is None:
+        count = predict_whole(loaded, data, options, why)
+    else:
+        count = predict_stream(loaded, data, options, chunks, source.path, engine)
+    if count is not None:
+        where = f" to {options.output}" if options.output else ""
+        print(f"wrote {count} predictions{where} ({engine_line(engine)})", file=sys.stderr)
+
+
+def predict_whole(loaded, data: DataConfig, options: PredictOptions, why: str) -> int:
+    """The answers to an input read whole (``why`` it is not streamed), written once all are made."""
+    if options.input.lower().endswith(".parquet"):
+        raise UserError(f"--input {options.input}: Parquet is read in chunks, and {why}; give JSON Lines")
+    if options.resume:
+        raise UserError(f"--resume: {options.input} is read whole ({why}), so there is nothing to continue")
+    print(f"note: --input {options.input} is read whole: {why}", file=sys.stderr)
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
-    out = open(options.output, "w", encoding="utf-8") if options.output else sys.stdout
+    out = outputs.writer(options.output, resume=False)
     try:
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.write(records)
     finally:
-        if options.output:
-            out.close()
-    where = f" to {options.output}" if options.output else ""
-    print(f"wrote {len(records)} predictions{where} ({engine_line(engine)})", file=sys.stderr)
+        out.close()
+    return len(records)
 
 
 class Predictor:

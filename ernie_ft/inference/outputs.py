@@ -1,0 +1,212 @@
+"""Prediction answers written as they are made: JSON Lines (one answer a line, in input order), or Parquet when the
+output ends in ``.parquet``; the progress file beside an output that ``--resume`` checks before it continues one."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+from ernie_ft.errors import UserError
+
+PROGRESS = ".progress.json"
+"""The progress file is the output's path with this added: what wrote the output (``identity``), and whether it
+finished."""
+
+
+def progress_path(output: str) -> str:
+    return output + PROGRESS
+
+
+def identity(model_path: str, input_path: str, options: dict) -> dict:
+    """What makes an output's answers what they are: the model directory (each file's size and modification time,
+    from one listing), the input file (its size and modification time) and the options that change an answer."""
+    files = {}
+    with os.scandir(model_path) as entries:
+        for entry in entries:
+            if entry.is_file():
+                stat = entry.stat()
+                files[entry.name] = [stat.st_size, stat.st_mtime_ns]
+    stat = os.stat(input_path)
+    return {
+        "model": os.path.realpath(model_path),
+        "model_files": files,
+        "input": os.path.realpath(input_path),
+        "input_size": stat.st_size,
+        "input_mtime_ns": stat.st_mtime_ns,
+        "options": options,
+    }
+
+
+def check_resumable(output: str, wrote: dict, now: dict) -> None:
+    """UserError unless ``now`` (``identity`` of this run) is what ``wrote`` (the progress file's) records."""
+    again = f"give the same model, input and flags, or run without --resume to write {output} again"
+    if (wrote["model"], wrote["model_files"]) != (now["model"], now["model_files"]):
+        files = [{name: tuple(stat) for name, stat in side["model_files"].items()} for side in (wrote, now)]
+        changed = sorted(set(files[0].items()) ^ set(files[1].items()))
+        what = f"its {changed[0][0]} differs" if wrote["model"] == now["model"] and changed else "another model"
+        raise UserError(f"--resume: {output} was written by --model {wrote['model']}; this is {what}; {again}")
+    if (wrote["input"], wrote["input_size"], wrote["input_mtime_ns"]) != (
+        now["input"],
+        now["input_size"],
+        now["input_mtime_ns"],
+    ):
+        what = "another file" if wrote["input"] != now["input"] else "changed since (its size or modification time)"
+        raise UserError(f"--resume: {output} was written from --input {wrote['input']}; this input is {what}; {again}")
+    for key, value in now["options"].items():
+        if wrote["options"].get(key) != value:
+            flag = "--" + key.replace("_", "-")
+            given = wrote["options"].get(key)
+            raise UserError(f"--resume: {output} was written with {flag} {given}, not {value}; {again}")
+
+
+def read_progress(output: str) -> Optional[dict]:
+    """The progress file of ``output``, None without one."""
+    try:
+        with open(progress_path(output), encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise UserError(f"--resume: {progress_path(output)} cannot be read ({e}); run without --resume") from None
+
+
+def write_progress(output: str, wrote: dict, finished: bool) -> None:
+    """The progress file of ``output``, swapped in whole."""
+    path = progress_path(output)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({**wrote, "finished": finished}, f, ensure_ascii=False, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+class JsonLines:
+    """Answers as JSON Lines to ``path`` (None: standard output), flushed after each chunk. ``resume``: continue the
+    file after its last complete line (a line cut by a kill is dropped): ``done`` answers are there already."""
+
+    def __init__(self, path: Optional[str], resume: bool = False):
+        self.path, self.done = path, 0
+        if path is None:
+            self.file = sys.stdout
+            return
+        if resume and os.path.exists(path):
+            self.done, torn = _complete_lines(path)
+            if torn:
+                print(f"note: {path}: its last line was cut off ({torn} bytes); dropped, it is answered again",
+                      file=sys.stderr)  # fmt: skip
+        self.file = open(path, "a" if resume else "w", encoding="utf-8")
+
+    def write(self, answers: list[dict]) -> None:
+        self.file.writelines(json.dumps(answer, ensure_ascii=False) + "\n" for answer in answers)
+        self.file.flush()
+
+    def close(self) -> None:
+        if self.path is not None:
+            self.file.close()
+
+
+def _complete_lines(path: str) -> tuple[int, int]:
+    """(how many complete lines ``path`` holds, the bytes of a last line without its end); that last line is cut
+    off the file."""
+    lines, size, end = 0, 0, 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            lines += block.count(b"\n")
+            if b"\n" in block:
+                end = size + block.rindex(b"\n") + 1
+            size += len(block)
+    if end < size:
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    return lines, size - end
+
+
+class Parquet:
+    """Answers as a Parquet file, one row group per chunk: a field holding a string, number or boolean is a column
+    of that type, a list or object a column of its JSON text (named in the schema's metadata, ``json_columns``);
+    the columns are the first chunk's fields. Written to ``PATH.partial`` and moved to ``path`` when closed, so
+    ``path`` is always a whole file; ``resume`` copies the rows ``path`` holds first."""
+
+    def __init__(self, path: str, resume: bool = False):
+        import pyarrow.parquet as pq
+
+        self.path, self.partial, self.writer, self.done, self.json = path, path + ".partial", None, 0, set()
+        if resume and os.path.exists(path):
+            try:
+                done = pq.ParquetFile(path)
+            except Exception as e:  # pyarrow raises several kinds; all mean it is no whole Parquet file
+                raise UserError(f"--resume: {path} cannot be read as Parquet ({e}); run without --resume") from None
+            self._open(done.schema_arrow)
+            for batch in done.iter_batches():
+                self.writer.write_batch(batch)
+            self.done = done.metadata.num_rows
+
+    def _open(self, schema) -> None:
+        import pyarrow.parquet as pq
+
+        self.schema = schema
+        self.json = set(json.loads((schema.metadata or {}).get(b"json_columns", b"[]")))
+        self.writer = pq.ParquetWriter(self.partial, schema)
+
+    def write(self, answers: list[dict]) -> None:
+        import pyarrow as pa
+
+        if self.writer is None:
+            self._open(_schema(answers))
+        columns = self.schema.names
+        extra = next((key for answer in answers for key in answer if key not in columns), None)
+        if extra is not None:
+            raise UserError(
+                f'--output {self.path}: an answer has the field "{extra}" that the first answers had not; a Parquet '
+                "file's columns are fixed by its first rows: write JSON Lines instead (--output ending in .jsonl)"
+            )
+        values = {c: [self._value(c, answer.get(c)) for answer in answers] for c in columns}
+        try:
+            self.writer.write_table(pa.Table.from_pydict(values, schema=self.schema))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise UserError(f"--output {self.path}: an answer does not fit the first answers' columns ({e}); "
+                            "write JSON Lines instead (--output ending in .jsonl)") from None  # fmt: skip
+
+    def _value(self, column: str, value):
+        return json.dumps(value, ensure_ascii=False) if column in self.json and value is not None else value
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            os.replace(self.partial, self.path)
+
+
+def _schema(answers: list[dict]):
+    """The Parquet schema of the first chunk's answers (see ``Parquet``)."""
+    import pyarrow as pa
+
+    types, nested = {}, []
+    for answer in answers:
+        for key, value in answer.items():
+            if types.get(key) is None and value is not None:
+                kind = (
+                    pa.bool_()
+                    if isinstance(value, bool)
+                    else pa.int64()
+                    if isinstance(value, int)
+                    else pa.float64()
+                    if isinstance(value, float)
+                    else pa.string()
+                )
+                nested += [key] if not isinstance(value, (bool, int, float, str)) else []
+                types[key] = kind
+            types.setdefault(key, None)
+    fields = [pa.field(key, kind or pa.string()) for key, kind in types.items()]
+    nested += [key for key, kind in types.items() if kind is None]  # never given: JSON text of what comes
+    return pa.schema(fields, metadata={"json_columns": json.dumps(nested)})
+
+
+def writer(path: Optional[str], resume: bool):
+    """The writer of ``path``'s format (None: JSON Lines on standard output)."""
+    if path is not None and path.lower().endswith(".parquet"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise UserError(f"--output {path}: writing Parquet needs pyarrow; pip install pyarrow") from None
+        return Parquet(path, resume)
+    return JsonLines(path, resume)

@@ -1,0 +1,212 @@
+"""``predict`` over a file chunk by chunk: each chunk of records read by the task (``read_records``), tokenised, run
+and answered, its answers written in input order before the next is read, so memory follows the chunk and batch
+sizes, not the file's length. A progress bar on standard error; Ctrl-C or SIGTERM stops after the batch in flight,
+with every answer of the chunks before it written."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from typing import Optional
+
+import numpy as np
+
+from ernie_ft.data.batching import LengthGroupedSampler
+from ernie_ft.errors import Interrupted, UserError
+from ernie_ft.inference import outputs
+from ernie_ft.inference.chunks import Chunks, Rows, open_chunks
+from ernie_ft.models.modeling import compute_logits, task_batching
+from ernie_ft.task import TaskHooks
+
+
+class Stop:
+    """Ctrl-C (SIGINT) or SIGTERM while predicting: the batch in flight finishes, the chunk's answers are not written
+    (they are not all made), and ``stream`` raises ``Interrupted``. A second Ctrl-C stops at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> Stop:
+        self.signum: Optional[int] = None
+        self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            if signum == signal.SIGINT:
+                raise Interrupted(signum)
+            return
+        self.signum = signum
+        again = " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else ""
+        print(f"\n{signal.Signals(signum).name}: stopping after this batch{again}", file=sys.stderr)
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+class Progress:
+    """Answers made against the total: a tqdm bar (count, rate, ETA) on a terminal, else a plain line every
+    ``every`` seconds, so logs stay readable."""
+
+    def __init__(self, total: int, done: int, every: float = 30.0):
+        self.total, self.done, self.start, self.every = total, done, time.monotonic(), every
+        self.first, self.last = done, self.start
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="doc", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            print(f"predict: {self.line(now)}", file=sys.stderr, flush=True)
+
+    def line(self, now: float) -> str:
+        rate = (self.done - self.first) / max(now - self.start, 1e-9)
+        left = max(self.total - self.done, 0) / rate if rate > 0 else float("nan")
+        eta = time.strftime("%H:%M:%S", time.gmtime(left)) if left == left else "?"
+        share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
+        return f"{self.done}/{self.total}{share}, {rate:.1f} docs/s, ETA {eta}"
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "--input") -> int:
+    """Answer every record of ``chunks`` after the ``writer.done`` already written, writing each chunk's answers
+    before reading the next; returns how many answers the output holds. A signal raises ``Interrupted`` once the
+    batch in flight is done; the output then holds every answer of the chunks before it."""
+    seed = (loaded.run or {}).get("train", {}).get("seed", 0)
+    progress = Progress(chunks.total, writer.done)
+    try:
+        with Stop() as stop:
+            for rows in chunks.read(writer.done):
+                answers = answer_chunk(loaded, data, rows, chunks.path, flag, batch_size, seed, stop)
+                if answers is None:
+                    break
+                writer.write(answers)
+                writer.done += len(answers)
+                progress.update(len(answers))
+    finally:
+        progress.close()
+    if stop.signum is not None:
+        raise Interrupted(stop.signum)
+    return writer.done
+
+
+def answer_chunk(loaded, data, rows: Rows, path: str, flag: str, batch_size: int, seed: int, stop: Stop):
+    """The answers to one chunk's records, in their order; None when ``stop`` came before they were all made."""
+    task, pipeline = loaded.task, loaded.pipeline
+    try:
+        examples = task.read_records([record for _, record in rows], data, flag)
+    except UserError as e:
+        raise UserError(in_file(str(e), flag, path, [n for n, _ in rows])) from None
+    encodings = pipeline.encode_many(task.texts(examples), word_ids=False)
+    features = task.featurize(examples, encodings, pipeline, loaded.labels, data)
+    if not features:
+        raise UserError(f"{flag}: {path}:{rows[0][0]}-{rows[-1][0]}: no model input could be built from these lines")
+    lengths = [len(f["input_ids"]) for f in features]
+    outputs, stacked = [None] * len(features), True
+    for indices in LengthGroupedSampler(lengths, batch_size, shuffle=False).batches():
+        if stop.signum is not None:
+            return None
+        batch = compute_logits(
+            loaded.model,
+            [features[i] for i in indices],
+            pipeline.pad_id,
+            batch_size,
+            head=task.head,
+            **task_batching(task, pipeline, seed),
+        )
+        stacked &= isinstance(batch, np.ndarray)
+        for row, i in enumerate(indices):
+            outputs[i] = batch[row]
+    logits = np.stack(outputs) if stacked else outputs
+    answers = task.predict(logits, features, examples, loaded.labels, data)
+    if len(answers) != len(rows):
+        raise UserError(f"{flag}: {path}: the task gave {len(answers)} answers to {len(rows)} records")
+    return answers
+
+
+def in_file(message: str, flag: str, path: str, lines: list[int]) -> str:
+    """A ``read_records`` message, which names a record as ``{flag}[i]`` or ``{flag}[i].field``, with the record
+    named as the file's line instead (``--input: a.jsonl:12``), as the whole-file readers name it."""
+    return re.sub(
+        re.escape(flag) + r"\[(\d+)\](\.[^:]*)?", lambda m: f"{flag}: {path}:{lines[int(m.group(1))]}", message
+    )
+
+
+def input_chunks(loaded, data, options):
+    """(``Chunks`` of the input, "") when the task reads records one chunk at a time, else (None, why not)."""
+    task = loaded.task
+    if getattr(task.read_records, "__func__", None) is TaskHooks.read_records:
+        return None, f"the {task.name} task reads files only whole (it has no read_records of its own)"
+    required, _ = task.input_fields
+    if len(required) != 1:  # QA: a question's default id and the check of repeated ids span the whole file
+        return None, f"a {task.name} record is not one text ({', '.join(required)})"
+    columns = (data.text_column, data.text_pair_column, data.label_column)
+
+    def whole() -> None:
+        task.read(options.input, data, "--input", labelled=False)
+
+    return open_chunks(options.input, options.chunk_size, required[0], columns, whole)
+
+
+def predict_stream(loaded, data, options, chunks, model_path: str, engine: str) -> Optional[int]:
+    """The answers to a streamed input, each chunk's written as made; with ``options.output``, its progress file
+    beside it and ``--resume``. None: a resumed output was finished already."""
+    if not options.output:
+        return stream(loaded, data, chunks, outputs.writer(None, False), options.batch_size)
+    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column")
+    now = outputs.identity(model_path, options.input, {k: getattr(options, k) for k in settings} | {"engine": engine})
+    wrote = outputs.read_progress(options.output) if options.resume else None
+    if options.resume and wrote is None and os.path.exists(options.output):
+        raise UserError(
+            f"--resume: {options.output} has no {outputs.progress_path(options.output)} beside it, so what wrote it "
+            "is unknown; run without --resume to write it again"
+        )
+    if wrote is not None:
+        outputs.check_resumable(options.output, wrote, now)
+        if wrote.get("finished"):
+            print(f"--resume: {options.output} is complete; nothing to do", file=sys.stderr)
+            return None
+    outputs.write_progress(options.output, now, finished=False)
+    out = outputs.writer(options.output, options.resume)
+    if out.done:
+        print(f"--resume: {out.done} predictions in {options.output}; continuing after them", file=sys.stderr)
+    try:
+        count = stream(loaded, data, chunks, out, options.batch_size)
+    except (KeyboardInterrupt, UserError) as e:
+        out.close()
+        then = "with --resume to continue" if isinstance(e, KeyboardInterrupt) else "once the input is fixed"
+        print(f"{out.done} of {chunks.total} predictions are in {options.output}; run the same command {then}",
+              file=sys.stderr)  # fmt: skip
+        raise
+    out.close()
+    outputs.write_progress(options.output, now, finished=True)
+    return count
+
+
+def device_name() -> str:
+    """The device Paddle runs on, with the CPU's or GPU's model: 'cpu (AMD EPYC 7B13)'."""
+    import paddle
+
+    device = paddle.device.get_device()
+    if device.startswith("gpu"):
+        return f"{device} ({paddle.device.cuda.get_device_name()})"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{device} ({model})" if model else device
