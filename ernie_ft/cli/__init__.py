@@ -26,6 +26,7 @@ from ernie_ft.cli import distill as distill_command
 from ernie_ft.cli import evaluate as evaluate_command
 from ernie_ft.cli import export as export_command
 from ernie_ft.cli import predict as predict_command
+from ernie_ft.cli import select as select_command
 from ernie_ft.cli import serve as serve_command
 from ernie_ft.cli import train as train_command
 from ernie_ft.cli import vocab as vocab_command
@@ -145,6 +146,11 @@ def export(argv: list[str], prog: str = "python -m ernie_ft export") -> int:
     return run_guarded(checked(export_command.run, args))
 
 
+def select(argv: list[str], prog: str = "python -m ernie_ft select") -> int:
+    args = select_command.build_parser(prog).parse_args(argv)
+    return run_guarded(checked(select_command.run, args))
+
+
 def vocab(argv: list[str], prog: str = "python -m ernie_ft vocab") -> int:
     args = vocab_command.build_parser(prog).parse_args(argv)
     return run_guarded(lambda: vocab_command.run(args))
@@ -168,6 +174,7 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
     "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
     "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
     "export": (export, "Export a checkpoint for Paddle Inference."),
+    "select": (select, "Choose the texts of a pool to label next, with the model's pre-annotations."),
     "vocab": (vocab, "Learn a vocabulary extension (jieba words + BPE) from a corpus."),
     "serve": (serve, "Serve a checkpoint over HTTP, with dynamic batching and a page to try it."),
 }
