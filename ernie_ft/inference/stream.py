@@ -177,7 +177,7 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str) 
         )
     if wrote is not None:
         outputs.check_resumable(options.output, wrote, now)
-        if wrote.get("finished"):
+        if wrote.get("finished") and os.path.exists(options.output):
             print(f"--resume: {options.output} is complete; nothing to do", file=sys.stderr)
             return None
     outputs.write_progress(options.output, now, finished=False)
@@ -188,9 +188,12 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str) 
         count = stream(loaded, data, chunks, out, options.batch_size)
     except (KeyboardInterrupt, UserError) as e:
         out.close()
-        then = "with --resume to continue" if isinstance(e, KeyboardInterrupt) else "once the input is fixed"
-        print(f"{out.done} of {chunks.total} predictions are in {options.output}; run the same command {then}",
-              file=sys.stderr)  # fmt: skip
+        then = (
+            "run the same command with --resume to continue"
+            if isinstance(e, KeyboardInterrupt)
+            else "fix the input and run the command again"
+        )
+        print(f"{out.done} of {chunks.total} predictions are in {options.output}; {then}", file=sys.stderr)
         raise
     out.close()
     outputs.write_progress(options.output, now, finished=True)
