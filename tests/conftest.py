@@ -23,9 +23,6 @@ SLOW_MODULES = (
     "test_real_data.py",
     "test_docs.py",
     "test_signals.py",
-    "test_predict_stream.py",
-    "test_distill.py",
-    "test_relation.py",
 )
 
 
