@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 import time
 from typing import Optional
@@ -20,31 +19,13 @@ from ernie_ft.inference import outputs
 from ernie_ft.inference.chunks import Chunks, Rows, open_chunks
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import TaskHooks
+from ernie_ft.training.trainer import StopRequest
 
 
-class Stop:
+def stop_request() -> StopRequest:
     """Ctrl-C (SIGINT) or SIGTERM while predicting: the batch in flight finishes, the chunk's answers are not written
     (they are not all made), and ``stream`` raises ``Interrupted``. A second Ctrl-C stops at once."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __enter__(self) -> Stop:
-        self.signum: Optional[int] = None
-        self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
-        return self
-
-    def _handle(self, signum, frame):
-        if self.signum is not None:
-            if signum == signal.SIGINT:
-                raise Interrupted(signum)
-            return
-        self.signum = signum
-        again = " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else ""
-        print(f"\n{signal.Signals(signum).name}: stopping after this batch{again}", file=sys.stderr)
-
-    def __exit__(self, *exc) -> None:
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
+    return StopRequest(after="this batch", abort="stop at once")
 
 
 class Progress:
@@ -89,7 +70,7 @@ def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "-
     seed = (loaded.run or {}).get("train", {}).get("seed", 0)
     progress = Progress(chunks.total, writer.done)
     try:
-        with Stop() as stop:
+        with stop_request() as stop:
             for rows in chunks.read(writer.done):
                 answers = answer_chunk(loaded, data, rows, chunks.path, flag, batch_size, seed, stop)
                 if answers is None:
@@ -104,7 +85,7 @@ def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "-
     return writer.done
 
 
-def answer_chunk(loaded, data, rows: Rows, path: str, flag: str, batch_size: int, seed: int, stop: Stop):
+def answer_chunk(loaded, data, rows: Rows, path: str, flag: str, batch_size: int, seed: int, stop: StopRequest):
     """The answers to one chunk's records, in their order; None when ``stop`` came before they were all made."""
     task, pipeline = loaded.task, loaded.pipeline
     try:

@@ -260,13 +260,21 @@ def train(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> d
 class StopRequest:
     """Ctrl-C (SIGINT) or SIGTERM during training: finish the current step, save a resumable
     checkpoint and exit. A second Ctrl-C aborts at once; a repeated SIGTERM changes nothing (Paddle's
-    launcher sends its workers up to three, a scheduler escalates with SIGKILL)."""
+    launcher sends its workers up to three, a scheduler escalates with SIGKILL). ``after`` and ``abort`` word the
+    line a signal prints (predict's stream stops after its batch); as a context manager it restores the handlers."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self):
+    def __init__(self, after: str = "this step", abort: str = "abort without saving"):
         self.signum: Optional[int] = None
+        self.after, self.abort = after, abort
         self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+
+    def __enter__(self) -> StopRequest:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.restore()
 
     @property
     def requested(self) -> bool:
@@ -278,8 +286,8 @@ class StopRequest:
                 raise Interrupted(signum)
             return
         self.signum = signum
-        again = " (Ctrl-C again to abort without saving)" if signum == signal.SIGINT else ""
-        print(f"\n{signal.Signals(signum).name}: stopping after this step{again}", file=sys.stderr)
+        again = f" (Ctrl-C again to {self.abort})" if signum == signal.SIGINT else ""
+        print(f"\n{signal.Signals(signum).name}: stopping after {self.after}{again}", file=sys.stderr)
 
     def restore(self, leaving: bool = False):
         """Give the signals back to the handlers from before; not when ``leaving`` (the run stops on a signal,
