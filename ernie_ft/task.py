@@ -97,6 +97,10 @@ class TaskHooks:
     binds_model: ClassVar[bool] = False
     """True when ``bind`` needs the trained model even where another engine runs the forward pass (NER's CRF
     decodes the exported model's logits with its transitions): the checkpoint's weights are then always loaded."""
+    reads_records_apart: ClassVar[bool] = False
+    """True when ``read_records`` reads any part of a file's records as it reads them all (no record depends on
+    another: a default id, a check of repeated ids): ``predict`` then streams a large input chunk by chunk. False (the
+    default, and QA's): the file is read whole."""
     example_input: ClassVar[Optional[dict]] = None
     """One input record that ``serve`` warms the model up with (None: '你好，世界。' in each required field)."""
 

@@ -52,6 +52,8 @@ class MultiLabelIntent:
     output_kind: ClassVar[str] = "sigmoid"
     """A sigmoid per intent: an export for transformers says multi_label_classification."""
     decides_by_threshold: ClassVar[bool] = True
+    reads_records_apart: ClassVar[bool] = True
+    """Each record is read on its own: predict streams a large input."""
     """Its predictions are the intents above ``threshold``: predict, evaluate and serve take --threshold."""
     unused_data_settings: ClassVar[dict] = dict.fromkeys(
         ("text_column", "text_pair_column", "label_column", "label_names", "predictions_as_labels"),

@@ -94,6 +94,7 @@ class Classification(TaskHooks):
     """Weigh labels against imbalance: 'balanced' (inverse frequency; with ``multi_label`` each label's positive
     weight, negatives / positives) or a file of label<TAB>weight lines."""
     input_fields: ClassVar[tuple] = (("text",), ("text_pair",))
+    reads_records_apart: ClassVar[bool] = True
     takes_class_weights: ClassVar[bool] = True
     distillation: ClassVar[str] = "ernie_ft.distill.task:Distillation"  # named, not imported: distill builds on this
 

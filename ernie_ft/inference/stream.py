@@ -18,7 +18,6 @@ from ernie_ft.errors import Interrupted, UserError
 from ernie_ft.inference import outputs
 from ernie_ft.inference.chunks import Chunks, Rows, open_chunks
 from ernie_ft.models.modeling import compute_logits, task_batching
-from ernie_ft.task import TaskHooks
 from ernie_ft.training.trainer import StopRequest
 
 
@@ -130,11 +129,9 @@ def in_file(message: str, flag: str, path: str, lines: list[int]) -> str:
 def input_chunks(loaded, data, options):
     """(``Chunks`` of the input, "") when the task reads records one chunk at a time, else (None, why not)."""
     task = loaded.task
-    if getattr(task.read_records, "__func__", None) is TaskHooks.read_records:
-        return None, f"the {task.name} task reads files only whole (it has no read_records of its own)"
+    if not task.reads_records_apart:  # QA: a question's default id and the check of repeated ids span the file
+        return None, f"the {task.name} task reads files only whole (TaskHooks.reads_records_apart)"
     required, _ = task.input_fields
-    if len(required) != 1:  # QA: a question's default id and the check of repeated ids span the whole file
-        return None, f"a {task.name} record is not one text ({', '.join(required)})"
     columns = (data.text_column, data.text_pair_column, data.label_column)
 
     def whole() -> None:

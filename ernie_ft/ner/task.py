@@ -117,6 +117,7 @@ class NER(TaskHooks):
     head: str = "token"
     metric: str = "f1"
     input_fields: ClassVar[tuple] = (("text",), ())
+    reads_records_apart: ClassVar[bool] = True
     binds_model: ClassVar[bool] = True
     distillation: ClassVar[str] = "ernie_ft.distill.ner:NerDistillation"  # named, not imported: distill builds on this
     crf: bool = False

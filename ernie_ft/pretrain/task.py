@@ -73,6 +73,7 @@ class Pretraining(TaskHooks):
     flat_fields: ClassVar[tuple] = ("masked_positions", "masked_labels", "masked_weights", "replace_uniform")
     """Batch entries indexed by masked position (into the flattened batch), not by row: a mesh keeps them whole."""
     input_fields: ClassVar[tuple] = (("text",), ())
+    reads_records_apart: ClassVar[bool] = True
     """Fill-mask: a text with [MASK]s."""
     example_input: ClassVar[dict] = {"text": "今天天气很[MASK]。"}
     """What ``serve`` warms the model up with."""

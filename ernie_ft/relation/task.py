@@ -116,6 +116,7 @@ class Relation(thresholds.OneThreshold, TaskHooks):
     metric: str = "triple_f1"
     model_class: ClassVar[str] = "ernie_ft.relation.model:ErnieForRelationExtraction"
     input_fields: ClassVar[tuple] = (("text",), ())
+    reads_records_apart: ClassVar[bool] = True
     schema: str = ""
     """DuIE's schema file (a JSON array or JSON Lines of {predicate, subject_type, object_type}): a training triple
     outside it is an error, and decoding keeps only the predicates and types it allows."""
