@@ -43,9 +43,11 @@ def build_parser(prog: str) -> Parser:
 
 
 def run(args: argparse.Namespace) -> None:
+    import dataclasses
+
     from ernie_ft.errors import UserError
-    from ernie_ft.inference.selection import select
+    from ernie_ft.inference.selection import SelectOptions, select
 
     if args.size < 1:
         raise UserError(f"--size {args.size}: choose at least one text")
-    select(args)
+    select(SelectOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SelectOptions)}))

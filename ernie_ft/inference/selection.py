@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
+from typing import Optional
 
 from ernie_ft.data.pre_annotations import kind
 
@@ -82,8 +84,38 @@ def choose(records: list[dict], size: int, strategy: str, diverse: bool = False,
     return chosen
 
 
-def select(options) -> None:
-    """``python -m ernie_ft select`` with its parsed flags: predict the pool, choose, write the import file."""
+@dataclass(frozen=True)
+class SelectOptions:
+    """What ``select`` runs: the command line's flags as values."""
+
+    model: str
+    """Checkpoint directory, as ``predict`` takes it."""
+    input: str
+    """The pool: unlabelled records in any format the checkpoint's task reads."""
+    output: str
+    """The import file to write."""
+    size: int
+    """How many texts to choose."""
+    strategy: str = "entropy"
+    """One of ``STRATEGIES``."""
+    diverse: bool = False
+    """Skip a text that nearly repeats a chosen one (``NEAR_DUPLICATE``)."""
+    format: str = "label-studio"
+    """One of ``pre_annotations.FORMATS``."""
+    seed: int = 0
+    """The shuffle of the ``random`` strategy."""
+    batch_size: int = 64
+    text_column: Optional[str] = None
+    text_pair_column: Optional[str] = None
+    device: str = "auto"
+    engine: str = "auto"
+    threshold: Optional[float] = None
+    trust_pickle: bool = False
+    task: Optional[str] = None
+
+
+def select(options: SelectOptions) -> None:
+    """``python -m ernie_ft select``: predict the pool, choose, write the import file."""
     import json
     import os
     import sys
