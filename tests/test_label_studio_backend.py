@@ -6,10 +6,13 @@ import json
 
 import pytest
 from conftest import DATA
+from test_pre_annotations import relation
 from test_serve import ReadyClient
 
 from ernie_ft.cli import main as cli
 from ernie_ft.cli import task_command
+from ernie_ft.data import pre_annotations
+from ernie_ft.serving import label_studio
 
 TINY = ["--model", "scratch:2x64", "--threads", "1", "--max-len", "32", "--batch-size", "8", "--epochs", "2"]
 
@@ -104,3 +107,90 @@ def test_what_label_studio_cannot_use_is_a_422_naming_it(models):
         no_choices = http.post("/label-studio/predict", json={"tasks": [{"data": {"sentence": "好"}}],
                                                               "label_config": labels_only})  # fmt: skip
         assert no_choices.status_code == 422 and "<Choices>" in no_choices.json()["error"]["message"]
+
+
+# ------------------------------------------------------------------ label paths, nested entities, relations
+
+TAXONOMY = """<View>
+  <Text name="headline" value="$title"/>
+  <Taxonomy name="topic" toName="headline">{choices}</Taxonomy>
+</View>"""
+
+
+@pytest.fixture(scope="module")
+def paths_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ls_paths") / "paths"
+    flags = ["--train", str(DATA / "news_tags_train.tsv"), "--label-column", "labels", "--hierarchy-separator", "-"]
+    assert task_command("classify")([*flags, *TINY, "--epochs", "8", "--lr", "5e-3", "--output", str(out)]) == 0
+    return out
+
+
+def test_label_paths_go_to_a_taxonomy_as_lists_of_their_parts(paths_model, tmp_path, capsys):
+    rows = (DATA / "news_tags_train.tsv").read_text(encoding="utf-8").splitlines()[1:9]
+    texts = [row.split("\t")[1] for row in rows]  # headlines the model was trained on: it tells their topics apart
+    expected = predicted(paths_model, texts, tmp_path)
+    ends = [[p.split("-") for p in pre_annotations.leaves(r["labels"], "-")] for r in expected]
+    found = sorted({tuple(p) for e in ends for p in e})
+    tops = sorted({p[0] for p in found})
+    assert len(tops) > 1, "the model predicted one topic: the test would not both keep and leave out"
+    offered = [p for p in found if p[0] != tops[0]]  # the first topic is not in the project's taxonomy: left out
+    tree: dict = {"其他": set()}
+    for path in offered:
+        tree.setdefault(path[0], set()).update(path[1:])
+    choices = "".join(f'<Choice value="{top}">' + "".join(f'<Choice value="{c}"/>' for c in sorted(below)) + "</Choice>"
+                      for top, below in tree.items())  # fmt: skip
+    tasks = [{"id": i, "data": {"title": t}} for i, t in enumerate(texts)]
+    with client(paths_model) as http:
+        config = TAXONOMY.format(choices=choices)
+        answer = http.post("/label-studio/predict", json={"tasks": tasks, "label_config": config}).json()
+    for result, want in zip(answer["results"], ends):
+        want = [p for p in want if tuple(p) in offered]
+        got = result["result"]
+        assert got == ([{"from_name": "topic", "to_name": "headline", "type": "taxonomy", "value": {"taxonomy": want}}]
+                       if want else [])  # fmt: skip
+    left_out = sum(tuple(p) not in offered for e in ends for p in e)
+    assert left_out and f"label-studio: {left_out} predicted labels" in capsys.readouterr().err
+
+
+NESTED = {"text": "😀北京大学的学生", "entities": [
+    {"start": 1, "end": 5, "type": "ORG", "text": "北京大学", "score": 0.9},
+    {"start": 1, "end": 3, "type": "LOC", "text": "北京", "score": 0.8},
+    {"start": 6, "end": 8, "type": "ROLE", "text": "学生", "score": 0.7},
+]}  # fmt: skip
+
+
+def test_nested_entities_are_overlapping_regions_in_utf16_units():
+    config = NER_CONFIG.format(labels='<Label value="ORG"/><Label value="LOC"/>')
+    [answer], dropped = label_studio.answer_tasks([NESTED], config, "v1")
+    regions = [(r["value"]["start"], r["value"]["end"], r["value"]["text"], r["value"]["labels"], r["score"])
+               for r in answer["result"]]  # fmt: skip
+    assert regions == [(2, 6, "北京大学", ["ORG"], 0.9), (2, 4, "北京", ["LOC"], 0.8)]  # 😀 is two UTF-16 units
+    assert dropped == 1 and answer["model_version"] == "v1"
+
+
+RELATION_CONFIG = """<View>
+  <Relations><Relation value="作者"/></Relations>
+  <Labels name="ends" toName="body"><Label value="图书作品"/><Label value="人物"/></Labels>
+  <Text name="body" value="$content"/>
+</View>"""
+
+
+def test_relations_link_regions_with_the_projects_relation_labels():
+    text = "《红楼梦》的作者是曹雪芹，曹雪芹出生于南京，曹雪芹字梦阮"
+    record = {"text": text, "entities": [], "relations": [
+        relation("红楼梦", "图书作品", "作者", "曹雪芹", "人物", text),
+        relation("曹雪芹", "人物", "出生地", "南京", "地点", text),  # 地点 is not a label of the project: left out
+        relation("曹雪芹", "人物", "字", "梦阮", "人物", text),  # 字 is not a relation of the project: left out
+    ]}  # fmt: skip
+    [answer], dropped = label_studio.answer_tasks([record], RELATION_CONFIG, "v1")
+    regions = {
+        r["id"]: (r["value"]["text"], r["value"]["labels"][0]) for r in answer["result"] if r["type"] == "labels"
+    }
+    links = [
+        (regions[r["from_id"]], r["labels"], regions[r["to_id"]]) for r in answer["result"] if r["type"] == "relation"
+    ]
+    assert links == [(("红楼梦", "图书作品"), ["作者"], ("曹雪芹", "人物"))]
+    assert {(r["from_name"], r["to_name"]) for r in answer["result"] if r["type"] == "labels"} == {("ends", "body")}
+    assert dropped == 3  # the region 南京, the relation to it, and the relation 字
+    with pytest.raises(label_studio.ConfigError, match="<Labels>"):
+        label_studio.answer_tasks([record], SENTIMENT, "v1")

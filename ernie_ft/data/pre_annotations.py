@@ -8,7 +8,8 @@ labels: the tests check the round trip.
 
 Label Studio (its JSON import): one task per text, ``{"data": {"text": ...}, "predictions": [{"model_version",
 "score", "result": [...]}]}``; a class is a ``choices`` result, an entity a ``labels`` region with its own score, a
-relation a ``relation`` result between two regions. Offsets are Label Studio's, counted in UTF-16 code units
+relation a ``relation`` result between two regions (a class may go to a ``<Taxonomy>`` instead, as a ``taxonomy``
+result whose label paths are lists of their parts). Offsets are Label Studio's, counted in UTF-16 code units
 (``label_studio.utf16_to_index`` reads them back). ``from_name`` and ``to_name`` are the names of the project's
 control and object tags (``<Choices name="label" toName="text">``); the defaults are Label Studio's templates'.
 
@@ -77,17 +78,25 @@ def _region(text: str, region_id: str, entity: dict, names: tuple[str, str]) -> 
 
 
 def label_studio_task(
-    record: dict, model_version: str, names: tuple[str, str] = ("label", "text"), separator: str | None = None
+    record: dict,
+    model_version: str,
+    names: tuple[str, str] = ("label", "text"),
+    separator: str | None = None,
+    taxonomy: bool = False,
 ) -> dict:
     """One Label Studio task with the record's prediction; ``names``: (from_name, to_name) of the project's tags;
-    ``separator``: the label paths' separator (only their ends are written)."""
+    ``separator``: the label paths' separator (only their ends are written); ``taxonomy``: classes as a
+    ``<Taxonomy>`` result (each label a path of its parts: ``体育-篮球`` -> ``["体育", "篮球"]``) instead of
+    ``<Choices>``."""
     what, text = kind(record), record["text"]
     result, scores = [], []
     if what == "classes":
         chosen, score = _classes(record)
         chosen = leaves(chosen, separator)
         if chosen:
-            result.append({"from_name": names[0], "to_name": names[1], "type": "choices", "value": {"choices": chosen}})
+            paths = [c.split(separator) if separator else [c] for c in chosen]
+            value = {"taxonomy": paths} if taxonomy else {"choices": chosen}
+            result.append({"from_name": names[0], "to_name": names[1], "type": next(iter(value)), "value": value})
         scores.append(score)
     elif what == "entities":
         for k, entity in enumerate(record["entities"]):

@@ -157,7 +157,8 @@ class Service:
                 field_name = next(iter(LabelConfig.texts(xml).values()))
                 records = [self._ls_record(task, field_name, i) for i, task in enumerate(body.get("tasks", []))]
                 predictions = await self.predictions(self.schema.validate({INPUTS: records})) if records else []
-                results, dropped = answer_tasks(predictions, xml, self.served.name)
+                separator = self.served.loaded.run.get("task", {}).get("hierarchy_separator")
+                results, dropped = answer_tasks(predictions, xml, self.served.name, separator)
             except ConfigError as e:
                 raise BadRequest(422, "label_config", str(e)) from None
         except BadRequest as e:
