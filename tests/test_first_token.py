@@ -277,3 +277,22 @@ def test_the_module_uses_no_private_paddle_function_nor_class_assignment():
     reference, ours = _pair()
     assert type(ours.ernie.encoder) is FirstTokenEncoder and type(ours.ernie.encoder.layers[-1]) is FirstTokenLayer
     assert list(ours.state_dict()) == list(reference.state_dict())
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["paddle-layers", "fast-kernels"])
+def test_recompute_puts_layers_of_declared_classes_in_place_with_paddlenlps_names(fast):
+    """After ``enable_recompute`` (and the fast kernels), each encoder layer is a new layer of the recomputed class
+    declared for its class, and the state dict's names are PaddleNLP's classifier's."""
+    from ernie_ft.models.fast_layers import RecomputedEncoderLayer, RecomputedFastEncoderLayer
+    from ernie_ft.models.first_token import RecomputedFirstTokenLayer
+    from ernie_ft.training.runtime import enable_recompute
+
+    reference, ours = _pair()
+    if fast:
+        enable_fast_kernels(ours)
+    before = list(ours.ernie.encoder.layers)
+    assert enable_recompute(ours) == 3
+    body = RecomputedFastEncoderLayer if fast else RecomputedEncoderLayer
+    assert [type(layer) for layer in ours.ernie.encoder.layers] == [body, body, RecomputedFirstTokenLayer]
+    assert all(type(layer) is not RecomputedFirstTokenLayer for layer in before)  # new layers, not changed ones
+    assert list(ours.state_dict()) == list(reference.state_dict())

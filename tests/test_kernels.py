@@ -11,7 +11,14 @@ import pytest
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
 from ernie_ft.models import kernels
-from ernie_ft.models.fast_layers import SWAPS, FastAttention, FastLayerNorm, FastLinear, enable_fast_kernels
+from ernie_ft.models.fast_layers import (
+    SWAPS,
+    FastAttention,
+    FastLayerNorm,
+    FastLinear,
+    built_from,
+    enable_fast_kernels,
+)
 from ernie_ft.models.kernels import add_dropout_layernorm, dropout, gelu_dropout, softmax_dropout
 
 
@@ -118,7 +125,7 @@ def test_layer_computes_the_same_output_and_gradients(make, fast, shape, c_kerne
     dy = rng.normal(size=plain(paddle.to_tensor(x)).shape).astype("float32")
     expected = _gradients(plain, x, dy)
     plain.clear_gradients()
-    plain.__class__ = fast
+    plain = built_from(fast, plain)
     for got, want in zip(_gradients(plain, x, dy), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     with paddle.no_grad():  # prediction's path
@@ -401,3 +408,50 @@ def test_a_compiler_that_hangs_is_stopped_and_paddles_kernels_run(monkeypatch, t
     monkeypatch.setenv("ERNIE_FT_KERNELS_TIMEOUT", "1")
     with pytest.warns(kernels.KernelsWarning, match="did not finish in 1 s"):
         assert _fresh_build(monkeypatch, tmp_path / "cache") is None
+
+
+def test_replaced_layers_are_new_layers_of_the_declared_classes_holding_the_same_parameters():
+    """``enable_fast_kernels`` then ``enable_recompute``: no layer changed class after it was built (each layer of
+    the model is either one that was there, of its class, or a new one of a class ``fast_layers`` declares), the
+    parameters are the same objects under the same names, and a hook registered before still fires."""
+    from ernie_ft.models.fast_layers import RecomputedFastEncoderLayer
+    from ernie_ft.training.runtime import enable_recompute
+
+    model = _model(0.1)
+    parameters = [(name, id(p)) for name, p in model.named_parameters()]
+    keys = list(model.state_dict())
+    built = {id(layer): (layer, type(layer)) for layer in model.sublayers(include_self=True)}  # kept alive: ids hold
+    fired = []
+    model.ernie.encoder.layers[0].linear1.register_forward_post_hook(lambda *_: fired.append(1))
+    assert enable_fast_kernels(model) > 0
+    assert enable_recompute(model) == 2
+    new = []
+    for layer in model.sublayers(include_self=True):
+        if id(layer) in built and built[id(layer)][0] is layer:
+            assert type(layer) is built[id(layer)][1], f"a {built[id(layer)][1].__name__} became a {type(layer)}"
+        else:
+            new.append(type(layer))
+    assert new and set(new) <= set(SWAPS.values()) | {RecomputedFastEncoderLayer}
+    assert [type(layer) for layer in model.ernie.encoder.layers] == [RecomputedFastEncoderLayer] * 2
+    assert [(name, id(p)) for name, p in model.named_parameters()] == parameters
+    assert list(model.state_dict()) == keys
+    model.eval()
+    with paddle.no_grad():
+        model(input_ids=paddle.to_tensor([[1, 5, 6, 2]]))
+    assert fired == [1]
+
+
+def test_no_layer_class_is_assigned_and_no_private_paddle_function_is_used():
+    """The library builds the layers that run (no ``__class__`` assignment) and uses no private function of Paddle's
+    transformer module (``_convert_attention_mask``: ``fast_layers.additive_mask`` instead)."""
+    import re
+    from pathlib import Path
+
+    package = Path(kernels.__file__).parents[1]
+    found = [
+        f"{path.relative_to(package)}:{n}"
+        for path in sorted(package.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"__class__\s*=(?!=)|_convert_attention_mask", line)
+    ]
+    assert not found

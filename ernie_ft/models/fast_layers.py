@@ -1,6 +1,12 @@
-"""The CPU layers swapped into a model by class, keeping its parameters and their names (``enable_fast_kernels``):
-Dropout, MultiHeadAttention, LayerNorm and TransformerEncoderLayer on the fused kernels of ``kernels``, and two
-rewrites with plain matmuls:
+"""The layers that take a model's layers' places, holding their parameters under their names: the CPU layers of
+``enable_fast_kernels`` (Dropout, MultiHeadAttention, LayerNorm and TransformerEncoderLayer on the fused kernels of
+``kernels``, and two rewrites with plain matmuls, below) and the encoder layers ``--recompute`` recomputes
+(``Recomputed``, given Paddle's recompute by ``training.runtime``, so models import nothing distributed).
+
+Each replacement is a new object of a subclass of the layer's class (``built_from``) put in the layer's place in
+its parent (``replace_layers``): a model's sublayers are of the classes that run, and the parameters, buffers,
+sublayers, settings and hooks are the same objects under the same names, so state dicts, checkpoints, optimizers
+and hooks see no change. The two rewrites:
 
 * the attention mask is added by a broadcasting kernel that costs more than the query-key
   matmul: the mask goes inside that matmul (each query gets a component 1, each key its mask
@@ -18,7 +24,6 @@ from __future__ import annotations
 import paddle
 import paddle.nn.functional as F
 from paddle.autograd import PyLayer
-from paddle.nn.layer.transformer import _convert_attention_mask
 
 from ernie_ft.models.kernels import (
     CLayerNorm,
@@ -33,6 +38,17 @@ from ernie_ft.models.kernels import (
     softmax_dropout,
     usable,
 )
+
+
+def additive_mask(mask, dtype):
+    """``mask`` as the float tensor of ``dtype`` added to attention scores, as Paddle's ``MultiHeadAttention``
+    documents masks: a bool or int mask (True or 1 where a key is attended to) becomes 0 there and -1e9 elsewhere;
+    a float mask is already additive and is only cast. None stays None."""
+    if mask is None or mask.dtype == dtype:
+        return mask
+    if paddle.is_floating_point(mask):
+        return mask.astype(dtype)
+    return (mask.astype(dtype) - 1.0) * 1e9
 
 
 def _column_sums(x2d):
@@ -156,7 +172,7 @@ class FastAttention(paddle.nn.MultiHeadAttention):
 
         q = heads(self.q_proj(query) * (self.head_dim**-0.5))
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
-        mask = None if attn_mask is None else _convert_attention_mask(attn_mask, q.dtype)
+        mask = additive_mask(attn_mask, q.dtype)
         if mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1:  # a key mask
             if needs_grad(q, k):  # contiguous copies: under recompute, Paddle 3.3 hands a PyLayer
                 # wrong values for a strided view it saved (the recompute test in tests/test_kernels.py)
@@ -189,7 +205,7 @@ class FastEncoderLayer(paddle.nn.TransformerEncoderLayer):
         ):
             extra = (output_attentions,) if output_attentions else ()  # PaddleNLP's patched signature
             return super().forward(src, src_mask, cache, *extra)
-        attention = self.self_attn(src, src, src, _convert_attention_mask(src_mask, src.dtype))
+        attention = self.self_attn(src, src, src, additive_mask(src_mask, src.dtype))
         src = add_dropout_layernorm(src, attention, self.norm1, self.dropout1.p, self.training)
         hidden = gelu_dropout(self.linear1(src), self.dropout.p, self.training)
         return add_dropout_layernorm(src, self.linear2(hidden), self.norm2, self.dropout2.p, self.training)
@@ -202,16 +218,85 @@ SWAPS = {
     paddle.nn.Linear: FastLinear,
     paddle.nn.TransformerEncoderLayer: FastEncoderLayer,
 }
+"""Paddle's classes (exactly: not their subclasses) and the fast class that takes each one's place."""
+
+
+def built_from(cls: type, layer: paddle.nn.Layer) -> paddle.nn.Layer:
+    """A new ``cls``, a subclass of ``layer``'s class that changes only how it computes, holding ``layer``'s state:
+    its parameters, buffers, sublayers, settings and hooks, the same objects under the same names. Paddle's
+    constructor is not run again: it would create new weights (and draw them from the random generator)."""
+    if not issubclass(cls, type(layer)):
+        raise TypeError(f"{cls.__name__} is not a subclass of {type(layer).__name__}")
+    new = cls.__new__(cls)
+    vars(new).update(vars(layer))
+    return new
+
+
+def replace_layers(model: paddle.nn.Layer, replacement) -> int:
+    """Put ``replacement(layer)`` in the place of each sublayer of ``model`` (under the same name in its parent,
+    lists included) for which it returns a layer rather than None, from the top down (a replacement's sublayers are
+    then looked at); a layer held in two places is replaced by one new layer in both. Returns how many layers were
+    replaced."""
+    seen: dict[int, tuple] = {}  # id of a layer looked at: (it, the layer in its place), both kept alive
+    count = 0
+
+    def visit(parent):
+        nonlocal count
+        for name, child in list(parent.named_children()):
+            if id(child) not in seen:
+                new = replacement(child)
+                count += new is not None
+                seen[id(child)] = (child, child if new is None else new)
+                visit(seen[id(child)][1])
+            if seen[id(child)][1] is not child:
+                setattr(parent, name, seen[id(child)][1])
+
+    visit(model)
+    return count
 
 
 def enable_fast_kernels(model) -> int:
-    """On CPU, swap every plain Dropout, MultiHeadAttention, LayerNorm, Linear and
-    TransformerEncoderLayer of ``model`` for the versions above; return the number of layers
-    swapped (0 on other devices)."""
+    """On CPU, put in the place of every Dropout, MultiHeadAttention, LayerNorm, Linear and TransformerEncoderLayer
+    of ``model`` (of exactly Paddle's class) the fast version above; return the number of layers replaced (0 on other
+    devices)."""
     if not paddle.get_device().startswith("cpu"):
         return 0
     library()  # build now, not inside the first step
-    layers = [layer for layer in model.sublayers() if type(layer) in SWAPS]
-    for layer in layers:
-        layer.__class__ = SWAPS[type(layer)]
-    return len(layers)
+    return replace_layers(model, lambda layer: built_from(SWAPS[type(layer)], layer) if type(layer) in SWAPS else None)
+
+
+class Recomputed:
+    """Mixed into an encoder layer's class before it: in training, its forward runs under ``recompute`` (a function
+    called as ``recompute(forward, *args, **kwargs)`` that keeps no activations and computes them again in the
+    backward pass), given when the layer is built (``recomputing``)."""
+
+    recompute = None
+
+    def forward(self, *args, **kwargs):
+        if self.training and self.recompute is not None and kwargs.get("cache") is None:
+            kwargs.pop("cache", None)
+            return self.recompute(super().forward, *args, **kwargs)
+        return super().forward(*args, **kwargs)
+
+
+class RecomputedEncoderLayer(Recomputed, paddle.nn.TransformerEncoderLayer):
+    """Paddle's encoder layer, recomputed."""
+
+
+class RecomputedFastEncoderLayer(Recomputed, FastEncoderLayer):
+    """``FastEncoderLayer``, recomputed."""
+
+
+def recomputing(layer: paddle.nn.Layer, recompute) -> paddle.nn.Layer | None:
+    """A ``Recomputed`` layer in ``layer``'s place, running ``recompute``: of the class declared for ``layer``'s
+    exact class (``RecomputedEncoderLayer``, ``RecomputedFastEncoderLayer``, ``first_token.RecomputedFirstTokenLayer``:
+    the subclasses of ``Recomputed`` whose next base is that class); None for a layer already recomputed or of a
+    class without one."""
+    if isinstance(layer, Recomputed):
+        return None
+    for cls in Recomputed.__subclasses__():
+        if cls.__bases__[1:] == (type(layer),):
+            new = built_from(cls, layer)
+            new.recompute = recompute
+            return new
+    return None

@@ -10,12 +10,14 @@ The last layer is a ``FirstTokenLayer``: a subclass of Paddle's encoder layer ho
 parameter names stay ``ernie.encoder.layers.N.*``), called as a layer with every token's states and asked for
 token 0's row. Being called, it runs what a layer's call runs: forward pre-hooks see and may replace every token's
 input, as on PaddleNLP's classifier; forward post-hooks see and may replace [CLS]'s output row, [batch, 1, hidden],
-which is all the pooler reads; ``--recompute`` (``training.runtime.enable_recompute``, a subclass of the layer's
-class) recomputes this forward in the backward pass. The alternative, turning the shortcut off when the layer has
-hooks or recompute, was not taken: Paddle lists a layer's hooks only in private attributes, and a recompute run
-would then draw other dropout masks than the same run without recompute and lose the speed. The one difference:
-``enable_fast_kernels`` swaps Paddle's encoder layers by exact class, so it leaves this layer's forward as it is
-(its linears, norms, dropouts and attention are swapped; the fused post-norm would gain nothing on one row).
+which is all the pooler reads; ``--recompute`` (``training.runtime.enable_recompute``) puts a
+``RecomputedFirstTokenLayer`` in its place, which recomputes this forward in the backward pass. The alternative,
+turning the shortcut off when the layer has hooks or recompute, was not taken: Paddle lists a layer's hooks only in
+private attributes, and a recompute run would then draw other dropout masks than the same run without recompute and
+lose the speed. The one difference:
+``enable_fast_kernels`` replaces Paddle's encoder layers of exactly Paddle's class, so it leaves this layer's forward
+as it is (its linears, norms, dropouts and attention are replaced; the fused post-norm would gain nothing on one
+row).
 
 Whoever needs every token's last hidden state gets them: ``every_token(model)`` (hidden-state transfer in
 distillation), or the arguments that ask for them (``output_hidden_states``, ``return_dict``, a cache), which
@@ -27,16 +29,16 @@ from __future__ import annotations
 import paddle
 from paddlenlp.transformers import ErnieForSequenceClassification as _PaddleNLPSequenceClassifier
 
+from ernie_ft.models.fast_layers import Recomputed, additive_mask
 
-def additive_mask(mask, dtype):
-    """``mask`` as the float tensor of ``dtype`` added to attention scores, as Paddle's ``MultiHeadAttention``
-    documents masks: a bool or int mask (True or 1 where a key is attended to) becomes 0 there and -1e9 elsewhere;
-    a float mask is already additive and is only cast. None stays None."""
-    if mask is None or mask.dtype == dtype:
-        return mask
-    if paddle.is_floating_point(mask):
-        return mask.astype(dtype)
-    return (mask.astype(dtype) - 1.0) * 1e9
+__all__ = [
+    "ErnieForSequenceClassification",
+    "FirstTokenEncoder",
+    "FirstTokenLayer",
+    "RecomputedFirstTokenLayer",
+    "additive_mask",
+    "every_token",
+]
 
 
 def _first_row(x):
@@ -79,6 +81,10 @@ class FirstTokenLayer(paddle.nn.TransformerEncoderLayer):
 
     def _feed_forward(self, x):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class RecomputedFirstTokenLayer(Recomputed, FirstTokenLayer):
+    """``FirstTokenLayer``, recomputed (``--recompute``): the [CLS] row's forward runs again in the backward pass."""
 
 
 class FirstTokenEncoder(paddle.nn.TransformerEncoder):

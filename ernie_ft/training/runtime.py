@@ -11,6 +11,7 @@ import contextlib
 import functools
 import os
 import random
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,34 +159,29 @@ class Precision:
             self.scaler.load_state_dict(state)
 
 
-class _Recomputed:
-    """Mixed into an encoder layer's class: its activations are recomputed in the backward pass."""
-
-    def forward(self, *args, **kwargs):
-        if self.training and kwargs.get("cache") is None:
-            from paddle.distributed.fleet.utils import recompute
-
-            kwargs.pop("cache", None)
-            return recompute(super().forward, *args, use_reentrant=False, **kwargs)
-        return super().forward(*args, **kwargs)
-
-
-@functools.cache
-def _recomputed(cls: type) -> type:
-    return type(f"Recomputed{cls.__name__}", (_Recomputed, cls), {})
-
-
 def enable_recompute(model) -> int:
-    """Recompute every transformer encoder layer's activations in the backward pass.
+    """Recompute every transformer encoder layer's activations in the backward pass: each is replaced by a layer of
+    the ``fast_layers.Recomputed`` class declared for its class, holding its parameters under their names (checkpoints
+    are unchanged) and running Paddle's recompute. Returns the number of layers replaced; encoder layers of a class
+    without a recomputed one keep their activations, with a warning that says how many."""
+    from paddle.distributed.fleet.utils import recompute
 
-    Each layer's class (Paddle's, or ``fast_layers.FastEncoderLayer``) is swapped for a subclass, so
-    parameter names and checkpoints are unchanged. Returns the number of layers switched.
-    """
-    layers = [
-        layer
-        for layer in model.sublayers()
-        if isinstance(layer, paddle.nn.TransformerEncoderLayer) and not isinstance(layer, _Recomputed)
-    ]
-    for layer in layers:
-        layer.__class__ = _recomputed(type(layer))
-    return len(layers)
+    from ernie_ft.models.fast_layers import Recomputed, recomputing, replace_layers
+
+    run = functools.partial(recompute, use_reentrant=False)
+    kept: dict[str, int] = {}
+
+    def replacement(layer):
+        new = recomputing(layer, run)
+        if new is None and isinstance(layer, paddle.nn.TransformerEncoderLayer) and not isinstance(layer, Recomputed):
+            kept[type(layer).__name__] = kept.get(type(layer).__name__, 0) + 1
+        return new
+
+    count = replace_layers(model, replacement)
+    for name, n in kept.items():
+        print(
+            f"warning: --recompute: {n} encoder layer(s) of class {name} keep their activations (no recomputed "
+            "version of that class)",
+            file=sys.stderr,
+        )
+    return count
