@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from ernie_ft.errors import UserError
@@ -43,8 +44,9 @@ def export(
     ``format`` 'onnx' also writes ``model.onnx`` for ONNX Runtime (``inference.onnx``), and with ``quantize`` (a
     ``--quantize`` value, ``int8.parse``) ``model.int8.onnx`` instead, in a directory holding only what the int8
     engine reads (``slim``); static quantization calibrates on the texts of ``calibration`` (a file the task reads),
-    by default on the run's training file. What the libraries print while the graph is
-    traced and converted goes to ``export.log`` in the output (``libraries.LOG``), or with ``verbose`` to the terminal.
+    by default on the run's training file. What the libraries print while the graph is converted goes to
+    ``export.log`` in the output (``libraries.LOG``), or with ``verbose`` to the terminal; the caller's process is left
+    as it was (``libraries``: no descriptor, environment or logging level changed).
     """
     choice = _check_options(format, quantize, calibration)
     static = choice is not None and choice.method == "static"
@@ -82,10 +84,10 @@ def export(
             loaded.model.save_pretrained(tmp, safe_serialization=True)
         if task:  # the export runs with the task the user named
             write_run_file(tmp, task, loaded.run)
-        with libraries.to_file(log):
+        with warnings.catch_warnings():  # the code Paddle generates for each traced forward adds a global filter
             static = paddle.jit.to_static(loaded.model, input_spec=spec, full_graph=True)
             paddle.jit.save(static, os.path.join(tmp, PREFIX))
-            manifest = _to_onnx(tmp, loaded, choice, batches, sample) if format == "onnx" else None
+        manifest = _to_onnx(tmp, loaded, choice, batches, sample, log) if format == "onnx" else None
         if manifest:
             print(onnx.describe(manifest))
         if choice:
@@ -99,8 +101,8 @@ def export(
     return output
 
 
-def _to_onnx(directory: str, loaded, choice, batches, sample) -> dict:
-    """``onnx.convert`` of the graph just saved in ``directory``; its manifest."""
+def _to_onnx(directory: str, loaded, choice, batches, sample, log: str | None) -> dict:
+    """``onnx.convert`` of the graph just saved in ``directory``, the libraries' messages to ``log``; its manifest."""
     from ernie_ft.inference import onnx
     from ernie_ft.models.weights import SAFE_WEIGHTS
 
@@ -116,6 +118,7 @@ def _to_onnx(directory: str, loaded, choice, batches, sample) -> dict:
         choice,
         batches,
         sample,
+        log,
     )
 
 

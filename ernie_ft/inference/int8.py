@@ -20,8 +20,6 @@ Whatever the target, the graph quantized has its residual layer norms and GELUs 
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
@@ -123,22 +121,22 @@ def parse(value: str | None, flags: set[str] | None = None) -> Choice | None:
 
 def quantize(choice: Choice, fused: str, unfused: str, target: str, calibration: Iterable[dict] | None) -> None:
     """Write ``target``, the int8 model, from the fp32 graph with the attention fused (``fused``) or not (``unfused``,
-    read when ``choice.attention``)."""
+    read when ``choice.attention``). The quantizer's advice (pre-processing, tensors it skips) is logged on the root
+    logger: ``onnx.convert`` sends it to the export's log (``libraries.logs_to_file``)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with _quiet():
-        if choice.method == "static":
-            _quantize_static(fused, target, calibration, choice.reduce_range)
-        else:  # every MatMul: with the attention unfused, its two products of activations too (quantize_dynamic
-            # leaves a MatMul whose second input is not a constant in float unless MatMulConstBOnly is off)
-            quantize_dynamic(
-                unfused if choice.attention else fused,
-                target,
-                weight_type=QuantType.QInt8,
-                reduce_range=choice.reduce_range,
-                per_channel=choice.per_channel,
-                extra_options={"MatMulConstBOnly": not choice.attention},
-            )
+    if choice.method == "static":
+        _quantize_static(fused, target, calibration, choice.reduce_range)
+    else:  # every MatMul: with the attention unfused, its two products of activations too (quantize_dynamic
+        # leaves a MatMul whose second input is not a constant in float unless MatMulConstBOnly is off)
+        quantize_dynamic(
+            unfused if choice.attention else fused,
+            target,
+            weight_type=QuantType.QInt8,
+            reduce_range=choice.reduce_range,
+            per_channel=choice.per_channel,
+            extra_options={"MatMulConstBOnly": not choice.attention},
+        )
 
 
 def _quantize_static(source: str, target: str, calibration: Iterable[dict], reduce_range: bool) -> None:
@@ -165,13 +163,3 @@ def _quantize_static(source: str, target: str, calibration: Iterable[dict], redu
         op_types_to_quantize=["MatMul"],
         extra_options={"MatMulConstBOnly": True},
     )
-
-
-@contextlib.contextmanager
-def _quiet():
-    """ONNX Runtime's quantizer logs advice (pre-processing, skipped tensors) as warnings of the root logger."""
-    logging.disable(logging.WARNING)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)

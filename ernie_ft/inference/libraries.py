@@ -2,22 +2,27 @@
 
 An export runs Paddle's C++ core (glog lines on file descriptor 2), paddle2onnx (C++ lines on descriptor 1,
 Python logging), Polygraphy (its own logger, on standard output) and ONNX Runtime's optimizer and quantizer
-(Python logging): about 30 lines for a two-layer model. ``to_file`` sends all of them, whoever writes them and
-however, to ``export.log`` in the export, so the terminal gets ernie_ft's own lines.
+(Python logging): about 30 lines for a two-layer model. They go to ``export.log`` in the export, so the terminal gets
+ernie_ft's own lines, without touching what the caller's process holds (its file descriptors, environment, logging
+levels and other threads' records): paddle2onnx and Polygraphy run in a process of their own whose output is the file
+(``paddle_to_onnx``), ONNX Runtime's Python logging goes there through its own loggers (``logs_to_file``). Paddle's
+own C++ warnings while the graph is traced print where Paddle prints them (the command line's
+``GLOG_minloglevel=2`` keeps its terminal free of them).
 
 paddle2onnx's ``export`` sets ``POLYGRAPHY_AUTOINSTALL_DEPS=1`` right before it first imports Polygraphy, and
 ``polygraphy.config`` reads that variable once, when it is imported, into ``config.AUTOINSTALL_DEPS``, which
 Polygraphy's importer (``polygraphy.mod.importer``) reads whenever a module it lazily imports is missing or too old:
 set, it runs ``pip install onnx_graphsurgeon --extra-index-url=...`` into the user's environment during the export.
-``no_installs`` imports ``polygraphy.config`` with the variable at 0 before paddle2onnx can set it, holds
-``AUTOINSTALL_DEPS`` False whatever the variable says, and puts both back afterwards. The modules Polygraphy would
-install are declared dependencies instead (``REQUIRED``).
+``no_installs``, in paddle2onnx's own process, imports ``polygraphy.config`` with the variable at 0 before paddle2onnx
+can set it, holds ``AUTOINSTALL_DEPS`` False whatever the variable says, and puts both back afterwards. The modules
+Polygraphy would install are declared dependencies instead (``REQUIRED``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 
 from ernie_ft.errors import UserError
@@ -51,38 +56,87 @@ def no_installs():
             os.environ[AUTOINSTALL] = previous
 
 
+def paddle_to_onnx(graph: str, params: str, target: str, opset: int, log: str | None) -> None:
+    """paddle2onnx's conversion of the Paddle graph ``graph`` with ``params`` into ``target``, run in a process of its
+    own (``no_installs`` there) with its standard output and error, C++ and Python alike, appended to ``log`` (None:
+    this process's, ``export --verbose``): this process's descriptors, environment and loggers stay as they are."""
+    command = [sys.executable, "-m", __name__, graph, params, target, str(opset)]
+    with open(log, "a", encoding="utf-8") if log else contextlib.nullcontext() as out:
+        done = subprocess.run(command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, check=False)
+    if done.returncode != 0:
+        where = f"; its messages: {log}" if log else ""
+        raise RuntimeError(f"paddle2onnx could not convert {graph} (exit status {done.returncode}){where}")
+
+
+LIBRARY_LOGGERS = ("onnxruntime",)
+"""The packages whose Python logging ``logs_to_file`` takes: ONNX Runtime's optimizer and quantizer."""
+
+
 @contextlib.contextmanager
-def to_file(path: str | None):
-    """Standard output and error, as file descriptors 1 and 2 (C++ and Python alike), appended to ``path`` for the
-    ``with`` body; None: left as they are (``export --verbose``)."""
+def logs_to_file(path: str | None, packages: tuple[str, ...] = LIBRARY_LOGGERS):
+    """What the code of ``packages`` logs while the ``with`` body runs, appended to ``path`` (None: left as it is)
+    instead of reaching the caller's handlers, whatever the level the caller's configuration lets through.
+
+    Their own loggers (those named for one of their modules: ONNX Runtime's optimizer imports its modules under
+    their own names, ``fusion_base``, ``onnx_model``...) get a handler to the file and stop propagating; what their
+    code logs through the root logger (``logging.warning(...)``, as ONNX Runtime's quantizer does) is taken by a
+    filter on the root logger that knows their files. Afterwards each logger's handlers and propagation and the root
+    logger's filters are as they were; no level, no other logger and nothing process-wide is touched, so another
+    thread's records reach its handlers all the while."""
     if path is None:
         yield
         return
-    _flush()
-    saved = os.dup(1), os.dup(2)
+    import importlib
+    import logging
+
+    directories = []
+    for package in packages:
+        module = importlib.import_module(package)
+        directories.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+        for name in ("transformers.optimizer", "quantization") if package == "onnxruntime" else ():
+            with contextlib.suppress(ImportError):  # their modules' loggers exist before the body logs
+                importlib.import_module(f"{package}.{name}")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def theirs(record: logging.LogRecord) -> bool:
+        return os.path.abspath(record.pathname).startswith(tuple(directories))
+
+    class ToFile(logging.Filter):
+        def filter(self, record):  # a record their code logged on the root logger: to the file, not further
+            if theirs(record):
+                handler.handle(record)
+                return False
+            return True
+
+    loggers = [logger for logger in _loggers() if _module_file(logger.name).startswith(tuple(directories))]
+    saved = [(logger, logger.propagate) for logger in loggers]
+    root_filter = ToFile()
     try:
-        with open(path, "a", encoding="utf-8") as log:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                yield
-            finally:
-                _flush()
+        for logger in loggers:
+            logger.addHandler(handler)
+            logger.propagate = False
+        logging.root.addFilter(root_filter)
+        yield
     finally:
-        for descriptor, copy in zip((1, 2), saved):
-            os.dup2(copy, descriptor)
-            os.close(copy)
+        logging.root.removeFilter(root_filter)
+        for logger, propagate in saved:
+            logger.removeHandler(handler)
+            logger.propagate = propagate
+        handler.close()
 
 
-def _flush() -> None:
-    """Python's and C's buffered output written out (C++ streams write through C's ``stdout``)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    with contextlib.suppress(Exception):
-        import ctypes
+def _loggers() -> list:
+    import logging
 
-        ctypes.CDLL(None).fflush(None)
+    return [logger for logger in list(logging.root.manager.loggerDict.values()) if isinstance(logger, logging.Logger)]
+
+
+def _module_file(name: str) -> str:
+    """The file of the module a logger is named for, '' for none."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return os.path.abspath(path) if path else ""
 
 
 REQUIRED = (
@@ -106,3 +160,15 @@ def check_dependencies(quantize: str | None = None) -> None:
         except ImportError:
             flag = "--quantize" if quantizing else "--format onnx"
             raise UserError(f"{flag} needs {package} {why}: pip install {package} (or 'ernie_ft[onnx]')") from None
+
+
+def _convert(graph: str, params: str, target: str, opset: str) -> None:
+    """``paddle_to_onnx``'s process: paddle2onnx with Polygraphy's installs off."""
+    with no_installs():  # paddle2onnx switches Polygraphy's pip install on while it runs
+        import paddle2onnx
+
+        paddle2onnx.export(graph, params, save_file=target, opset_version=int(opset), enable_onnx_checker=True)
+
+
+if __name__ == "__main__":
+    _convert(*sys.argv[1:])

@@ -67,6 +67,7 @@ def convert(
     quantize: Choice | None = None,
     calibration: Iterable[dict] | None = None,
     calibration_source: str | None = None,
+    log: str | None = None,
 ) -> dict:
     """Write ``directory``/model.onnx (and with ``quantize`` model.int8.onnx) from the exported Paddle graph
     ``graph`` and its ``params``, and ``onnx.json``; returns what ``onnx.json`` records.
@@ -74,19 +75,27 @@ def convert(
     ``weights``: the checkpoint's weights file, whose hash the manifest records. ``heads``, ``hidden``: the
     encoder's shape, for the optimizer's patterns; ``pad_id``: the padding token, which attention masks.
     ``quantize``: how to write ``model.int8.onnx`` (``int8.parse``); ``calibration``: batches of model inputs
-    (numpy) for static quantization, read from ``calibration_source``.
+    (numpy) for static quantization, read from ``calibration_source``. ``log``: the file that takes what the
+    libraries print and log (``libraries.paddle_to_onnx``, ``libraries.logs_to_file``); None: where they print it.
     """
-    from ernie_ft.inference.libraries import check_dependencies, no_installs
-    from ernie_ft.inference.onnx_graph import split_layer_norms
+    from ernie_ft.inference.libraries import check_dependencies, logs_to_file, paddle_to_onnx
 
     check_dependencies(quantize)
-    import paddle2onnx
-    from onnxruntime.transformers import optimizer
-
     path = os.path.join(directory, ONNX_FILE)
     raw = path + ".raw"
-    with no_installs():  # paddle2onnx switches Polygraphy's pip install on while it runs
-        paddle2onnx.export(graph, params, save_file=raw, opset_version=OPSET, enable_onnx_checker=True)
+    paddle_to_onnx(graph, params, raw, OPSET, log)
+    with logs_to_file(log):
+        return _optimize(directory, raw, weights, heads, hidden, pad_id, quantize, calibration, calibration_source)
+
+
+def _optimize(directory, raw, weights, heads, hidden, pad_id, quantize, calibration, calibration_source) -> dict:
+    """``convert`` from paddle2onnx's graph ``raw`` on: ONNX Runtime's fusions, ours, the int8 model and the
+    manifest."""
+    from onnxruntime.transformers import optimizer
+
+    from ernie_ft.inference.onnx_graph import split_layer_norms
+
+    path = os.path.join(directory, ONNX_FILE)
     # Python fusions only (opt_level 0): the session applies ONNX Runtime's own graph optimisations when it loads
     optimized = optimizer.optimize_model(raw, model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
     fused = {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}

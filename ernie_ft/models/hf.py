@@ -116,10 +116,6 @@ def transformers_config(config, path: str, files=None) -> dict | None:
     return config if any(".encoder.layer." in n or n.startswith("encoder.layer.") for n in names) else None
 
 
-def is_checkpoint(path: str) -> bool:
-    return os.path.isdir(path) and read_config(path) is not None
-
-
 def head_of(config: dict) -> str | None:
     """The ernie_ft head of the checkpoint's architecture (``BertForSequenceClassification``: 'sequence'); None
     for a bare encoder."""
