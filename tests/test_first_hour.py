@@ -143,15 +143,17 @@ def test_a_failed_export_keeps_the_libraries_log_beside_it(run, tmp_path, capsys
     """A conversion that fails (a bug, not the user's error) leaves no half export, but what the libraries printed on
     file descriptor 2 before it is kept as OUTPUT-export.log, and standard error says where."""
     from ernie_ft.cli import main
-    from ernie_ft.inference import onnx
+    from ernie_ft.inference import libraries
 
-    def failing(*args, **kwargs):
-        os.write(2, b"[Paddle2ONNX] a library's own line\n")
-        raise RuntimeError("conversion failed")
+    real_run = subprocess.run
 
-    monkeypatch.setattr(onnx, "convert", failing)
+    def failing(command, **kwargs):  # the conversion's own process prints a line on its fd 2 and fails
+        script = "import os, sys; os.write(2, b\"[Paddle2ONNX] a library's own line\\n\"); sys.exit(1)"
+        return real_run([sys.executable, "-c", script], **kwargs)
+
+    monkeypatch.setattr(libraries.subprocess, "run", failing)
     output = tmp_path / "out"
-    with pytest.raises(RuntimeError, match="conversion failed"):
+    with pytest.raises(RuntimeError, match="paddle2onnx could not convert"):
         main(["export", "--model", str(run[0]), "--output", str(output), "--format", "onnx"])
     kept = tmp_path / "out-export.log"
     assert not output.exists() and not (tmp_path / "out.tmp").exists()
