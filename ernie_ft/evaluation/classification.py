@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ernie_ft.evaluation.tables import format_table
@@ -102,3 +104,15 @@ def confusion(gold: list[str], pred: list[str], labels: list[str]) -> tuple[list
     _check_lengths(gold, pred)
     names = _label_names(gold, pred, labels)
     return names, confusion_matrix(gold, pred, labels=names)
+
+
+def classification_report(gold: list[str], pred: list[str], labels: list[str], out_dir: str) -> str:
+    """``evaluate``'s printed report for one label per text: the per-class table, and the confusion matrix drawn as
+    confusion_matrix.png in ``out_dir`` (its path on the last line)."""
+    import os
+
+    from ernie_ft.evaluation.plots import plot_confusion_matrix
+
+    names, matrix = confusion(gold, pred, labels)
+    png = plot_confusion_matrix(names, matrix, os.path.join(out_dir, "confusion_matrix.png"))
+    return f"{format_classification_report(classification_metrics(gold, pred, labels))}\nconfusion matrix: {png}"

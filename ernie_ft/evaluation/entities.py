@@ -13,23 +13,40 @@ def entity_metrics(gold: list, predicted: list, types: list[str]) -> dict:
 
     ``gold`` and ``predicted`` hold one collection of (start, end, type) per example.
     """
-    hits, n_gold, n_pred = Counter(), Counter(), Counter()
+    counts = EntityCounts()
     for g, p in zip(gold, predicted):
-        g, p = set(g), set(p)
-        n_gold.update(t for *_, t in g)
-        n_pred.update(t for *_, t in p)
-        hits.update(t for *_, t in g & p)
+        counts.add(g, p)
+    return counts.metrics(types)
 
-    def scores(tp: int, n_g: int, n_p: int) -> dict:
-        precision, recall = tp / n_p if n_p else 0.0, tp / n_g if n_g else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        return {"precision": precision, "recall": recall, "f1": f1, "support": n_g, "predicted": n_p}
 
-    names = list(dict.fromkeys([*types, *sorted(n_gold | n_pred)]))
-    return {
-        **scores(sum(hits.values()), sum(n_gold.values()), sum(n_pred.values())),
-        "per_type": {t: scores(hits[t], n_gold[t], n_pred[t]) for t in names},
-    }
+class EntityCounts:
+    """``entity_metrics`` kept as counts, added to one example at a time (``evaluate`` over a file read in chunks):
+    the metrics of everything added equal ``entity_metrics`` of it all at once."""
+
+    def __init__(self):
+        self.hits, self.gold, self.predicted = Counter(), Counter(), Counter()
+
+    def add(self, gold, predicted) -> None:
+        """One example's gold and predicted (start, end, type) entities."""
+        g, p = set(gold), set(predicted)
+        self.gold.update(t for *_, t in g)
+        self.predicted.update(t for *_, t in p)
+        self.hits.update(t for *_, t in g & p)
+
+    def metrics(self, types: list[str]) -> dict:
+        """The metrics of every example added: micro, then per type (``types`` first, then any other in order)."""
+
+        def scores(tp: int, n_g: int, n_p: int) -> dict:
+            precision, recall = tp / n_p if n_p else 0.0, tp / n_g if n_g else 0.0
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            return {"precision": precision, "recall": recall, "f1": f1, "support": n_g, "predicted": n_p}
+
+        hits, n_gold, n_pred = self.hits, self.gold, self.predicted
+        names = list(dict.fromkeys([*types, *sorted(n_gold | n_pred)]))
+        return {
+            **scores(sum(hits.values()), sum(n_gold.values()), sum(n_pred.values())),
+            "per_type": {t: scores(hits[t], n_gold[t], n_pred[t]) for t in names},
+        }
 
 
 def entity_errors(text: str, gold, predicted) -> list[tuple[str, str]]:
@@ -72,3 +89,23 @@ def format_entity_table(metrics: dict) -> str:
         [cells(t, m) for t, m in metrics["per_type"].items()],
         [cells("micro avg", metrics)],
     )
+
+
+ERRORS_HEADER = (
+    "# one block per text with mistakes: file:line, the text, then each entity as 'text [start, end) type' (end "
+    "exclusive)\n"
+)
+"""The first line of ``evaluate``'s errors.txt for entities."""
+
+
+def error_block(source: str, line: int, text: str, errors: list[tuple[str, str]]) -> str:
+    """One text's block of errors.txt: where it is, the text, then each ``entity_errors`` mistake."""
+    return f"\n{source}:{line}\t{text}\n" + "".join(f"  {kind:<10}  {what}\n" for kind, what in errors)
+
+
+def entity_report(metrics: dict, kinds: Counter, path: str, repaired: int) -> str:
+    """``evaluate``'s printed report for entities: the per-type table, the count of each kind of mistake (listed in
+    ``path``), and how many predicted tags broke BIO and were repaired."""
+    counts = ", ".join(f"{kinds[k]} {k}" for k in ("missed", "spurious", "wrong type", "boundary"))
+    note = f"\n{repaired} predicted tags broke BIO and were repaired (an I- without its B- starts an entity)"
+    return f"{format_entity_table(metrics)}\nerrors: {counts}; listed in {path}" + (note if repaired else "")

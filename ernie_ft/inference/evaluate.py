@@ -9,8 +9,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
+
+from ernie_ft.errors import UserError
 
 if TYPE_CHECKING:
     from ernie_ft.models.model_dir import ModelDir
@@ -80,14 +83,22 @@ class EvaluateOptions:
     """Allow weights stored as a pickle (``weights.weights_format``)."""
     task: Optional[str] = None
     """A task spec that replaces the one the checkpoint recorded (``checkpoint.checkpoint_task``)."""
+    chunk_size: int = 512
+    """Records read, run and scored at a time where the input streams (``inference.evaluate_stream``): memory
+    follows it, not the input."""
 
 
 def evaluate(options: EvaluateOptions) -> dict:
     """Score the checkpoint on the labelled input: print the task's report, write ``metrics.json`` and the
-    report's pictures to the output directory; returns the metrics."""
-    from ernie_ft.inference.predict import engine_line, load_for_inference, resolve_engine, run_inference
+    report's pictures to the output directory; returns the metrics. The input is read in chunks where the task's
+    metrics have a streamed form (``evaluate_stream``), else whole, with a note on standard error saying why."""
+    from ernie_ft.inference.evaluate_stream import labelled_chunks, score_chunks
+    from ernie_ft.inference.predict import engine_line, load_for_inference, resolve_engine
+    from ernie_ft.inference.stream import device_name
     from ernie_ft.training.checkpoint import checkpoint_dir
 
+    if options.chunk_size < 1:
+        raise UserError(f"--chunk-size must be 1 or more, not {options.chunk_size}")
     source = checkpoint_dir(options.model)  # the directory's one reading
     engine = resolve_engine(source, options.engine)
     loaded, data = load_for_inference(
@@ -104,20 +115,45 @@ def evaluate(options: EvaluateOptions) -> dict:
         options.task,
         options.threshold,
     )
-    examples, features, logits = run_inference(loaded, data, options.input, "--input", True, options.batch_size)
-    metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
+    print(f"evaluate: {engine_line(engine)} on {device_name()}", file=sys.stderr)
     model_dir = os.path.abspath(loaded.directory)
     where = {"model": model_dir, "input": os.path.abspath(options.input)}
     out_dir = options.output_dir or default_output_dir(evaluation_home(loaded.source), where)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
-        json.dump(metrics, f, ensure_ascii=False, indent=1)
-    with open(os.path.join(out_dir, SOURCE), "w", encoding="utf-8") as f:
-        json.dump(where, f, ensure_ascii=False, indent=1)
-    print(f"{options.input}: {len(examples)} examples; {engine_line(engine)}")
-    report = loaded.task.report(logits, features, examples, loaded.labels, data, out_dir)
+    chunks, tally, why = labelled_chunks(loaded, data, options.input, options.chunk_size)
+    if chunks is None:
+        print(f"note: --input {options.input} is read whole: {why}", file=sys.stderr)
+        count, metrics, report = evaluate_whole(loaded, data, options, out_dir, where)
+    else:
+        os.makedirs(out_dir, exist_ok=True)
+        tallied = tally(loaded.task, loaded.labels, data, out_dir)
+        scored = score_chunks(loaded, data, chunks, tallied, options.batch_size)
+        count, metrics = scored.count, scored.metrics()
+        write_metrics(out_dir, metrics, where)
+        report = scored.report(out_dir)
+    print(f"{options.input}: {count} examples; {engine_line(engine)}")
     print(
         report if report is not None else " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
     )
     print(f"metrics: {os.path.join(out_dir, 'metrics.json')}")
     return metrics
+
+
+def evaluate_whole(
+    loaded, data, options: EvaluateOptions, out_dir: str, where: dict
+) -> tuple[int, dict, Optional[str]]:
+    """(examples, metrics, the task's report) of the input read whole: every example, feature and logit at once."""
+    from ernie_ft.inference.predict import run_inference
+
+    examples, features, logits = run_inference(loaded, data, options.input, "--input", True, options.batch_size)
+    metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
+    os.makedirs(out_dir, exist_ok=True)
+    write_metrics(out_dir, metrics, where)
+    return len(examples), metrics, loaded.task.report(logits, features, examples, loaded.labels, data, out_dir)
+
+
+def write_metrics(out_dir: str, metrics: dict, where: dict) -> None:
+    """``metrics.json`` and ``source.json`` (the checkpoint and the input it scored) in ``out_dir``."""
+    with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump(metrics, f, ensure_ascii=False, indent=1)
+    with open(os.path.join(out_dir, SOURCE), "w", encoding="utf-8") as f:
+        json.dump(where, f, ensure_ascii=False, indent=1)

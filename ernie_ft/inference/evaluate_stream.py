@@ -1,0 +1,193 @@
+"""``evaluate`` over a labelled file read in chunks: each chunk's records read by the task, run through the model and
+scored, keeping only what the metrics need (the gold and predicted label of each text; entity counts, with each
+text's mistakes written to errors.txt as they are found), so memory follows the chunk and batch sizes, not the
+file's length. The metrics and the report equal those of the file read whole.
+
+Streamed: the built-in classifier with one label per text and the built-in tagger (NER without ``--nested``).
+Everything else is read whole, as before, with a note saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from typing import Optional
+
+from ernie_ft.errors import UserError
+from ernie_ft.inference.chunks import Chunks, Rows, open_chunks
+from ernie_ft.inference.stream import Progress
+from ernie_ft.models.modeling import compute_logits, task_batching
+
+FLAG = "--input"
+
+
+class ClassTally:
+    """One label per text: the gold and the predicted label of each text, as ``Classification.evaluate`` decides
+    it (the argmax of the pooled probabilities)."""
+
+    def __init__(self, task, labels: list[str], data, out_dir: str):
+        self.task, self.labels, self.data = task, labels, data
+        self.gold: list[str] = []
+        self.predicted: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.gold)
+
+    def add(self, logits, features: list[dict], examples: list) -> None:
+        probs = self.task.probabilities(logits, features, examples, self.data)
+        self.gold += [e.label for e in examples]
+        self.predicted += [self.labels[i] for i in probs.argmax(axis=1)]
+
+    def metrics(self) -> dict:
+        from ernie_ft.evaluation.classification import classification_metrics
+
+        return classification_metrics(self.gold, self.predicted, self.labels)
+
+    def report(self, out_dir: str) -> str:
+        from ernie_ft.evaluation.classification import classification_report
+
+        return classification_report(self.gold, self.predicted, self.labels, out_dir)
+
+    def discard(self) -> None:
+        """Nothing written yet."""
+
+
+class EntityTally:
+    """Entities: their counts per type (``EntityCounts``), the mistakes of each text written to errors.txt as they
+    are found (errors.txt.partial until the report), and how many predicted tags the decode repaired."""
+
+    def __init__(self, task, labels: list[str], data, out_dir: str):
+        from ernie_ft.evaluation.entities import ERRORS_HEADER, EntityCounts
+
+        self.task, self.labels = task, labels
+        self.counts, self.kinds, self.repaired, self.count = EntityCounts(), Counter(), 0, 0
+        self.path = os.path.join(out_dir, "errors.txt")
+        self.errors = open(self.path + ".partial", "w", encoding="utf-8")
+        self.errors.write(ERRORS_HEADER)
+
+    def add(self, logits, features: list[dict], examples: list) -> None:
+        from ernie_ft.evaluation.entities import entity_errors, error_block
+
+        predicted, repaired = self.task.decode(logits, features, examples, self.labels)
+        self.repaired += repaired
+        self.count += len(examples)
+        for example, spans in zip(examples, predicted):
+            spans = [p[:3] for p in spans]
+            self.counts.add(example.entities, spans)
+            errors = entity_errors(example.text, example.entities, spans)
+            if errors:
+                self.kinds.update(kind for kind, _ in errors)
+                self.errors.write(error_block(example.source, example.line, example.text, errors))
+
+    def metrics(self) -> dict:
+        return self.counts.metrics(self.task.types(self.labels))
+
+    def report(self, out_dir: str) -> str:
+        from ernie_ft.evaluation.entities import entity_report
+
+        self.errors.close()
+        os.replace(self.path + ".partial", self.path)
+        return entity_report(self.metrics(), self.kinds, self.path, self.repaired)
+
+    def discard(self) -> None:
+        """Remove the unfinished errors.txt.partial of a run that stopped."""
+        self.errors.close()
+        if os.path.exists(self.path + ".partial"):
+            os.remove(self.path + ".partial")
+
+
+def tally_for(task):
+    """(the tally class that scores ``task`` chunk by chunk, '') or (None, why its file is read whole)."""
+    from ernie_ft.classify.task import Classification
+    from ernie_ft.ner.task import NER
+
+    if not task.reads_records_apart:
+        return None, f"the {task.name} task reads files only whole (TaskHooks.reads_records_apart)"
+    if isinstance(task, Classification) and not task.sets:
+        return ClassTally, ""
+    if isinstance(task, NER) and task.output_kind == "tags":
+        return EntityTally, ""
+    if isinstance(task, Classification):
+        return None, "label sets and label paths are scored over the whole file only, for now"
+    return None, f"the {task.name} task's metrics are computed over the whole file only, for now"
+
+
+def labelled_chunks(loaded, data, path: str, chunk_size: int) -> tuple[Optional[Chunks], Optional[type], str]:
+    """(the chunks of the labelled file ``path``, the tally that scores them, '') when ``evaluate`` can stream it,
+    else (None, None, why it is read whole)."""
+    tally, why = tally_for(loaded.task)
+    if tally is None:
+        return None, None, why
+    columns = (data.text_column, data.text_pair_column, data.label_column)
+
+    def whole() -> None:
+        loaded.task.read(path, data, FLAG, labelled=True)
+
+    chunks, why = open_chunks(path, chunk_size, None, columns, whole)  # plain text holds no labels: read whole
+    return chunks, (tally if chunks is not None else None), why
+
+
+def read_chunk(task, data, rows: Rows, path: str, folder: str) -> list:
+    """The labelled examples of one chunk, read by the task's own ``read`` (``labelled=True``) from the chunk's
+    records written as JSON Lines in ``folder``, named by ``path`` and their lines in it as if read from it whole."""
+    first, last = rows[0][0], rows[-1][0]
+    part = os.path.join(folder, f"{os.path.basename(path)}.lines-{first}-{last}.jsonl")
+    with open(part, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(record, ensure_ascii=False, default=str) + "\n" for _, record in rows)
+    lines = [n for n, _ in rows]
+    try:
+        examples = task.read(part, data, FLAG, labelled=True)
+    except UserError as e:
+        named = re.sub(re.escape(part) + r"(?::(\d+))?", lambda m: in_file(path, lines, m.group(1)), str(e))
+        raise UserError(named) from None
+    finally:
+        os.remove(part)
+    if len(examples) != len(rows):
+        found = f"the task read {len(examples)} examples from {len(rows)} records"
+        raise UserError(f"{FLAG}: {path}:{first}-{last}: {found}")
+    return [dataclasses.replace(e, source=path, line=n) for e, n in zip(examples, lines)]
+
+
+def in_file(path: str, lines: list[int], line: Optional[str]) -> str:
+    """``path:line`` of the chunk's line ``line`` (from 1), or ``path`` when no line is named."""
+    return path if line is None or int(line) > len(lines) else f"{path}:{lines[int(line) - 1]}"
+
+
+def score_chunks(loaded, data, chunks: Chunks, tally, batch_size: int):
+    """Run every chunk through the model and add its examples to ``tally`` (labels checked chunk by chunk, as the
+    whole file's would be); the progress on standard error."""
+    task, pipeline = loaded.task, loaded.pipeline
+    seed = (loaded.run or {}).get("train", {}).get("seed", 0)  # the run's seed: the masks its dev scores had
+    progress = Progress(chunks.total, 0)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ernie_ft-evaluate-") as folder:
+            for rows in chunks.read(0):
+                examples = read_chunk(task, data, rows, chunks.path, folder)
+                task.check_labels(examples, loaded.labels, data, FLAG)
+                encodings = pipeline.encode_many(task.texts(examples), word_ids=False)
+                features = task.featurize(examples, encodings, pipeline, loaded.labels, data)
+                if not features:
+                    raise UserError(f"{FLAG}: {chunks.path}:{rows[0][0]}-{rows[-1][0]}: no model input could be built")
+                logits = compute_logits(
+                    loaded.model,
+                    features,
+                    pipeline.pad_id,
+                    batch_size,
+                    head=task.head,
+                    **task_batching(task, pipeline, seed),
+                )
+                tally.add(logits, features, examples)
+                progress.update(len(examples))
+    except BaseException:
+        tally.discard()
+        raise
+    finally:
+        progress.close()
+    if not tally.count:
+        raise UserError(f"{FLAG}: {chunks.path} holds no records to score")
+    return tally
