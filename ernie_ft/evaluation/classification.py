@@ -109,8 +109,6 @@ def confusion(gold: list[str], pred: list[str], labels: list[str]) -> tuple[list
 def classification_report(gold: list[str], pred: list[str], labels: list[str], out_dir: str) -> str:
     """``evaluate``'s printed report for one label per text: the per-class table, and the confusion matrix drawn as
     confusion_matrix.png in ``out_dir`` (its path on the last line)."""
-    import os
-
     from ernie_ft.evaluation.plots import plot_confusion_matrix
 
     names, matrix = confusion(gold, pred, labels)
