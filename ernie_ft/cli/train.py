@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
 from ernie_ft.cli.parsers import Parser, add_field_flags, flag_name
 from ernie_ft.config import RunConfig
@@ -86,6 +87,7 @@ def run(spec: str, task_cls: type, config: RunConfig, argv: list[str]) -> int:
 
     if config.parallel.gpus is not None:  # before reading any data or starting any process
         gpus.check_gpus(config.parallel.gpus)
+    config, argv = from_label_studio(config, argv)
     if launch.needs_launch(config.parallel):
         if not config.train.output:
             raise UserError("--output is required (the directory for the model, metrics and logs)")
@@ -95,3 +97,23 @@ def run(spec: str, task_cls: type, config: RunConfig, argv: list[str]) -> int:
 
     train(create_task(task_cls, config.task, spec), config)
     return 0
+
+
+def from_label_studio(config: RunConfig, argv: list[str]) -> tuple[RunConfig, list[str]]:
+    """``--train label-studio://HOST:PORT/PROJECT``: the project's export fetched (``data.label_studio_api``) and
+    saved under the run's ``logs/`` (the one place of an output directory the run's own checks leave to it), then
+    trained from as that file; (the config and the arguments for launched processes, naming the file)."""
+    from ernie_ft.data import label_studio_api
+    from ernie_ft.training import checkpoint
+
+    value = config.data.train
+    if not label_studio_api.is_project(value):
+        return config, argv
+    if not config.train.output:
+        raise UserError("--output is required (the directory for the model, metrics and logs)")
+    label_studio_api.parse(value, "--train")
+    checkpoint.check_output(config.train.output, config.resume, config.overwrite)
+    path = label_studio_api.save_export(value, "--train", os.path.join(config.train.output, checkpoint.LOGS))
+    print(f"--train {value}: the project's export saved as {path}", flush=True)
+    argv = [path if a == value else a.replace(value, path) if a.startswith("--train=") else a for a in argv]
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, train=path)), argv
