@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ernie_ft import thresholds
 from ernie_ft.config import RunConfig
@@ -26,16 +26,22 @@ from ernie_ft.training import checkpoint, resume_state
 from ernie_ft.training.lock import release_output
 from ernie_ft.training.run import Run, setup
 
+DevHook = Callable[[int, float, dict], bool]
+"""``fit``'s ``on_dev``: (optimizer step, epochs trained, dev metrics) -> whether to stop the run there."""
 
-def fit(run: Run, exiting: bool = False) -> dict:
+
+def fit(run: Run, exiting: bool = False, on_dev: Optional[DevHook] = None) -> dict:
     """Train until the last epoch, early stopping, ``--stop-after-steps``, Ctrl-C or SIGTERM; returns the metrics
     of the best checkpoint ({} when stopped early with a resumable checkpoint).
 
     ``exiting``: the caller ends the process after a stop on a signal (a command), so the stop's signal handlers
-    stay until it restores its own (``StopRequest.restore``); else they are restored as ``fit`` returns."""
+    stay until it restores its own (``StopRequest.restore``); else they are restored as ``fit`` returns.
+    ``on_dev(step, epochs, metrics)``: called after each dev evaluation with the optimizer step, the epochs trained
+    (a fraction mid-epoch) and the dev metrics; True stops the run there as a stop request does (``last/`` saved,
+    resumable): a hyperparameter search prunes a trial with it."""
     tc, p, log = run.cfg.train, run.progress, run.log
     stop = StopRequest()
-    paused = stopping = False
+    paused = stopping = halted = False
     if run.task.tunes_thresholds:
         if "dev" not in run.splits:
             raise UserError("--tune-thresholds needs dev examples to tune on: give --dev FILE or --dev-split FRACTION")
@@ -68,11 +74,12 @@ def fit(run: Run, exiting: bool = False) -> dict:
                 if "dev" in run.splits and (
                     p.step == run.total_steps or (p.step % tc.eval_steps == 0 if tc.eval_steps else end_of_epoch)
                 ):
-                    evaluate_dev(run)
+                    metrics = evaluate_dev(run)
+                    halted = on_dev is not None and on_dev(p.step, p.epoch + p.batch / len(batches), metrics)
                 if tc.patience and p.bad_evals >= tc.patience:
                     log.say(f"early stop: no dev {metric_name(run)} improvement in {tc.patience} evaluations")
                     p.epoch = tc.epochs
-                paused = stopping or p.step == tc.stop_after_steps
+                paused = stopping or halted or p.step == tc.stop_after_steps
                 if end_of_epoch or paused or p.epoch == tc.epochs:
                     resume_state.save_state(os.path.join(tc.output, checkpoint.LAST), run.state, run.parallel)
                     break
@@ -177,8 +184,8 @@ def score(run: Run, split: Split, tune: bool = False) -> dict:
     return {**run.task.evaluate(logits, features, split.examples, run.labels, run.cfg.data), **tuned}
 
 
-def evaluate_dev(run: Run) -> None:
-    """Score dev; a better score becomes ``best/``."""
+def evaluate_dev(run: Run) -> dict:
+    """Score dev; a better score becomes ``best/``. Returns the dev metrics."""
     p, metric = run.progress, metric_name(run)
     metrics = score(run, run.splits["dev"], tune=run.task.tunes_thresholds)
     if metric not in metrics:
@@ -192,6 +199,7 @@ def evaluate_dev(run: Run) -> None:
     else:
         p.bad_evals += 1
     run.log.evaluation(p.step, p.epoch, "dev", metrics, best=improved)
+    return metrics
 
 
 def save_best(run: Run) -> None:
@@ -248,11 +256,11 @@ def finish(run: Run) -> dict:
     return results
 
 
-def train(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> dict:
+def train(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None, on_dev: Optional[DevHook] = None) -> dict:
     """The training command: fine-tune ``task`` as configured; returns the metrics written to OUTPUT/metrics.json.
-    ``inputs``: what ``check_inputs`` returned, when the caller checked them already."""
+    ``inputs``: what ``check_inputs`` returned, when the caller checked them already; ``on_dev``: see ``fit``."""
     try:
-        return fit(setup(task, cfg, inputs), exiting=True)
+        return fit(setup(task, cfg, inputs), exiting=True, on_dev=on_dev)
     finally:
         release_output(cfg.train.output or "")
 
