@@ -103,6 +103,7 @@ def main() -> None:
         default=os.environ.get("TORCH_PYTHON"),
         help="python of a venv with torch and transformers (skipped when absent)",
     )
+    p.add_argument("--record", action="store_true", help="write the ratio to benchmarks/results/training.json")
     args = p.parse_args()
     print(cpu_line(), flush=True)  # the CPU every row names
 
@@ -184,6 +185,11 @@ def main() -> None:
             f"{statistics.median(versus_hf):.2f}x ({', '.join(f'{x:.2f}' for x in versus_hf)})" if versus_hf else "n/a"
         )
         print(f"| {name} | {args.docs / seconds:.0f} | {dygraph:.2f}x | {per_round} |")
+        if args.record and versus_hf and name == "ernie_ft exported, Paddle Inference":  # the chart's figure
+            from results import record
+
+            row = f"prediction, {args.shape}"
+            record("training", "prediction, Paddle Inference / HF PyTorch", row, versus_hf, "bench_predict.py")
 
 
 def hf_batches(features, pipeline, args, tmp) -> dict:

@@ -259,6 +259,7 @@ def main() -> None:
         default=os.environ.get("TORCH_PYTHON"),
         help="python of a venv with torch and transformers (see ../shared/bench/README.md)",
     )
+    p.add_argument("--record", action="store_true", help="write the ratios to benchmarks/results/training.json")
     args = p.parse_args()
     print(cpu_line(), flush=True)  # the CPU every row names
     os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
@@ -295,6 +296,13 @@ def main() -> None:
             f"| {name} | {statistics.median(r[name] for r in rounds):.0f} | {statistics.median(ratios):.2f}x | "
             f"{' '.join(f'{x:.2f}' for x in ratios)} |"
         )
+        if args.record and name.startswith("HF "):  # the chart's figures (benchmarks/results.py)
+            from results import record
+
+            objective, row = ("MLM", f"pretraining, {args.shape}")
+            if "lectra" in name:
+                objective, row = ("ELECTRA", "pretraining, the same with")
+            record("training", f"pretraining, {objective} / HF PyTorch", row, ratios, "bench_pretrain.py")
 
 
 if __name__ == "__main__":

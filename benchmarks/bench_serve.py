@@ -334,6 +334,11 @@ def main() -> None:
         help="instead: the model's cost per window by batch size and engine, without HTTP (the ceiling "
         "dynamic batching can reach)",
     )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="write the int8 server's ratio at 32 clients to benchmarks/results/serving.json (the chart's)",
+    )
     args = p.parse_args()
     print(cpu_line(), flush=True)  # the CPU every row names
     texts = [text[: args.cut] for text in reviews()] if args.cut else reviews()
@@ -381,6 +386,11 @@ def main() -> None:
                     f"p99 {ours['p99']:.0f} ms vs {theirs['p99']:.0f} ms",
                     end="",
                 )
+                if args.record and args.engine == "int8" and clients == 32:  # benchmarks/results.py
+                    from results import record
+
+                    comparison = "serving, int8 / FastAPI + PaddleNLP, 32 clients"
+                    record("serving", comparison, None, [ours["rps"] / theirs["rps"]], "bench_serve.py")
         print()
 
 

@@ -180,6 +180,10 @@ def baseline(script: str, python: str, args) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+RECORDED = {"HF transformers / PyTorch": "HF PyTorch", "plain PaddleNLP": "PaddleNLP"}  # --record: row -> name
+SHAPE_NAMES = {"nano": "4 x 312", "medium": "6 x 768"}  # as docs/benchmarks.md's rows name the shapes
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", default="nano", choices=("nano", "medium"))
@@ -203,6 +207,7 @@ def main() -> None:
         action="store_true",
         help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16",
     )
+    p.add_argument("--record", action="store_true", help="write the ratios to benchmarks/results/training.json")
     args = p.parse_args()
     from cpu import line as cpu_line  # here, not above: ernie_ft loads this file as the task's module
 
@@ -237,6 +242,11 @@ def main() -> None:
             f"{median('peak_rss_mib'):.0f} | {statistics.median(ratios):.2f}x | "
             f"{' '.join(f'{x:.2f}' for x in ratios)} |"
         )
+        if args.record and name in RECORDED:  # the chart's figures (benchmarks/results.py)
+            from results import record
+
+            row = f"training, {args.shape} ({SHAPE_NAMES[args.shape]})"
+            record("training", f"training, {args.shape} / {RECORDED[name]}", row, ratios, "bench_train.py")
 
 
 def memory(args) -> None:

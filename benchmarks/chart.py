@@ -1,5 +1,6 @@
 """The chart at the top of docs/benchmarks.md: each table's headline ratios, one bar each, coloured by the CPU kind
-the row ran on. The figures are the tables' own (copied here when a table changes); 1.0 is parity.
+the row ran on, drawn from the results files the benchmarks write (``results.py``, benchmarks/results/*.json);
+1.0 is parity.
 
     python benchmarks/chart.py [--output docs/benchmarks.png]
 """
@@ -9,24 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import results
 
-FIGURES = [  # (table, comparison, ratio, CPU kind): "faster than" ratios, ernie_ft first
-    ("Training", "nano / HF PyTorch", 1.64, "AVX-512 VNNI"),
-    ("Training", "medium / HF PyTorch", 1.32, "AVX-512 VNNI"),
-    ("Training", "nano / PaddleNLP", 2.77, "AVX-512 VNNI"),
-    ("Prediction", "Paddle Inference / HF PyTorch", 2.16, "AVX-512 VNNI"),
-    ("Pretraining", "MLM / HF PyTorch", 2.79, "AVX-512, VNNI not recorded"),
-    ("Pretraining", "ELECTRA / HF PyTorch", 2.21, "AVX-512, VNNI not recorded"),
-    ("Deployment", "int8 / Paddle Inference fp32, classify", 1.60, "AVX2, no VNNI"),
-    ("Deployment", "int8 / Paddle Inference fp32, NER", 1.45, "AVX2, no VNNI"),
-    ("Deployment", "int8 / optimum int8, classify", 1.07, "AVX2, no VNNI"),
-    ("Deployment", "int8 / Paddle Inference fp32, classify", 2.19, "AVX-512 VNNI"),
-    ("Deployment", "int8 / optimum int8, classify", 1.46, "AVX-512 VNNI"),
-    ("Serving", "serve int8 / FastAPI + PaddleNLP, 32 clients", 3.39, "AVX2, no VNNI"),
-    ("Serving", "serve int8 / FastAPI + PaddleNLP, 32 clients", 5.15, "AVX-512 VNNI"),
-]
-COLOURS = {"AVX2, no VNNI": "#4C72B0", "AVX-512, VNNI not recorded": "#8C8C8C", "AVX-512 VNNI": "#DD8452"}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLOURS = {"AVX2": "#4C72B0", "AVX-512, VNNI not recorded": "#8C8C8C", "AVX-512": "#55A868", "AVX-512 VNNI": "#DD8452"}
+OTHER = "#C44E52"  # a CPU kind not in COLOURS (AMX, older)
+
+
+def bars() -> list[tuple[str, float, str]]:
+    """(label, ratio, CPU kind) per bar, in the results files' order: what the chart draws."""
+    return [(row["comparison"], row["ratio"], row["cpu"]) for row in results.rows()]
 
 
 def plot(path: str) -> str:
@@ -35,19 +28,19 @@ def plot(path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = FIGURES
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.4))
-    labels = [f"{table}: {what}" for table, what, _, _ in rows]
-    bars = ax.barh(range(len(rows)), [r[2] for r in rows], color=[COLOURS[r[3]] for r in rows])
-    for bar, row in zip(bars, rows):
-        ax.text(bar.get_width() + 0.03, bar.get_y() + bar.get_height() / 2, f"{row[2]:.2f}x", va="center", fontsize=9)
-    ax.set_yticks(range(len(rows)), labels, fontsize=9)
+    drawn = bars()
+    kinds = list(dict.fromkeys(kind for _, _, kind in drawn))
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(drawn) + 1.4))
+    shown = ax.barh(range(len(drawn)), [r for _, r, _ in drawn], color=[COLOURS.get(k, OTHER) for _, _, k in drawn])
+    for bar, (_, ratio, _) in zip(shown, drawn):
+        ax.text(bar.get_width() + 0.03, bar.get_y() + bar.get_height() / 2, f"{ratio:.2f}x", va="center", fontsize=9)
+    ax.set_yticks(range(len(drawn)), [label for label, _, _ in drawn], fontsize=9)
     ax.invert_yaxis()
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xlabel("ernie_ft / the other stack, per second (> 1: ernie_ft is faster)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]
-    fig.legend(handles, [f"CPU: {kind}" for kind in COLOURS], loc="lower center", ncol=3, fontsize=8, frameon=False)
-    ax.set_xlim(0, max(r[2] for r in rows) * 1.2)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS.get(k, OTHER)) for k in kinds]
+    fig.legend(handles, [f"CPU: {k}" for k in kinds], loc="lower center", ncol=len(kinds), fontsize=8, frameon=False)
+    ax.set_xlim(0, max(r for _, r, _ in drawn) * 1.2)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     return path

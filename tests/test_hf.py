@@ -1,10 +1,10 @@
 """Hugging Face transformers checkpoints in and out.
 
 The references are not ours: tests/fixtures/hf holds tiny BERT and ERNIE checkpoints that transformers saved and
-the outputs transformers gave on them (scripts/make_hf_fixture.py, run once with torch); tests/fixtures/hf_export
+the outputs transformers gave on them (tests/fixtures/make_hf_fixture.py, run once with torch); tests/fixtures/hf_export
 holds an ernie_ft checkpoint, its ``export --format hf`` and what transformers answered when it loaded that export
 (the other direction, checked on every run without torch). With ERNIE_FT_TORCH_PYTHON naming a Python that has torch
-and transformers, today's exports are also loaded by transformers itself (scripts/hf_reference.py).
+and transformers, today's exports are also loaded by transformers itself (benchmarks/baselines/hf_reference.py).
 """
 
 import json
@@ -21,7 +21,7 @@ from ernie_ft.models import hf
 
 FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))["kinds"]
-TEXTS = ["这家酒店的服务很好", "房间太小了，不推荐。"]  # the fixture's first texts (scripts/make_hf_fixture.py)
+TEXTS = ["这家酒店的服务很好", "房间太小了，不推荐。"]  # the fixture's first texts (tests/fixtures/make_hf_fixture.py)
 TORCH_PYTHON = os.environ.get("ERNIE_FT_TORCH_PYTHON")
 CLASSES = {
     "bert-base": ("ErnieModel", None),
@@ -292,7 +292,7 @@ def test_transformers_loads_the_export_and_gives_our_outputs(trained, tmp_path):
     (tmp_path / "texts.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
     command = [
         TORCH_PYTHON,
-        str(ROOT / "scripts" / "hf_reference.py"),
+        str(ROOT / "benchmarks" / "baselines" / "hf_reference.py"),
         "--model",
         str(out),
         "--texts",
@@ -317,14 +317,14 @@ EXPORT = ROOT / "tests" / "fixtures" / "hf_export"
 def test_export_hf_writes_the_bytes_transformers_was_seen_to_read_as_our_model(tmp_path):
     """The export direction against transformers, without torch: tests/fixtures/hf_export/exported is what
     ``export --format hf`` wrote for the checkpoint ``source``, and transformers.json what transformers 4.57.6 answered
-    when it loaded it (scripts/make_hf_fixture.py says how both were made). Today's export must write what transformers
-    read then: the same tensors bit for bit (names, transposes), the same vocabulary, every setting of the config and
-    tokenizer files as it was (a key added since is allowed; the model card is not read by transformers); and
-    transformers' ids and logits must be our model's."""
+    when it loaded it (tests/fixtures/make_hf_fixture.py says how both were made). Today's export must write what
+    transformers read then: the same tensors bit for bit (names, transposes), the same vocabulary, every setting of the
+    config and tokenizer files as it was (a key added since is allowed; the model card is not read by transformers);
+    and transformers' ids and logits must be our model's."""
     out = tmp_path / "exported"
     assert cli.main(["export", "--model", str(EXPORT / "source"), "--format", "hf", "--output", str(out)]) == 0
     committed = EXPORT / "exported"
-    regenerate = "if the export changed on purpose, remake tests/fixtures/hf_export (scripts/make_hf_fixture.py)"
+    regenerate = "if the export changed on purpose, remake tests/fixtures/hf_export (tests/fixtures/make_hf_fixture.py)"
     ours, reference = hf.read_weights(str(out)), hf.read_weights(str(committed))
     assert sorted(ours) == sorted(reference), regenerate
     for name, value in reference.items():
@@ -346,8 +346,8 @@ def test_export_hf_writes_the_bytes_transformers_was_seen_to_read_as_our_model(t
         assert ids == [loaded.pipeline.cls_id, *kept, loaded.pipeline.sep_id]
     record = {"input_ids": theirs["input_ids"], "token_type_ids": np.zeros_like(theirs["input_ids"]).tolist()}
     reference = np.array(theirs["logits"])
-    # two float32 implementations of one network: 4.5e-8 measured here (scripts/hf_parity.py: 5e-6 at most over
-    # every kind); the first query weight transposed moves these logits (at most 0.09) by 7e-2
+    # two float32 implementations of one network: 4.5e-8 measured here (benchmarks/baselines/hf_parity.py: 5e-6 at
+    # most over every kind); the first query weight transposed moves these logits (at most 0.09) by 7e-2
     assert np.abs(outputs(loaded.model, record)["logits"] - reference).max() < 1e-5
     # negative control: the two layers' feed-forward weights swapped (9e-2 measured), the comparison fails
     layers = loaded.model.ernie.encoder.layers

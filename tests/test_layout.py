@@ -1,6 +1,8 @@
-"""The package's shape: no import cycles (deferred imports included) and no function over 80 lines.
+"""The package's shape: no import cycles (deferred imports included) and no function over 80 lines; the
+repository's folders sorted by kind (what a user runs, benchmarks, experiments) with no code outside tests/
+importing the tests.
 
-The graph code is scripts/code_report.py's, loaded by path so the report and the test agree.
+The graph code is tests/helpers/code_report.py's, so the report and the test agree.
 """
 
 import ast
@@ -13,19 +15,9 @@ import textwrap
 from pathlib import Path
 
 from conftest import ROOT
+from helpers import code_report as report
 
 MAX_FUNCTION_LINES = 80
-
-
-def load_code_report():
-    spec = importlib.util.spec_from_file_location("code_report", ROOT / "scripts" / "code_report.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as importlib's docs do it: dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-report = load_code_report()
 
 
 def write_package(root, files: dict) -> object:
@@ -248,3 +240,118 @@ def test_no_code_probes_a_task_for_what_the_protocol_declares():
         if path != PACKAGE / "task.py" and (probes := task_probes(path.read_text(encoding="utf-8")))
     }
     assert not found, f"declare these in TaskHooks and ask the task: {found}"
+
+
+# ---------------------------------------------------------------- the folders sorted by kind
+
+MAX_SCRIPTS = 8
+TEST_PACKAGES = {"tests", "conftest", "helpers"}  # and every tests/test_*.py module
+
+
+def repository_python_files() -> list[Path]:
+    """The .py files outside tests/ in the repository's folders (those with a committed file), committed or new."""
+
+    def git(*args: str) -> list[str]:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+
+    folders = sorted({name.split("/")[0] for name in git("ls-files") if "/" in name} - {"tests"})
+    names = git("ls-files", "--cached", "--others", "--exclude-standard", "--", *folders, ":(glob)*.py")
+    return sorted(ROOT / name for name in set(names) if name.endswith(".py"))
+
+
+def imports_of_the_tests(source: str, test_modules: set[str]) -> list[str]:
+    """What in ``source`` reaches the tests' code: an import of a tests module (``conftest``, ``helpers``, a
+    ``test_*`` module, ``tests``), or a ``sys.path`` entry or file location whose arguments name the tests folder."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith(
+            ("sys.path.insert", "sys.path.append", "spec_from_file_location")
+        ):
+            strings = [n.value for a in node.args for n in ast.walk(a) if isinstance(n, ast.Constant)]
+            names = ["tests"] if any(isinstance(s, str) and re.search(r"(^|/)tests(/|$)", s) for s in strings) else []
+            if names:
+                found.append(ast.unparse(node))
+            continue
+        else:
+            continue
+        found += [ast.unparse(node) for name in names if name.split(".")[0] in test_modules]
+    return found
+
+
+def test_no_file_outside_tests_imports_the_tests():
+    """Benchmarks, experiments, docs tools and the library stand on their own: what they share with the tests
+    lives outside tests/ (the tests may import it, never the other way)."""
+    test_modules = TEST_PACKAGES | {p.stem for p in (ROOT / "tests").glob("*.py")}
+    planted = (
+        "import sys\nfrom conftest import SHARED\nimport helpers.chromium\nfrom test_serve import Server\n"
+        "sys.path.insert(0, str(ROOT / 'tests'))\nimport testing, json\nfrom ernie_ft import helpers_x\n"
+    )
+    assert imports_of_the_tests(planted, test_modules) == [
+        "from conftest import SHARED",
+        "import helpers.chromium",
+        "from test_serve import Server",
+        "sys.path.insert(0, str(ROOT / 'tests'))",
+    ]
+    files = [p for p in repository_python_files() if p.is_file()]
+    assert len(files) > 100  # the library, benchmarks, experiments and docs tools were all read
+    found = {
+        str(path.relative_to(ROOT)): hits
+        for path in files
+        if (hits := imports_of_the_tests(path.read_text(encoding="utf-8"), test_modules))
+    }
+    assert not found, f"move what these use out of tests/ (beside them or into the library): {found}"
+
+
+def test_scripts_holds_only_what_a_user_runs():
+    files = sorted(p.name for p in (ROOT / "scripts").iterdir() if not p.name.startswith("."))
+    assert {"setup.sh", "demo.sh", "test.sh"} <= set(files)
+    assert len(files) <= MAX_SCRIPTS, f"scripts/ is what a user runs to set up and try the project: {files}"
+
+
+def readme_rows(readme: Path) -> dict[str, str]:
+    """The first cell (a backquoted file name) of each table row of ``readme`` -> the row's other cells."""
+    rows = {}
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        found = re.match(r"\|\s*`([^`]+\.py)`\s*\|(.*)\|\s*$", line)
+        if found:
+            rows[found[1]] = found[2]
+    return rows
+
+
+def docs_pages_named(text: str) -> list[str]:
+    return [page for page in re.findall(r"docs/[\w-]+\.md", text) if (ROOT / page).is_file()]
+
+
+def test_every_benchmark_and_experiment_is_named_in_its_readme_with_the_docs_it_fills():
+    """Each program of benchmarks/ (baselines/ included) and experiments/ has a row in its folder's README that
+    names the docs page whose table it fills, or that answers its question."""
+    for folder in ("benchmarks", "experiments"):
+        rows = readme_rows(ROOT / folder / "README.md")
+        programs = sorted(str(p.relative_to(ROOT / folder)) for p in (ROOT / folder).rglob("*.py"))
+        assert programs, folder
+        unnamed = [p for p in programs if p not in rows]
+        assert not unnamed, f"name these in {folder}/README.md with the docs table each fills: {unnamed}"
+        no_page = [p for p in programs if not docs_pages_named(rows[p])]
+        assert not no_page, f"{folder}/README.md: these rows name no docs page that exists: {no_page}"
+    moved = {"experiments": readme_rows(ROOT / "experiments" / "README.md"), "scripts": {}}
+    for folder, rows in moved.items():  # a README row of benchmarks/ naming a program that lives elsewhere is stale
+        stale = [name for name in readme_rows(ROOT / "benchmarks" / "README.md") if name in rows]
+        assert not stale, f"benchmarks/README.md names programs of {folder}/: {stale}"
+
+
+def test_the_layers_picture_shows_the_contract_in_setup_cfg():
+    """docs/layers.png (docs/code-layout.md) is drawn from setup.cfg's layers, which it records in its metadata:
+    a layer added, removed or moved in the contract and not redrawn fails here."""
+    from PIL import Image
+
+    spec = importlib.util.spec_from_file_location("layers_picture", ROOT / "docs" / "pictures" / "layers.py")
+    layers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layers)
+    contract = layers.layers(ROOT / "setup.cfg")
+    assert contract[0] == ["cli"] and contract[-1] == ["errors"] and ["data", "evaluation"] in contract
+    drawn = json.loads(Image.open(ROOT / "docs" / "layers.png").text["Layers"])
+    assert drawn == contract, "setup.cfg's layers changed: redraw with `python docs/pictures/layers.py`"

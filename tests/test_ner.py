@@ -543,7 +543,7 @@ def test_dictionary_baseline_tags_the_longest_training_entity_and_skips_mostly_p
 
     from conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("baseline_ner", ROOT / "benchmarks" / "baseline_ner.py")
+    spec = importlib.util.spec_from_file_location("baseline_ner", ROOT / "benchmarks" / "baselines" / "baseline_ner.py")
     baseline = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(baseline)
     train = [

@@ -726,7 +726,7 @@ def test_fill_mask_needs_masks_and_a_masked_language_model(pretrained, tmp_path,
 def load_script(name):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

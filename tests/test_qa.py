@@ -466,7 +466,7 @@ def test_unanswerable_training_data_enables_the_null_answer(tiny_checkpoint, tmp
 
 
 def test_baseline_answers_with_the_sentence_sharing_most_characters(capsys):
-    spec = importlib.util.spec_from_file_location("baseline_qa", ROOT / "benchmarks" / "baseline_qa.py")
+    spec = importlib.util.spec_from_file_location("baseline_qa", ROOT / "benchmarks" / "baselines" / "baseline_qa.py")
     baseline = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(baseline)
     context = "茶馆开业于1936年。茶馆每天早上六点开门！老茶客在这里下棋。"

@@ -1,5 +1,5 @@
 """Tokenization that follows the checkpoint's origin: rules "bert" against transformers' BertTokenizer (ids recorded
-by scripts/make_tokenizer_fixture.py, since CI has no transformers), rules "paddlenlp" against PaddleNLP's
+by tests/fixtures/make_tokenizer_fixture.py, since CI has no transformers), rules "paddlenlp" against PaddleNLP's
 ErnieTokenizer (called here), rules "ernie_ft" unchanged; offsets, transformers tokenizer directories, repeated
 vocabulary lines and save_hf."""
 

@@ -1,5 +1,5 @@
-"""A headless Chromium driven by Selenium: the tests' ``browser`` fixture (conftest.py) and
-benchmarks/page_pictures.py (the serve page's pictures in docs/) start it here."""
+"""A headless Chromium driven by Selenium: the tests' ``browser`` fixture (conftest.py) starts it here
+(docs/pictures/serve_page.py, for the serve page's pictures in docs/, starts its own: no tool imports the tests)."""
 
 import os
 import shutil

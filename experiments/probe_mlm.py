@@ -1,6 +1,6 @@
 """What a pretrained model's held-out masked accuracy owes to word order, against count-table baselines.
 
-    python benchmarks/probe_mlm.py --model runs/pre/best [--masking word|char] [--no-model]
+    python experiments/probe_mlm.py --model runs/pre/best [--masking word|char] [--no-model]
 
 Reads the pretraining run's resolved config beside ``--model`` (``ernie_ft.yaml``: corpus, ``--max-len``,
 seed, held-out share or --dev file, masking), packs the same train and dev blocks (from the block cache when the run

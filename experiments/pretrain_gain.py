@@ -1,7 +1,7 @@
 """What pretraining gives each task: pretrain scratch:tiny with each objective, fine-tune it on ChnSentiCorp,
 CLUENER (--crf) and CMRC 2018 with the same learning-rate grid as random initialisation, and print the table.
 
-    python benchmarks/pretrain_gain.py --out runs/gain [--rows random,mlm-char,mlm-word,electra] \
+    python experiments/pretrain_gain.py --out runs/gain [--rows random,mlm-char,mlm-word,electra] \
         [--tasks chnsenticorp,cluener,cmrc2018] [--steps 2089] [--lrs 5e-4,1e-3] [--seeds 42] [--threads 2] \
         [--pretrain-args "--lr 1e-3 --epochs 2" --tag lr1e-3-2ep]
 

@@ -1,6 +1,6 @@
 """Training tokens/s of the relation extractor (GPLinker pointers) against a classifier on the same shape.
 
-    python benchmarks/bench_relation_heads.py [--model scratch:tiny] [--classes 46] [--batch 16] [--length 64]
+    python experiments/bench_relation_heads.py [--model scratch:tiny] [--classes 46] [--batch 16] [--length 64]
         [--pairs 30]
 
 Both models are built as the trainer builds them (fused CPU kernels on) and trained in one process on the same
@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
-from cpu import line as cpu_line
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from cpu import line as cpu_line  # noqa: E402  (cpu.py: the CPU line every benchmark prints first)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """How often an NER entity or QA answer edge falls inside a learned vocabulary-extension piece.
 
-    python benchmarks/span_boundaries.py [--data ../shared/data] [--sizes 2000 8000 20000] [--num-proc 2]
+    python experiments/span_boundaries.py [--data ../shared/data] [--sizes 2000 8000 20000] [--num-proc 2]
                                       [--output runs/span_boundaries.md]
 
 CLUENER2020: an extension is learned from the train texts and the entities of train and dev are

@@ -1,6 +1,6 @@
 """Dictionary NER baseline: tag the strings that were entities in the training file.
 
-    python benchmarks/baseline_ner.py --train ../shared/data/cluener2020/train.json \
+    python benchmarks/baselines/baseline_ner.py --train ../shared/data/cluener2020/train.json \
         --dev ../shared/data/cluener2020/dev.json [--min-entity-share 0.5]
 
 The dictionary holds every entity string of ``--train`` with its most frequent type, kept when at

@@ -1,6 +1,6 @@
 """Dictionary baseline for relation extraction: the training triples, predicted wherever both their strings occur.
 
-    python scripts/baseline_dictionary_re.py --train ../shared/data/duie-5000/train.jsonl \
+    python benchmarks/baselines/baseline_dictionary_re.py --train ../shared/data/duie-5000/train.jsonl \
         --test ../shared/data/duie-5000/test.jsonl
 
 Every (subject text, predicate, object text) of ``--train`` (as scored: placed in its text or not) is predicted for

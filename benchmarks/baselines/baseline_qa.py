@@ -1,7 +1,7 @@
 """Trivial extractive-QA baseline: answer with the context sentence that shares the most characters with the question.
 
-    python benchmarks/baseline_qa.py --input ../shared/data/cmrc2018/cmrc2018_dev.json [--qa-metric cmrc2018] \
-        [--output predictions.json]
+    python benchmarks/baselines/baseline_qa.py --input ../shared/data/cmrc2018/cmrc2018_dev.json \
+        [--qa-metric cmrc2018] [--output predictions.json]
 
 Sentences end at 。！？!?；; or a line break. The score of a sentence is the number of distinct
 characters (not punctuation or spaces) it has in common with the question; ties go to the earlier

@@ -1,26 +1,28 @@
 """The serve page's pictures in docs/: docs/ner-nested-page.png (a ``ner --nested`` model, docs/ner.md) and
 docs/relation-page.png (a ``relation`` model, docs/relation.md).
 
-    python benchmarks/page_pictures.py [--only nested|relation] [--work DIR] [--output-dir docs]
+    python docs/pictures/page_pictures.py [--only nested|relation] [--work DIR] [--output-dir docs]
 
 Each model is a ``scratch:2x64`` that memorises 32 training sentences of the shared data set: the first 31 and the
 sentence the picture shows (``cmeee-v2/train.json`` for 200 epochs; ``duie-5000/train.jsonl`` with its schema for
 120; lr 3e-3, batches of 8, no dropout). It is served with ``python -m ernie_ft serve --model DIR`` and the page
-driven in headless Chromium by the tests' own code (tests/test_serve.py's ``Server`` and ``submit``,
-tests/helpers/chromium.py): the sentence typed in and submitted, the window fitted to the page's full height, the
-screenshot taken. Needs Chromium, ChromeDriver and selenium (as the browser tests do) and ../shared/data.
+driven in headless Chromium (``serve_page.py`` beside this file): the sentence typed in and submitted, the window
+fitted to the page's full height, the screenshot taken. Needs Chromium, ChromeDriver and selenium (as the browser
+tests do) and ../shared/data.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
+import os
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from serve_page import Server, chromium_missing, start_chromium, submit
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 NESTED_TEXT = "主要不良反应为粒细胞减少、关节炎、肌肉痛等，少部分病例出现胃肠道反应，严重者应停药。"
 RELATION_TEXT = "《忘了》是张韶涵演唱的歌曲，由林欣彦作词、作曲，收录在专辑《全面沦陷》中"
@@ -33,8 +35,6 @@ PICTURES = {"nested": "ner-nested-page.png", "relation": "relation-page.png"}
 
 def training_file(name: str, work: Path) -> Path:
     """The 32 sentences ``name``'s model memorises, in its data set's format."""
-    from conftest import SHARED
-
     _, data, _, text = MODELS[name]
     source = SHARED / data
     if data.endswith(".json"):  # CMeEE: one JSON array
@@ -52,8 +52,6 @@ def training_file(name: str, work: Path) -> Path:
 
 
 def train(name: str, work: Path) -> Path:
-    from conftest import SHARED
-
     from ernie_ft.cli import task_command
 
     (command, *flags), _, epochs, _ = MODELS[name]
@@ -68,8 +66,6 @@ def train(name: str, work: Path) -> Path:
 
 def picture(browser, name: str, model: Path, work: Path, output: Path) -> None:
     """Serve ``model``, type its sentence into the page, and save the page at full height as ``output``."""
-    from test_serve import Server, submit
-
     server = Server(str(model), work)
     try:
         server.wait_ready()
@@ -91,14 +87,12 @@ def main() -> None:
     parser.add_argument("--work", help="where the models and logs go (default: a temporary directory)")
     parser.add_argument("--output-dir", default=str(ROOT / "docs"))
     args = parser.parse_args()
-    from helpers import chromium
-
-    reason = chromium.missing()
+    reason = chromium_missing()
     if reason:
         raise SystemExit(f"error: {reason}")
     work = Path(args.work or tempfile.mkdtemp(prefix="page-pictures-"))
     work.mkdir(parents=True, exist_ok=True)
-    browser = chromium.start(Path(tempfile.mkdtemp(prefix="chromium-")))
+    browser = start_chromium(Path(tempfile.mkdtemp(prefix="chromium-")))
     try:
         for name in [args.only] if args.only else MODELS:
             picture(browser, name, train(name, work), work, Path(args.output_dir) / PICTURES[name])

@@ -1,6 +1,7 @@
 """TF-IDF + logistic-regression baseline for a text-classification split, to compare ERNIE against.
 
-    python scripts/baseline_tfidf.py --train T --dev D --test X [--text-column text_a] [--label-column label]
+    python benchmarks/baselines/baseline_tfidf.py --train T --dev D --test X \
+        [--text-column text_a] [--label-column label]
 
 Reads header-ed TSV, CSV or JSONL (chosen by file extension). Two feature sets are tried, character
 1-3-gram TF-IDF alone and the same plus jieba word unigrams (a FeatureUnion); each is fitted with C

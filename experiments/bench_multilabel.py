@@ -1,6 +1,6 @@
 """Training tokens/s of multi-label classification against single-label on the same texts, in one process.
 
-    python benchmarks/bench_multilabel.py [--texts 3200] [--steps 120] [--threads 2]
+    python experiments/bench_multilabel.py [--texts 3200] [--steps 120] [--threads 2]
 
 The texts are the first --texts of DuEE event types (../shared/data/duee-event-types/train.tsv). The single-label
 run learns each text's first label (65 types, softmax); the multi-label run all of them with the hierarchy (74
@@ -17,11 +17,13 @@ import argparse
 import csv
 import os
 import statistics
+import sys
 import tempfile
 
-from cpu import line as cpu_line
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # cpu.py: the CPU line every benchmark prints first
+from cpu import line as cpu_line  # noqa: E402
+
 DATA = os.path.join(ROOT, "..", "shared", "data")
 
 

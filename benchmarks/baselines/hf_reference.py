@@ -3,7 +3,7 @@
 Runs where torch and transformers are installed (never the project's venv), e.g. on a directory written by
 ``python -m ernie_ft export --format hf``:
 
-    /work/venv-torch/bin/python scripts/hf_reference.py --model DIR --texts texts.json [--pairs]
+    /work/venv-torch/bin/python benchmarks/baselines/hf_reference.py --model DIR --texts texts.json [--pairs]
 
 ``texts.json`` is a JSON list of strings (or of [question, context] pairs with --pairs). tests/test_hf.py runs it
 when ERNIE_FT_TORCH_PYTHON names such a Python.

@@ -1,8 +1,8 @@
 """The shape of a package: its internal import graph, import cycles, module sizes and longest functions.
 
-    python scripts/code_report.py            # the ernie_ft package next to this script, as text
-    python scripts/code_report.py --json
-    python scripts/code_report.py --package path/to/pkg --top 20
+    python tests/helpers/code_report.py            # the ernie_ft package next to this script, as text
+    python tests/helpers/code_report.py --json
+    python tests/helpers/code_report.py --package path/to/pkg --top 20
 
 Imports are read from the source (no module is imported), every import statement counts,
 including those inside functions: a deferred import still makes a cycle, it only postpones it.
@@ -24,7 +24,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-DEFAULT_PACKAGE = Path(__file__).resolve().parents[1] / "ernie_ft"
+DEFAULT_PACKAGE = Path(__file__).resolve().parents[2] / "ernie_ft"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Dictionary baseline for nested NER: every occurrence of every training entity string, nesting allowed.
 
-    python scripts/baseline_dictionary_ner.py --train ../shared/data/cmeee-v2/train.json \
+    python benchmarks/baselines/baseline_dictionary_ner.py --train ../shared/data/cmeee-v2/train.json \
         --test ../shared/data/cmeee-v2/test.json [--predictions pred.jsonl]
 
 The dictionary maps each entity string of ``--train`` to its most frequent type there (ties: the first type in

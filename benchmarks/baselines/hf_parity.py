@@ -1,11 +1,12 @@
 """ernie_ft against Hugging Face transformers, both directions, per checkpoint kind: the table in docs/huggingface.md.
 
-    .venv/bin/python scripts/hf_parity.py --torch-python /work/venv-torch/bin/python
+    .venv/bin/python benchmarks/baselines/hf_parity.py --torch-python /work/venv-torch/bin/python
 
 In: each transformers checkpoint of tests/fixtures/hf loaded by ernie_ft, its ids and outputs against what
 transformers recorded (expected.json). Out: the same checkpoint exported by ``python -m ernie_ft export --format hf``
-and loaded by transformers (scripts/hf_reference.py in the torch venv): its tokenizer's ids and its outputs against
-ernie_ft's on the same ids. Differences are the largest absolute difference of any output (logits, hidden states).
+and loaded by transformers (hf_reference.py beside this file, in the torch venv): its tokenizer's ids and its
+outputs against ernie_ft's on the same ids. Differences are the largest absolute difference of any output (logits,
+hidden states).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from hf_outputs import CLASSES, max_difference, outputs
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 TEXTS = ["这家酒店的服务很好", "房间太小了，不推荐。", "北京的天气不错", "我在上海工作"]
 QA = [["谁在上海工作", "我在上海工作"], ["天气怎么样", "北京的天气不错"]]
@@ -28,7 +31,6 @@ QA = [["谁在上海工作", "我在上海工作"], ["天气怎么样", "北京�
 
 def ours(kind: str, record: dict):
     import paddlenlp.transformers as pt
-    from test_hf import CLASSES, outputs
 
     from ernie_ft.models import hf
 
@@ -52,7 +54,6 @@ def our_ids(kind: str, record: dict) -> bool:
 
 
 def out_direction(kind: str, work: Path, torch_python: str) -> tuple[bool, float]:
-    from test_hf import max_difference
 
     from ernie_ft.inference.export import export
 
@@ -60,7 +61,7 @@ def out_direction(kind: str, work: Path, torch_python: str) -> tuple[bool, float
     export(str(FIXTURES / kind), str(target), overwrite=True, format="hf")
     texts = work / f"{kind}.json"
     texts.write_text(json.dumps(QA if kind == "bert-qa" else TEXTS, ensure_ascii=False), encoding="utf-8")
-    command = [torch_python, str(ROOT / "scripts" / "hf_reference.py"), "--model", str(target), "--texts", str(texts)]
+    command = [torch_python, str(HERE / "hf_reference.py"), "--model", str(target), "--texts", str(texts)]
     command += ["--pairs"] if kind == "bert-qa" else []
     theirs = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
     expected = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))["kinds"][kind]
@@ -93,7 +94,6 @@ def dev_texts(name: str) -> list:
 def trained_direction(task: str, work: Path, torch_python: str) -> tuple[int, int, float]:
     """(texts whose ids equal, texts, max difference) for a scratch:tiny model trained here, exported, loaded by
     transformers."""
-    from test_hf import max_difference, outputs
 
     from ernie_ft import cli
     from ernie_ft.inference.export import export
@@ -109,7 +109,7 @@ def trained_direction(task: str, work: Path, torch_python: str) -> tuple[int, in
         export(str(run), str(target), overwrite=True, format="hf")
     texts = dev_texts(name)
     (work / f"{task}.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
-    command = [torch_python, str(ROOT / "scripts" / "hf_reference.py"), "--model", str(target)]
+    command = [torch_python, str(HERE / "hf_reference.py"), "--model", str(target)]
     command += ["--texts", str(work / f"{task}.json")] + (["--pairs"] if pairs else [])
     theirs = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
     loaded = load_model(str(run))
@@ -133,7 +133,6 @@ def main() -> None:
     parser.add_argument("--torch-python", required=True, help="a Python with torch and transformers")
     parser.add_argument("--work", help="where the exports go (default: a temporary directory)")
     args = parser.parse_args()
-    from test_hf import CLASSES, max_difference
 
     expected = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
     work = Path(args.work or tempfile.mkdtemp(prefix="hf-parity-"))
