@@ -51,49 +51,68 @@ def _encode_chunk(job: tuple) -> list[Encoding]:
     return pipe.encode_many(texts, word_ids=word_ids)
 
 
+COLUMNS = ("ids", "starts", "ends", "word_ids")
+BATCH_ROWS = 8192
+"""Rows written, and turned back into ``Encoding``s, at a time: the Python lists of one batch are all that is
+held beside the encodings (whole-file lists of every column cost several times the encodings' own size)."""
+
+
 def write_table(path: Path, encodings: list[Encoding]) -> None:
-    """Store ``encodings`` at ``path`` (an Arrow stream) and the SHA-256 of its bytes beside it."""
+    """Store ``encodings`` at ``path`` (an Arrow stream, ``BATCH_ROWS`` rows a record batch) and the SHA-256 of
+    its bytes beside it."""
     import pyarrow as pa
 
     ints = pa.list_(pa.int32())
-    table = pa.table(
-        {
-            "ids": pa.array([e.ids for e in encodings], ints),
-            "starts": pa.array([[s for s, _ in e.offsets] for e in encodings], ints),
-            "ends": pa.array([[t for _, t in e.offsets] for e in encodings], ints),
-            "word_ids": pa.array([e.word_ids for e in encodings], ints),
-        }
-    )
+    schema = pa.schema([(name, ints) for name in COLUMNS])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # renamed into place: readers never see half a file
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for i in range(0, len(encodings), BATCH_ROWS):
+            part = encodings[i : i + BATCH_ROWS]
+            columns = (
+                [e.ids for e in part],
+                [[s for s, _ in e.offsets] for e in part],
+                [[t for _, t in e.offsets] for e in part],
+                [e.word_ids for e in part],
+            )
+            writer.write_batch(pa.record_batch([pa.array(c, ints) for c in columns], schema=schema))
     digest = path.with_name(path.name + ".sha256")
     digest_tmp = digest.with_name(f"{digest.name}.{os.getpid()}.tmp")
-    digest_tmp.write_text(hashlib.sha256(tmp.read_bytes()).hexdigest() + "\n", encoding="ascii")
+    with pa.memory_map(str(tmp)) as mapped:
+        digest_tmp.write_text(hashlib.sha256(mapped.read_buffer()).hexdigest() + "\n", encoding="ascii")
     os.replace(tmp, path)  # a process killed between the two leaves a digest that does not match: rebuilt
     os.replace(digest_tmp, digest)
 
 
 def read_table(path: Path, rows: int) -> list[Encoding] | None:
     """The encodings cached at ``path``, or None unless its bytes match its recorded SHA-256 and it
-    holds ``rows`` rows."""
+    holds ``rows`` rows. The file is mapped, not read into memory, and hashed and parsed from that one mapping."""
     import pyarrow as pa
 
     try:
-        data = path.read_bytes()
         expected = path.with_name(path.name + ".sha256").read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
+        mapped = pa.memory_map(str(path))
+    except (OSError, UnicodeDecodeError, pa.ArrowException):
         return None
-    if hashlib.sha256(data).hexdigest() != expected:
-        return None
-    try:
-        table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
-    except (pa.ArrowException, OSError):
-        return None
-    return _from_table(table) if table.num_rows == rows else None
+    with mapped:
+        data = mapped.read_buffer()
+        if hashlib.sha256(data).hexdigest() != expected:
+            return None
+        try:
+            reader = pa.ipc.open_stream(pa.BufferReader(data))
+            batches = list(reader)  # views into the mapping, no copy
+        except (pa.ArrowException, OSError):
+            return None
+        if sum(batch.num_rows for batch in batches) != rows:
+            return None
+        return [enc for batch in batches for enc in _from_batch(batch)]
 
 
-def _from_table(table) -> list[Encoding]:
-    cols = [table.column(name).to_pylist() for name in ("ids", "starts", "ends", "word_ids")]
-    return [Encoding(ids, list(zip(starts, ends)), word_ids) for ids, starts, ends, word_ids in zip(*cols)]
+def _from_batch(batch) -> list[Encoding]:
+    """The encodings of one record batch, ``BATCH_ROWS`` rows of Python lists at a time."""
+    out = []
+    for i in range(0, batch.num_rows, BATCH_ROWS):
+        part = batch.slice(i, BATCH_ROWS)
+        ids, starts, ends, words = (part.column(name).to_pylist() for name in COLUMNS)
+        out += [Encoding(i, list(zip(s, e)), w) for i, s, e, w in zip(ids, starts, ends, words)]
+    return out
