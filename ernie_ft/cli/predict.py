@@ -38,6 +38,25 @@ def build_parser(prog: str) -> Parser:
     )
     flags.add_text_columns(parser)
     flags.add_device(parser)
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="engine processes on this machine, each answering chunks of the input, the cores shared between them; "
+        "answers are written in input order (default: 1)",
+    )
+    parser.add_argument(
+        "--gpus",
+        metavar="IDS",
+        help="one engine process per GPU, e.g. 0,1 (ids number the GPUs Paddle sees, after CUDA_VISIBLE_DEVICES)",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="answer only part K of N contiguous parts of --input, K from 1 (a Slurm array task, a Kubernetes indexed "
+        "job's pod); join the parts with python -m ernie_ft merge --output ALL PART...",
+    )
     flags.add_engine(parser)
     flags.add_threshold(parser)
     parser.add_argument(
@@ -70,5 +89,8 @@ def run(args: argparse.Namespace, fill_mask: bool = False, task: Optional[str] =
             fill_mask=fill_mask,
             chunk_size=args.chunk_size,
             resume=args.resume,
+            nproc=args.nproc,
+            gpus=args.gpus,
+            shard=args.shard,
         )
     )

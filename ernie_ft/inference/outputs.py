@@ -72,11 +72,13 @@ def read_progress(output: str) -> Optional[dict]:
         raise UserError(f"--resume: {progress_path(output)} cannot be read ({e}); run without --resume") from None
 
 
-def write_progress(output: str, wrote: dict, finished: bool) -> None:
-    """The progress file of ``output``, swapped in whole."""
+def write_progress(output: str, wrote: dict, finished: bool, answers: Optional[int] = None) -> None:
+    """The progress file of ``output``, swapped in whole; ``answers``: how many a finished output holds (``merge``
+    checks a part against it)."""
     path = progress_path(output)
+    counted = {"answers": answers} if answers is not None else {}
     with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({**wrote, "finished": finished}, f, ensure_ascii=False, indent=1)
+        json.dump({**wrote, "finished": finished, **counted}, f, ensure_ascii=False, indent=1)
     os.replace(path + ".tmp", path)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -57,13 +58,20 @@ class PredictOptions:
     resume: bool = False
     """Continue ``output`` after its last complete answer, when its progress file says this model, input and flags
     wrote it (``inference.outputs``)."""
+    nproc: int = 1
+    """Engine processes on this machine, each answering chunks of the input (``inference.pool``); the cores are shared
+    between them."""
+    gpus: Optional[str] = None
+    """GPU ids ("0,1"): one engine process per GPU (``inference.pool``); None: ``device`` and ``nproc``."""
+    shard: Optional[str] = None
+    """"K/N": answer only the K-th of N contiguous parts of the input, K from 1 (``inference.shards``); None: all."""
 
 
 def resolve_engine(model_dir: str | ModelDir, engine: str) -> str:
     """``engine`` with 'auto' made concrete for ``model_dir`` (a checkpoint or a run's directory, or one already
     read): the first that it holds of int8 ONNX, ONNX (``export --format onnx [--quantize int8]``), Paddle Inference
     (``export``), else 'dygraph'."""
-    return _engine(checkpoint.checkpoint_dir(model_dir), engine)
+    return _engine(model_dir if isinstance(model_dir, ModelDir) else checkpoint.checkpoint_dir(model_dir), engine)
 
 
 def _engine(source: ModelDir | str, engine: str) -> str:
@@ -92,31 +100,38 @@ def load_for_inference(
     trust_pickle: bool = False,
     task: Optional[str] = None,
     threshold: Optional[float] = None,
+    threads: int = 0,
+    weights: bool = True,
 ):
     """(Loaded checkpoint, DataConfig for its inputs: see ``inference_data``).
 
     ``model_dir``: a checkpoint or a run's directory, read here once (``read_model_dir``; ``loaded.directory``,
-    ``loaded.source``), or a ``ModelDir`` already read. ``engine`` 'inference' runs the model exported by
-    ``python -m ernie_ft export`` with Paddle Inference; 'auto' does where ``model_dir`` holds one. ``trust_pickle``
-    allows weights stored as a pickle (``weights.weights_format``). ``task``: a task spec that replaces the one the
-    checkpoint recorded. ``threshold``: a probability the task decides with instead of its own (``--threshold``).
+    ``loaded.source``), or a ``ModelDir`` already read (nothing of it is read again but the weights). ``engine``
+    'inference' runs the model exported by ``python -m ernie_ft export`` with Paddle Inference; 'auto' does where
+    ``model_dir`` holds one. ``trust_pickle`` allows weights stored as a pickle (``weights.weights_format``).
+    ``task``: a task spec that replaces the one the checkpoint recorded. ``threshold``: a probability the task decides
+    with instead of its own (``--threshold``). ``threads``: the engine's CPU threads (0: the available cores).
+    ``weights=False``: the task, labels and text pipeline only, no engine (``predict --nproc``'s parent).
     """
     runtime.quiet_libraries()
     device = runtime.select_device(device)
-    runtime.set_threads(0)
-    source = checkpoint.checkpoint_dir(model_dir)
+    runtime.set_threads(threads)
+    source = model_dir if isinstance(model_dir, ModelDir) else checkpoint.checkpoint_dir(model_dir)
     engine = _engine(source, engine)
-    loaded = checkpoint.load_model(source, weights=engine == "dygraph", trust_pickle=trust_pickle, task=task)
+    dygraph = weights and engine == "dygraph"
+    loaded = checkpoint.load_model(source, weights=dygraph, trust_pickle=trust_pickle, task=task)
     if threshold is not None:
         loaded.task.use_threshold(threshold)
-    if engine == "inference":
+    if not weights:
+        pass
+    elif engine == "inference":
         from ernie_ft.inference.static_graph import InferenceModel
 
-        loaded.model = InferenceModel(loaded.directory, device)
+        loaded.model = InferenceModel(loaded.directory, device, threads)
     elif engine.startswith("onnxruntime"):
         from ernie_ft.inference.onnx import OnnxModel
 
-        loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"), source=source)
+        loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"), threads, source=source)
     else:
         enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
@@ -169,21 +184,61 @@ def engine_line(engine: str) -> str:
 def predict(options: PredictOptions) -> None:
     """``python -m ernie_ft predict``: one answer per input record, JSON Lines (Parquet for an output ending in
     .parquet), written as made when the input streams (``inference.chunks``), else once the file is read whole; on
-    standard error the engine and device, the progress, and how many were written."""
+    standard error the engine and device, the progress, and how many were written. ``nproc`` or ``gpus``: the
+    chunks answered by several engine processes (``inference.pool``); ``shard``: only this part of the input."""
+    from ernie_ft.inference import pool, shards
+
     if options.resume and not options.output:
         raise UserError("--resume continues an --output file; give the --output of the run to continue")
     if options.chunk_size < 1:
         raise UserError(f"--chunk-size must be 1 or more, not {options.chunk_size}")
+    shard = shards.parse_shard(options.shard) if options.shard is not None else None
+    devices = pool.worker_devices(options.nproc, options.gpus, options.device)
     source = checkpoint.checkpoint_dir(options.model)  # the directory's one reading
-    engine = resolve_engine(source, options.engine)
+    engine = _engine(source, options.engine)
+    device = "cpu" if options.gpus else options.device  # --gpus: the parent runs no model
+    loaded, data = load_checked(source, options, engine, device, weights=devices is None)
+    print(f"predict: {engine_line(engine)} on {pool.describe(devices) or device_name()}", file=sys.stderr)
+    chunks, why = input_chunks(loaded, data, options)
+    if chunks is None:
+        if devices or shard:
+            flag = "--shard" if shard else "--gpus" if options.gpus else "--nproc"
+            raise UserError(f"{flag}: --input {options.input} is read whole ({why}), so it cannot be split; "
+                            "give JSON Lines, a table with a header line, plain text or Parquet")  # fmt: skip
+        count = predict_whole(loaded, data, options, why)
+    else:
+        if shard:
+            chunks = shards.shard_chunks(chunks, *shard)
+        workers = None
+        if devices:
+            load = functools.partial(load_checked, source, options, engine)
+            workers = pool.Pool(load, devices, pool.threads_each(devices), options.input, options.batch_size)
+        try:
+            count = predict_stream(loaded, data, options, chunks, source.path, engine, workers)
+        except BaseException:
+            if workers is not None:
+                workers.close(abort=True)
+            raise
+        if workers is not None:
+            workers.close()
+    if count is not None:
+        where = f" to {options.output}" if options.output else ""
+        print(f"wrote {count} predictions{where} ({engine_line(engine)})", file=sys.stderr)
+
+
+def load_checked(source: ModelDir, options: PredictOptions, engine: str, device: str, threads: int = 0, weights=True):
+    """``load_for_inference`` of ``source`` with ``options``' task, flags and the checks ``predict`` makes of them
+    (fill-mask, --top-k), in ``predict``'s process or in each of its workers (``inference.pool``)."""
     loaded, data = load_for_inference(
         source,
-        options.device,
+        device,
         {"text_column": options.text_column, "text_pair_column": options.text_pair_column},
         engine,
         options.trust_pickle,
         options.task,
         options.threshold,
+        threads,
+        weights,
     )
     if options.fill_mask and loaded.task.head != "mlm":
         raise UserError(
@@ -197,15 +252,7 @@ def predict(options: PredictOptions) -> None:
                 f"{loaded.task.name} checkpoint"
             )
         loaded.task = dataclasses.replace(loaded.task, top_k=options.top_k)  # checked as the task checks its options
-    print(f"predict: {engine_line(engine)} on {device_name()}", file=sys.stderr)
-    chunks, why = input_chunks(loaded, data, options)
-    if chunks is None:
-        count = predict_whole(loaded, data, options, why)
-    else:
-        count = predict_stream(loaded, data, options, chunks, source.path, engine)
-    if count is not None:
-        where = f" to {options.output}" if options.output else ""
-        print(f"wrote {count} predictions{where} ({engine_line(engine)})", file=sys.stderr)
+    return loaded, data
 
 
 def predict_whole(loaded, data: DataConfig, options: PredictOptions, why: str) -> int:
@@ -234,11 +281,19 @@ class Predictor:
         classify([{"text": "房间很干净"}, {"text": "太吵了"}])  # [{"text": ..., "label": ..., "probs": ...}, ...]
         classify(["房间很干净", "太吵了"])  # the same: texts, as the HTTP API takes them
         classify("房间很干净")  # a list of one prediction
+        classify(pandas.DataFrame({"text": [...]}))  # the frame with the answer columns (label, probs) added
 
     Inputs are records of the task's fields (``input_fields``), or texts where the task has one required field
-    (``text`` for classification, NER and relation extraction; ``as_records``). A call is three steps that a server
-    may run apart: ``prepare`` (read the records through the task's ``read_records`` and featurize them, any
-    thread), ``logits`` (the model) and ``answer``. A bad field raises UserError naming it (``inputs[2].text``).
+    (``text`` for classification, NER and relation extraction; ``as_records``); or a batch, as Ray Data's
+    ``map_batches`` and Spark's pandas UDFs hand one: a pandas DataFrame, a pyarrow Table or a dict of columns, whose
+    rows are the records, answered as the same kind with the answer's other fields as columns (``inference.batches``).
+    A call is three steps that a server may run apart: ``prepare`` (read the records through the task's
+    ``read_records`` and featurize them, any thread), ``logits`` (the model) and ``answer``. A bad field raises
+    UserError naming it (``inputs[2].text``).
+
+    A Predictor pickles without its model: the copy loads it when first used, once per process (copies of one
+    Predictor share it), so one can be handed to worker processes (Ray, Spark, ``multiprocessing``). ``threads``:
+    the engine's CPU threads (0: the cores this process may use), for several Predictors on one machine.
     """
 
     def __init__(
@@ -250,13 +305,50 @@ class Predictor:
         task: Optional[str] = None,
         batch_size: int = 64,
         threshold: Optional[float] = None,
+        threads: int = 0,
     ):
         source = checkpoint.checkpoint_dir(model_dir)  # the directory's one reading
-        self.model_dir, self.engine, self.batch_size = model_dir, resolve_engine(source, engine), batch_size
-        self.loaded, self.data = load_for_inference(source, device, {}, self.engine, trust_pickle, task, threshold)
-        self.task, self.labels = self.loaded.task, self.loaded.labels
+        self.model_dir, self.engine, self.batch_size = model_dir, _engine(source, engine), batch_size
+        self._source, self._settings = source, (device, trust_pickle, task, threshold, threads)
+        self._loaded = load_for_inference(source, device, {}, self.engine, trust_pickle, task, threshold, threads)
 
-    def __call__(self, records: list[dict] | list[str] | str) -> list[dict]:
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_loaded": None}  # the model is loaded again where it is used
+
+    def _load(self) -> tuple:
+        if self._loaded is None:
+            key = (self._source.path, self.engine, self._settings)
+            if key not in _LOADED:
+                device, trust_pickle, task, threshold, threads = self._settings
+                _LOADED[key] = load_for_inference(self._source, device, {}, self.engine, trust_pickle, task, threshold,
+                                                  threads)  # fmt: skip
+            self._loaded = _LOADED[key]
+        return self._loaded
+
+    @property
+    def loaded(self):
+        """The loaded checkpoint (``checkpoint.Loaded``)."""
+        return self._load()[0]
+
+    @property
+    def data(self) -> DataConfig:
+        return self._load()[1]
+
+    @property
+    def task(self):
+        return self.loaded.task
+
+    @property
+    def labels(self) -> list:
+        return self.loaded.labels
+
+    def __call__(self, records):
+        from ernie_ft.inference import batches
+
+        kind = batches.kind_of(records)
+        if kind is not None:
+            rows = batches.to_records(records, kind)
+            return batches.with_answers(records, kind, self(rows) if rows else [])
         examples, features = self.prepare(records)
         return self.answer(examples, features, self.logits(features, self.batch_size))
 
@@ -311,3 +403,7 @@ class Predictor:
             task = copy.copy(task)  # this answer's alone: requests are answered side by side
             task.use_threshold(threshold)
         return task.predict(logits, features, examples, self.labels, self.data)
+
+
+_LOADED: dict[tuple, tuple] = {}
+"""The models the unpickled copies of Predictors loaded in this process, by (directory, engine, settings)."""

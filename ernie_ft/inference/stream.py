@@ -62,16 +62,21 @@ class Progress:
             self.bar.close()
 
 
-def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "--input") -> int:
+def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "--input", pool=None) -> int:
     """Answer every record of ``chunks`` after the ``writer.done`` already written, writing each chunk's answers
-    before reading the next; returns how many answers the output holds. A signal raises ``Interrupted`` once the
-    batch in flight is done; the output then holds every answer of the chunks before it."""
+    before reading the next (with a ``pool``, ``inference.pool``: as its workers answer them, in order); returns how
+    many answers the output holds. A signal raises ``Interrupted`` once the batch in flight is done; the output then
+    holds every answer of the chunks before it."""
     seed = (loaded.run or {}).get("train", {}).get("seed", 0)
     progress = Progress(chunks.total, writer.done)
     try:
         with stop_request() as stop:
-            for rows in chunks.read(writer.done):
-                answers = answer_chunk(loaded, data, rows, chunks.path, flag, batch_size, seed, stop)
+            rows = chunks.read(writer.done)
+            if pool is not None:
+                answered = pool.answers(rows, stop)
+            else:
+                answered = (answer_chunk(loaded, data, r, chunks.path, flag, batch_size, seed, stop) for r in rows)
+            for answers in answered:
                 if answers is None:
                     break
                 writer.write(answers)
@@ -140,12 +145,12 @@ def input_chunks(loaded, data, options):
     return open_chunks(options.input, options.chunk_size, required[0], columns, whole)
 
 
-def predict_stream(loaded, data, options, chunks, model_path: str, engine: str) -> Optional[int]:
-    """The answers to a streamed input, each chunk's written as made; with ``options.output``, its progress file
-    beside it and ``--resume``. None: a resumed output was finished already."""
+def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, pool=None) -> Optional[int]:
+    """The answers to a streamed input, each chunk's written as made (``pool``: by its workers); with
+    ``options.output``, its progress file beside it and ``--resume``. None: a resumed output was finished already."""
     if not options.output:
-        return stream(loaded, data, chunks, outputs.writer(None, False), options.batch_size)
-    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column")
+        return stream(loaded, data, chunks, outputs.writer(None, False), options.batch_size, pool=pool)
+    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column", "shard")
     now = outputs.identity(model_path, options.input, {k: getattr(options, k) for k in settings} | {"engine": engine})
     wrote = outputs.read_progress(options.output) if options.resume else None
     if options.resume and wrote is None and os.path.exists(options.output):
@@ -163,7 +168,7 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str) 
     if out.done:
         print(f"--resume: {out.done} predictions in {options.output}; continuing after them", file=sys.stderr)
     try:
-        count = stream(loaded, data, chunks, out, options.batch_size)
+        count = stream(loaded, data, chunks, out, options.batch_size, pool=pool)
     except (KeyboardInterrupt, UserError) as e:
         out.close()
         then = (
@@ -174,7 +179,7 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str) 
         print(f"{out.done} of {chunks.total} predictions are in {options.output}; {then}", file=sys.stderr)
         raise
     out.close()
-    outputs.write_progress(options.output, now, finished=True)
+    outputs.write_progress(options.output, now, finished=True, answers=count)
     return count
 
 
