@@ -38,6 +38,9 @@ if [ ! -x .venv-label-studio/bin/label-studio ]; then
   fi
   rm -f "$log"
 fi
+if [ -z "$label_studio_note" ] && ! .venv/bin/python tests/helpers/label_studio.py > /dev/null; then
+  label_studio_note="label-studio init could not make the tests' data directory (python tests/helpers/label_studio.py)"
+fi
 if [ -n "$label_studio_note" ]; then
   echo "WARNING: $label_studio_note: the Label Studio tests will be SKIPPED${CI:+ (CI: they FAIL)}" >&2
 fi

@@ -3,7 +3,8 @@ never a dependency of the package): projects with their own tag names, ernie_ft'
 predictions retrieved and stored for every task (a classifier and an NER tagger), a pre-annotation file imported, and
 a model trained from a project's annotations through ``--train label-studio://HOST:PORT/PROJECT``.
 
-One Label Studio for the module (it takes about a minute to start: its database is made afresh); everything is on
+One Label Studio for the module, started from a copy of a data directory whose database was made once
+(``helpers.label_studio.template``: seconds instead of a minute of migrations); everything is on
 127.0.0.1, and Label Studio's calls out (its version check, its error reports) are switched off. Without the venv the
 module skips, saying so; in CI (CI=true) it fails.
 """
@@ -11,6 +12,7 @@ module skips, saying so; in CI (CI=true) it fails.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,21 +20,13 @@ import time
 
 import httpx
 import pytest
-from conftest import DATA, ROOT
+from conftest import DATA
+from helpers.label_studio import ACCOUNT, ENV, LABEL_STUDIO, TOKEN, template
 from test_label_studio_backend import models  # noqa: F401 (the tiny classifier and tagger, a module fixture)
 from test_serve import Server
 
 from ernie_ft.cli import main as cli
 from ernie_ft.data.pre_annotations import label_studio_task
-
-LABEL_STUDIO = ROOT / ".venv-label-studio" / "bin" / "label-studio"
-TOKEN = "ernie-ft-test-token-0123456789"
-QUIET = {  # no calls out of the machine: the version check on PyPI, Sentry's error reports, analytics
-    "LATEST_VERSION_CHECK": "false",
-    "SENTRY_DSN": "",
-    "FRONTEND_SENTRY_DSN": "",
-    "COLLECT_ANALYTICS": "false",
-}
 
 
 def without_label_studio(reason: str):
@@ -49,18 +43,11 @@ class LabelStudio:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        env = {
-            **os.environ,
-            **QUIET,
-            "ML_BLOCK_LOCAL_IP": "false",
-            "USE_DEFAULT_BANNED_SUBNETS": "false",
-            "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-            "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "data"),
-        }
+        env = {**os.environ, **ENV, "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "data")}
+        shutil.copytree(template(), tmp_path / "data")
         self.url, self.log = None, open(tmp_path / "label-studio.log", "w+")
-        account = ["--username", "tester@example.com", "--password", "ernie-ft-test", "--user-token", TOKEN]
         command = [str(LABEL_STUDIO), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port),
-                   *account]  # fmt: skip
+                   *ACCOUNT]  # fmt: skip
         self.proc = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp_path,
                                      start_new_session=True)  # fmt: skip
 
