@@ -148,7 +148,7 @@ def test_a_failed_export_keeps_the_libraries_log_beside_it(run, tmp_path, capsys
     real_run = subprocess.run
 
     def failing(command, **kwargs):  # the conversion's own process prints a line on its fd 2 and fails
-        script = "import os, sys; os.write(2, b\"[Paddle2ONNX] a library's own line\\n\"); sys.exit(1)"
+        script = 'import os, sys; os.write(2, b"[Paddle2ONNX] a library\'s own line\\n"); sys.exit(1)'
         return real_run([sys.executable, "-c", script], **kwargs)
 
     monkeypatch.setattr(libraries.subprocess, "run", failing)

@@ -25,10 +25,12 @@ from typing import Callable, Optional
 from ernie_ft.cli import distill as distill_command
 from ernie_ft.cli import evaluate as evaluate_command
 from ernie_ft.cli import export as export_command
+from ernie_ft.cli import merge as merge_command
 from ernie_ft.cli import predict as predict_command
 from ernie_ft.cli import select as select_command
 from ernie_ft.cli import serve as serve_command
 from ernie_ft.cli import train as train_command
+from ernie_ft.cli import tune as tune_command
 from ernie_ft.cli import vocab as vocab_command
 from ernie_ft.errors import Interrupted, UserError
 from ernie_ft.task import BUILTIN, resolve_task, with_hooks
@@ -174,7 +176,15 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
     "predict": (predict, "Predict with any checkpoint; one JSON object per input."),
     "evaluate": (evaluate, "Score a checkpoint on a labelled file: metrics, tables and pictures."),
     "export": (export, "Export a checkpoint for Paddle Inference."),
+    "merge": (
+        lambda argv, prog: run_guarded(lambda: merge_command.run(merge_command.build_parser(prog).parse_args(argv))),
+        "Join the parts of predict --shard K/N into the answers of the whole input, in input order.",
+    ),
     "select": (select, "Choose the texts of a pool to label next, with the model's pre-annotations."),
+    "tune": (
+        lambda argv, prog: run_guarded(lambda: tune_command.run(argv, prog)),
+        "Search a task's training settings (Optuna): trials, pruning, a study several machines share.",
+    ),
     "vocab": (vocab, "Learn a vocabulary extension (jieba words + BPE) from a corpus."),
     "serve": (serve, "Serve a checkpoint over HTTP, with dynamic batching and a page to try it."),
 }

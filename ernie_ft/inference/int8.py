@@ -27,9 +27,9 @@ from ernie_ft.errors import UserError
 
 METHODS = ("int8", "int8-dynamic", "int8-static")
 DEFAULT_METHOD = "int8-dynamic"
-"""Dynamic int8 by default: measured side by side (``benchmarks/bench_int8.py --every-engine``, docs/benchmarks.md), it was the
-faster of the two (1.60x / 1.45x Paddle Inference's documents/s for a classifier / a tagger on AVX2, static 1.32x /
-1.36x) and lost no more (accuracy -0.16 and F1 -0.10 against static's -0.16 and -0.23)."""
+"""Dynamic int8 by default: measured side by side (``benchmarks/bench_int8.py --every-engine``, docs/benchmarks.md), it
+was the faster of the two (1.60x / 1.45x Paddle Inference's documents/s for a classifier / a tagger on AVX2, static
+1.32x / 1.36x) and lost no more (accuracy -0.16 and F1 -0.10 against static's -0.16 and -0.23)."""
 TARGETS = {
     "vnni": "AVX-512 VNNI, AVX-VNNI or AMX",
     "avx512": "AVX-512 without VNNI",
