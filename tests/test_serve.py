@@ -173,7 +173,7 @@ def test_api_answers_equal_predict(fixture, inputs, task, request, tmp_path):
 
 
 def test_clients_are_told_the_models_name_never_a_path():
-    from ernie_ft.serving.model import model_name
+    from ernie_ft.inference.outputs import model_name
 
     assert model_name("/srv/models/sentiment/") == "sentiment"
     assert model_name("runs/cs/best") == "cs/best" and model_name("/runs/cs/last") == "cs/last"

@@ -57,6 +57,14 @@ def build_parser(prog: str) -> Parser:
         help="answer only part K of N contiguous parts of --input, K from 1 (a Slurm array task, a Kubernetes indexed "
         "job's pod); join the parts with python -m ernie_ft merge --output ALL PART...",
     )
+    parser.add_argument(
+        "--format",
+        default="answers",
+        choices=("answers", "label-studio", "doccano"),
+        help="answers: the model's answers (JSON Lines, or Parquet); label-studio: a JSON array of Label Studio tasks "
+        "with the answers as predictions, to import; doccano: doccano's JSON Lines with the answers as labels "
+        "(default: answers)",
+    )
     flags.add_engine(parser)
     flags.add_threshold(parser)
     parser.add_argument(
@@ -77,6 +85,7 @@ def run(args: argparse.Namespace, fill_mask: bool = False, task: Optional[str] =
             model=args.model,
             input=args.input,
             output=args.output,
+            format=args.format,
             batch_size=args.batch_size,
             text_column=args.text_column,
             text_pair_column=args.text_pair_column,

@@ -1,11 +1,14 @@
 """Prediction answers written as they are made: JSON Lines (one answer a line, in input order), or Parquet when the
-output ends in ``.parquet``; the progress file beside an output that ``--resume`` checks before it continues one."""
+output ends in ``.parquet``, or an annotation tool's import (``--format``: Label Studio's JSON array of tasks,
+doccano's JSON Lines) with the answers as pre-annotations; the progress file beside an output that ``--resume``
+checks before it continues one."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Optional
 
 from ernie_ft.errors import UserError
@@ -203,8 +206,124 @@ def _schema(answers: list[dict]):
     return pa.schema(fields, metadata={"json_columns": json.dumps(nested)})
 
 
-def writer(path: Optional[str], resume: bool):
-    """The writer of ``path``'s format (None: JSON Lines on standard output)."""
+class JsonArray:
+    """Answers as one JSON array (Label Studio imports only that) to ``path`` (None: standard output), an answer a
+    line between a first line ``[`` and a last ``]``, flushed after each chunk: a whole array once closed, and one
+    ``--resume`` continues after its last complete answer (the closing ``]`` and a line cut by a kill dropped)."""
+
+    def __init__(self, path: Optional[str], resume: bool = False):
+        self.path, self.done = path, 0
+        if path is None:
+            self.file = sys.stdout
+        elif resume and os.path.exists(path):
+            self.done = _array_items(path)
+            self.file = open(path, "a", encoding="utf-8")
+            self.written = self.done
+            return
+        else:
+            self.file = open(path, "w", encoding="utf-8")
+        self.file.write("[\n")
+        self.written = 0
+
+    def write(self, answers: list[dict]) -> None:
+        for answer in answers:
+            self.file.write((",\n" if self.written else "") + json.dumps(answer, ensure_ascii=False))
+            self.written += 1
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.write("\n]\n" if self.written else "]\n")
+        self.file.flush()
+        if self.path is not None:
+            self.file.close()
+
+
+def _array_items(path: str) -> int:
+    """How many complete items a ``JsonArray`` file holds; the file is cut after the last of them (the closing ``]``
+    and a line a kill cut short go). A file that is no such array is a UserError."""
+    count, end, position = 0, None, 0
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            start, position = position, position + len(line)
+            item = line.rstrip(b"\n")
+            if number == 1:
+                if item != b"[":
+                    raise UserError(f"--resume: {path} is not a JSON array written by predict; run without --resume")
+                end = position
+                continue
+            if item == b"]":
+                break
+            item = item[:-1] if item.endswith(b",") else item
+            try:
+                json.loads(item)
+            except ValueError:
+                break  # a line cut by a kill: answered again
+            count, end = count + 1, start + len(item)
+    if end is None:
+        raise UserError(f"--resume: {path} is empty; run without --resume")
+    with open(path, "r+b") as f:
+        f.truncate(end)
+    return count
+
+
+class Converted:
+    """A writer whose answers are first made into something else (``convert``, one answer at a time): an annotation
+    tool's import record."""
+
+    def __init__(self, inner, convert: Callable[[dict], dict]):
+        self.inner, self.convert = inner, convert
+
+    @property
+    def done(self) -> int:
+        return self.inner.done
+
+    @done.setter
+    def done(self, value: int) -> None:
+        self.inner.done = value
+
+    def write(self, answers: list[dict]) -> None:
+        self.inner.write([self.convert(answer) for answer in answers])
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+FORMATS = ("answers", "label-studio", "doccano")
+"""What ``predict --format`` writes: the answers themselves (JSON Lines, or Parquet), or an annotation tool's import
+with them as pre-annotations (``data.pre_annotations``)."""
+
+
+def model_name(model_dir: str) -> str:
+    """What a model is called where others see it (``serve``'s clients, an import's ``model_version``): its
+    directory's last part (with the run's name before a ``best`` or ``last`` checkpoint), never a path of this
+    machine's filesystem."""
+    parts = os.path.normpath(os.path.abspath(model_dir)).split(os.sep)
+    return "/".join(parts[-2:]) if parts[-1] in ("best", "last") and len(parts) > 2 else parts[-1]
+
+
+def tool_import(fmt: str, loaded) -> Optional[Callable[[dict], dict]]:
+    """The function making an answer of the ``loaded`` checkpoint into ``fmt``'s import record (None for 'answers'):
+    a Label Studio task whose prediction carries the model's version (``model_name``), or a doccano record;
+    a label path is written by its end."""
+    from ernie_ft.data import pre_annotations
+
+    separator = (loaded.run or {}).get("task", {}).get("hierarchy_separator")
+    if fmt == "label-studio":
+        version = model_name(loaded.directory)
+        return lambda answer: pre_annotations.label_studio_task(answer, version, separator=separator)
+    if fmt == "doccano":
+        return lambda answer: pre_annotations.doccano_record(answer, separator)
+    return None
+
+
+def writer(path: Optional[str], resume: bool, fmt: str = "answers", convert: Optional[Callable] = None):
+    """The writer of ``path``'s format (None: JSON Lines on standard output), or of ``fmt``'s import (``convert``:
+    its ``tool_import``)."""
+    if fmt != "answers":
+        if path is not None and path.lower().endswith(".parquet"):
+            raise UserError(f"--output {path}: --format {fmt} writes JSON; give an --output ending in .json(l)")
+        inner = JsonArray(path, resume) if fmt == "label-studio" else JsonLines(path, resume)
+        return Converted(inner, convert)
     if path is not None and path.lower().endswith(".parquet"):
         try:
             import pyarrow  # noqa: F401

@@ -63,6 +63,9 @@ class PredictOptions:
     between them."""
     gpus: Optional[str] = None
     """GPU ids ("0,1"): one engine process per GPU (``inference.pool``); None: ``device`` and ``nproc``."""
+    format: str = "answers"
+    """What to write (``outputs.FORMATS``): the answers, or a Label Studio or doccano import with them as
+    pre-annotations."""
     shard: Optional[str] = None
     """"K/N": answer only the K-th of N contiguous parts of the input, K from 1 (``inference.shards``); None: all."""
 
@@ -192,7 +195,14 @@ def predict(options: PredictOptions) -> None:
         raise UserError("--resume continues an --output file; give the --output of the run to continue")
     if options.chunk_size < 1:
         raise UserError(f"--chunk-size must be 1 or more, not {options.chunk_size}")
+    if options.format not in outputs.FORMATS:
+        raise UserError(f"--format must be one of {', '.join(outputs.FORMATS)}, not {options.format!r}")
     shard = shards.parse_shard(options.shard) if options.shard is not None else None
+    if shard and options.format == "label-studio":
+        raise UserError(
+            "--shard with --format label-studio: the parts of one JSON array cannot be joined; write --format "
+            "doccano or the answers in parts, or give Label Studio one import file per part"
+        )
     devices = pool.worker_devices(options.nproc, options.gpus, options.device)
     source = checkpoint.checkpoint_dir(options.model)  # the directory's one reading
     engine = _engine(source, options.engine)
@@ -264,7 +274,7 @@ def predict_whole(loaded, data: DataConfig, options: PredictOptions, why: str) -
     print(f"note: --input {options.input} is read whole: {why}", file=sys.stderr)
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
-    out = outputs.writer(options.output, resume=False)
+    out = outputs.writer(options.output, False, options.format, outputs.tool_import(options.format, loaded))
     try:
         out.write(records)
     finally:

@@ -116,11 +116,9 @@ class SelectOptions:
 
 def select(options: SelectOptions) -> None:
     """``python -m ernie_ft select``: predict the pool, choose, write the import file."""
-    import json
-    import os
     import sys
 
-    from ernie_ft.data import pre_annotations
+    from ernie_ft.inference import outputs
     from ernie_ft.inference.predict import engine_line, load_for_inference, resolve_engine, run_inference
     from ernie_ft.training import checkpoint
 
@@ -133,17 +131,12 @@ def select(options: SelectOptions) -> None:
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     chosen = choose(records, options.size, options.strategy, options.diverse, options.seed)
-    separator = loaded.run.get("task", {}).get("hierarchy_separator")  # label paths are written by their ends
-    version = os.path.basename(os.path.normpath(os.path.abspath(loaded.directory)))
-    with open(options.output, "w", encoding="utf-8") as f:
-        if options.format == "label-studio":
-            tasks = [pre_annotations.label_studio_task(records[i], version, separator=separator) for i in chosen]
-            json.dump(tasks, f, ensure_ascii=False, indent=1)
-        else:
-            f.writelines(
-                json.dumps(pre_annotations.doccano_record(records[i], separator), ensure_ascii=False) + "\n"
-                for i in chosen
-            )
+    convert = outputs.tool_import(options.format, loaded)
+    out = outputs.writer(options.output, False, options.format, convert)
+    try:
+        out.write([records[i] for i in chosen])
+    finally:
+        out.close()
     print(
         f"chose {len(chosen)} of {len(records)} texts by {options.strategy}{' (diverse)' if options.diverse else ''}; "
         f"wrote {options.output} ({options.format} import with the model's predictions; {engine_line(engine)})",

@@ -148,9 +148,14 @@ def input_chunks(loaded, data, options):
 def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, pool=None) -> Optional[int]:
     """The answers to a streamed input, each chunk's written as made (``pool``: by its workers); with
     ``options.output``, its progress file beside it and ``--resume``. None: a resumed output was finished already."""
+    convert = outputs.tool_import(options.format, loaded)
     if not options.output:
-        return stream(loaded, data, chunks, outputs.writer(None, False), options.batch_size, pool=pool)
-    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column", "shard")
+        out = outputs.writer(None, False, options.format, convert)
+        try:
+            return stream(loaded, data, chunks, out, options.batch_size, pool=pool)
+        finally:
+            out.close()
+    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column", "shard", "format")
     now = outputs.identity(model_path, options.input, {k: getattr(options, k) for k in settings} | {"engine": engine})
     wrote = outputs.read_progress(options.output) if options.resume else None
     if options.resume and wrote is None and os.path.exists(options.output):
@@ -164,7 +169,7 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, 
             print(f"--resume: {options.output} is complete; nothing to do", file=sys.stderr)
             return None
     outputs.write_progress(options.output, now, finished=False)
-    out = outputs.writer(options.output, options.resume)
+    out = outputs.writer(options.output, options.resume, options.format, convert)
     if out.done:
         print(f"--resume: {out.done} predictions in {options.output}; continuing after them", file=sys.stderr)
     try:

@@ -102,13 +102,14 @@ def serve(
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher, on one port;
     the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
     (``file.py:Class``) passed on to the loader. ``name``: what clients are told the model is called (default: the
-    directory's last part, ``model.model_name``). ``threshold``: the probability a model that decides by one
+    directory's last part, ``inference.outputs.model_name``). ``threshold``: the probability a model that decides by one
     decides with instead of its own (a request may give its own).
     """
     import uvicorn
 
+    from ernie_ft.inference.outputs import model_name
     from ernie_ft.serving.app import create_app
-    from ernie_ft.serving.model import ServedModel, model_name
+    from ernie_ft.serving.model import ServedModel
 
     limits.check()
     name = name or model_name(model_dir)

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from typing import Optional
 
 from ernie_ft.inference import runtime_and_precision
+from ernie_ft.inference.outputs import model_name
 from ernie_ft.inference.predict import Predictor
 from ernie_ft.serving.limits import Limits
 
 WARM_UP_TEXT = "你好，世界。"
-
-
-def model_name(model_dir: str) -> str:
-    """What clients are told the model is called: its directory's last part (with the run's name before a
-    ``best`` or ``last`` checkpoint), never a path of the server's filesystem."""
-    parts = os.path.normpath(os.path.abspath(model_dir)).split(os.sep)
-    return "/".join(parts[-2:]) if parts[-1] in ("best", "last") and len(parts) > 2 else parts[-1]
 
 
 class ServedModel(Predictor):
