@@ -189,6 +189,13 @@ class TaskHooks:
         """``evaluate``'s printed report (tables, pictures written to ``out_dir``); None: the metrics on one line."""
         return None
 
+    def tally(self, labels: list[str], data: DataConfig, out_dir: str):
+        """What keeps this task's metrics chunk by chunk, for ``evaluate`` over a labelled file too large to hold
+        (``evaluation.tallies``): an object with ``add(logits, features, examples)`` per chunk, ``count``,
+        ``metrics()`` and ``report(out_dir)`` (equal to ``evaluate`` and ``report`` over the whole file), and
+        ``discard()`` (a stopped run's files removed). None (the default): the file is scored whole."""
+        return None
+
     def learned_options(self, dev: Optional[dict]) -> dict:
         """Task options learned in training that the best checkpoint records beside the run's (per-label thresholds
         tuned on dev), from the best dev evaluation's metrics ``dev``; the task takes them on for the test

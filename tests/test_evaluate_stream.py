@@ -43,9 +43,14 @@ def models(tmp_path_factory) -> dict:
     """The v0.1 classifier and CRF tagger, spread (``spread``)."""
     home = tmp_path_factory.mktemp("spread")
     classify = FIXTURES / "classify"
+    nested = home / "nested"  # a span model (ner --nested): its decode and errors.txt are the tagger's tally's too
+    train = ["--train", str(DATA / "ner_train.jsonl"), "--nested", "--model", "scratch:2x64", "--threads", "1",
+             "--epochs", "6", "--max-len", "64", "--threshold", "0.1", "--output", str(nested)]  # fmt: skip
+    assert cli.task_command("ner")(train) == 0
     return {
         "classifier": spread(classify, "best/model_state.pdparams", DATA / "sentiment_test.jsonl", home / "c", 1000),
         "tagger": spread(FIXTURES / "ner", "model_state.pdparams", DATA / "ner_dev.jsonl", home / "t", 100),
+        "nested": str(nested),
     }
 
 
@@ -66,8 +71,9 @@ def whole_file_report(model, path, out_dir) -> str:
 @pytest.mark.parametrize(
     "model, source, written",
     [("classifier", "sentiment_test.jsonl", "confusion_matrix.png"),
-     ("classifier", "sentiment_dev.tsv", "confusion_matrix.png"), ("tagger", "ner_dev.jsonl", "errors.txt")],
-    ids=["classify-jsonl", "classify-tsv", "ner-jsonl"],
+     ("classifier", "sentiment_dev.tsv", "confusion_matrix.png"), ("tagger", "ner_dev.jsonl", "errors.txt"),
+     ("nested", "ner_dev.jsonl", "errors.txt")],
+    ids=["classify-jsonl", "classify-tsv", "ner-jsonl", "nested-ner-jsonl"],
 )  # fmt: skip
 def test_streamed_metrics_equal_the_whole_file_ones(model, source, written, models, tmp_path, capsys):
     model = models[model]

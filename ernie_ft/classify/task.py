@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar, Optional
@@ -340,8 +339,8 @@ class Classification(TaskHooks):
 
         if self.sets:
             return multilabel.evaluate_sets(self, logits, features, examples, labels, data)
-        predicted = self.probabilities(logits, features, examples, data).argmax(axis=1)
-        return classification_metrics([e.label for e in examples], [labels[i] for i in predicted], labels)
+        predicted = self.single_labels(logits, features, examples, labels, data)
+        return classification_metrics([e.label for e in examples], predicted, labels)
 
     def predict(self, logits, features, examples, labels, data):
         if self.sets:
@@ -360,14 +359,23 @@ class Classification(TaskHooks):
     def report(self, logits, features, examples, labels, data, out_dir: str) -> str:
         """Per-class table as text, and a confusion-matrix PNG in ``out_dir`` (label sets: a per-label
         precision/recall/F1 PNG)."""
-        from ernie_ft.evaluation.classification import classification_metrics, confusion, format_classification_report
-        from ernie_ft.evaluation.plots import plot_confusion_matrix
+        from ernie_ft.evaluation.classification import classification_report
 
         if self.sets:
             return multilabel.report_sets(self, logits, features, examples, labels, data, out_dir)
-        predicted = [labels[i] for i in self.probabilities(logits, features, examples, data).argmax(axis=1)]
-        gold = [e.label for e in examples]
-        names, matrix = confusion(gold, predicted, labels)
-        png = plot_confusion_matrix(names, matrix, os.path.join(out_dir, "confusion_matrix.png"))
-        table = format_classification_report(classification_metrics(gold, predicted, labels))
-        return f"{table}\nconfusion matrix: {png}"
+        predicted = self.single_labels(logits, features, examples, labels, data)
+        return classification_report([e.label for e in examples], predicted, labels, out_dir)
+
+    def single_labels(self, logits, features, examples, labels, data) -> list[str]:
+        """The label of each example with one label per text: the argmax of its pooled probabilities."""
+        return [labels[i] for i in self.probabilities(logits, features, examples, data).argmax(axis=1)]
+
+    def tally(self, labels, data, out_dir):
+        """One label per text: the gold and predicted labels kept chunk by chunk; label sets are scored whole."""
+        from ernie_ft.evaluation.tallies import ClassTally
+
+        if self.sets:
+            return None
+        return ClassTally(
+            lambda logits, feats, examples: self.single_labels(logits, feats, examples, labels, data), labels
+        )

@@ -119,14 +119,14 @@ def evaluate(options: EvaluateOptions) -> dict:
     model_dir = os.path.abspath(loaded.directory)
     where = {"model": model_dir, "input": os.path.abspath(options.input)}
     out_dir = options.output_dir or default_output_dir(evaluation_home(loaded.source), where)
-    chunks, tally, why = labelled_chunks(loaded, data, options.input, options.chunk_size)
+    tally = loaded.task.tally(loaded.labels, data, out_dir)
+    chunks, why = labelled_chunks(loaded, data, options.input, options.chunk_size, tally)
     if chunks is None:
         print(f"note: --input {options.input} is read whole: {why}", file=sys.stderr)
         count, metrics, report = evaluate_whole(loaded, data, options, out_dir, where)
     else:
         os.makedirs(out_dir, exist_ok=True)
-        tallied = tally(loaded.task, loaded.labels, data, out_dir)
-        scored = score_chunks(loaded, data, chunks, tallied, options.batch_size)
+        scored = score_chunks(loaded, data, chunks, tally, options.batch_size)
         count, metrics = scored.count, scored.metrics()
         write_metrics(out_dir, metrics, where)
         report = scored.report(out_dir)

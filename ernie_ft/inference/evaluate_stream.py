@@ -3,8 +3,9 @@ scored, keeping only what the metrics need (the gold and predicted label of each
 text's mistakes written to errors.txt as they are found), so memory follows the chunk and batch sizes, not the
 file's length. The metrics and the report equal those of the file read whole.
 
-Streamed: the built-in classifier with one label per text and the built-in tagger (NER without ``--nested``).
-Everything else is read whole, as before, with a note saying why.
+Streamed: the tasks whose ``TaskHooks.tally`` keeps their metrics chunk by chunk (``evaluation.tallies``: the
+built-in classifier with one label per text and the built-in tagger, NER without ``--nested``). Everything else is
+read whole, with a note saying why.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import os
 import re
 import tempfile
-from collections import Counter
 from typing import Optional
 
 from ernie_ft.errors import UserError
@@ -25,111 +25,20 @@ from ernie_ft.models.modeling import compute_logits, task_batching
 FLAG = "--input"
 
 
-class ClassTally:
-    """One label per text: the gold and the predicted label of each text, as ``Classification.evaluate`` decides
-    it (the argmax of the pooled probabilities)."""
-
-    def __init__(self, task, labels: list[str], data, out_dir: str):
-        self.task, self.labels, self.data = task, labels, data
-        self.gold: list[str] = []
-        self.predicted: list[str] = []
-
-    @property
-    def count(self) -> int:
-        return len(self.gold)
-
-    def add(self, logits, features: list[dict], examples: list) -> None:
-        probs = self.task.probabilities(logits, features, examples, self.data)
-        self.gold += [e.label for e in examples]
-        self.predicted += [self.labels[i] for i in probs.argmax(axis=1)]
-
-    def metrics(self) -> dict:
-        from ernie_ft.evaluation.classification import classification_metrics
-
-        return classification_metrics(self.gold, self.predicted, self.labels)
-
-    def report(self, out_dir: str) -> str:
-        from ernie_ft.evaluation.classification import classification_report
-
-        return classification_report(self.gold, self.predicted, self.labels, out_dir)
-
-    def discard(self) -> None:
-        """Nothing written yet."""
-
-
-class EntityTally:
-    """Entities: their counts per type (``EntityCounts``), the mistakes of each text written to errors.txt as they
-    are found (errors.txt.partial until the report), and how many predicted tags the decode repaired."""
-
-    def __init__(self, task, labels: list[str], data, out_dir: str):
-        from ernie_ft.evaluation.entities import ERRORS_HEADER, EntityCounts
-
-        self.task, self.labels = task, labels
-        self.counts, self.kinds, self.repaired, self.count = EntityCounts(), Counter(), 0, 0
-        self.path = os.path.join(out_dir, "errors.txt")
-        self.errors = open(self.path + ".partial", "w", encoding="utf-8")
-        self.errors.write(ERRORS_HEADER)
-
-    def add(self, logits, features: list[dict], examples: list) -> None:
-        from ernie_ft.evaluation.entities import entity_errors, error_block
-
-        predicted, repaired = self.task.decode(logits, features, examples, self.labels)
-        self.repaired += repaired
-        self.count += len(examples)
-        for example, spans in zip(examples, predicted):
-            spans = [p[:3] for p in spans]
-            self.counts.add(example.entities, spans)
-            errors = entity_errors(example.text, example.entities, spans)
-            if errors:
-                self.kinds.update(kind for kind, _ in errors)
-                self.errors.write(error_block(example.source, example.line, example.text, errors))
-
-    def metrics(self) -> dict:
-        return self.counts.metrics(self.task.types(self.labels))
-
-    def report(self, out_dir: str) -> str:
-        from ernie_ft.evaluation.entities import entity_report
-
-        self.errors.close()
-        os.replace(self.path + ".partial", self.path)
-        return entity_report(self.metrics(), self.kinds, self.path, self.repaired)
-
-    def discard(self) -> None:
-        """Remove the unfinished errors.txt.partial of a run that stopped."""
-        self.errors.close()
-        if os.path.exists(self.path + ".partial"):
-            os.remove(self.path + ".partial")
-
-
-def tally_for(task):
-    """(the tally class that scores ``task`` chunk by chunk, '') or (None, why its file is read whole)."""
-    from ernie_ft.classify.task import Classification
-    from ernie_ft.ner.task import NER
-
+def labelled_chunks(loaded, data, path: str, chunk_size: int, tally) -> tuple[Optional[Chunks], str]:
+    """(the chunks of the labelled file ``path``, '') when ``evaluate`` can stream it, else (None, why it is read
+    whole). ``tally``: what the task scores chunks with (``TaskHooks.tally``), None when it scores only whole."""
+    task = loaded.task
     if not task.reads_records_apart:
         return None, f"the {task.name} task reads files only whole (TaskHooks.reads_records_apart)"
-    if isinstance(task, Classification) and not task.sets:
-        return ClassTally, ""
-    if isinstance(task, NER) and task.output_kind == "tags":
-        return EntityTally, ""
-    if isinstance(task, Classification):
-        return None, "label sets and label paths are scored over the whole file only, for now"
-    return None, f"the {task.name} task's metrics are computed over the whole file only, for now"
-
-
-def labelled_chunks(loaded, data, path: str, chunk_size: int) -> tuple[Optional[Chunks], Optional[type], str]:
-    """(the chunks of the labelled file ``path``, the tally that scores them, '') when ``evaluate`` can stream it,
-    else (None, None, why it is read whole)."""
-    tally, why = tally_for(loaded.task)
     if tally is None:
-        return None, None, why
+        return None, f"the {task.name} task scores a file only whole (TaskHooks.tally)"
     columns = (data.text_column, data.text_pair_column, data.label_column)
 
     def whole() -> None:
         loaded.task.read(path, data, FLAG, labelled=True)
 
-    chunks, why = open_chunks(path, chunk_size, None, columns, whole)  # plain text holds no labels: read whole
-    return chunks, (tally if chunks is not None else None), why
+    return open_chunks(path, chunk_size, None, columns, whole)  # plain text holds no labels: read whole
 
 
 def read_chunk(task, data, rows: Rows, path: str, folder: str) -> list:

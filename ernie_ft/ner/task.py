@@ -8,7 +8,6 @@ stitched per token, and decoded tags are mapped back to character spans.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import numpy as np
 
 from ernie_ft.data.windows import token_windows, window_owner
 from ernie_ft.errors import UserError
-from ernie_ft.evaluation.entities import entity_errors, entity_metrics, format_entity_table
+from ernie_ft.evaluation.entities import entity_metrics
 from ernie_ft.ner.formats import FORMATS, check_choice, read_ner, read_ner_records
 from ernie_ft.ner.tags import OVERLAPPING, parse_tag, tags_to_spans
 from ernie_ft.task import TaskHooks, resolve_task
@@ -301,21 +300,13 @@ class NER(TaskHooks):
 
     def report(self, logits, features, examples, labels, data, out_dir: str) -> str:
         """The per-type table; every missed, spurious, wrong-type and wrong-boundary entity in errors.txt."""
-        predicted, repaired = self.decode(logits, features, examples, labels)
-        predicted = [[p[:3] for p in ps] for ps in predicted]
-        metrics = entity_metrics([e.entities for e in examples], predicted, self.types(labels))
-        kinds, path = Counter(), os.path.join(out_dir, "errors.txt")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(
-                "# one block per text with mistakes: file:line, the text, then each entity as "
-                "'text [start, end) type' (end exclusive)\n"
-            )
-            for example, spans in zip(examples, predicted):
-                errors = entity_errors(example.text, example.entities, spans)
-                if errors:
-                    kinds.update(kind for kind, _ in errors)
-                    f.write(f"\n{example.source}:{example.line}\t{example.text}\n")
-                    f.writelines(f"  {kind:<10}  {what}\n" for kind, what in errors)
-        counts = ", ".join(f"{kinds[k]} {k}" for k in ("missed", "spurious", "wrong type", "boundary"))
-        note = f"\n{repaired} predicted tags broke BIO and were repaired (an I- without its B- starts an entity)"
-        return f"{format_entity_table(metrics)}\nerrors: {counts}; listed in {path}" + (note if repaired else "")
+        tally = self.tally(labels, data, out_dir)
+        tally.add(logits, features, examples)
+        return tally.report(out_dir)
+
+    def tally(self, labels, data, out_dir):
+        """Entity counts and errors.txt kept chunk by chunk (``evaluation.tallies.EntityTally``)."""
+        from ernie_ft.evaluation.tallies import EntityTally
+
+        decode = lambda logits, features, examples: self.decode(logits, features, examples, labels)  # noqa: E731
+        return EntityTally(decode, self.types(labels), out_dir)
