@@ -102,3 +102,41 @@ def test_a_request_at_the_limits_is_answered_in_memory_the_limits_bound_and_one_
         assert str(body_limit) in too_big.json()["error"]["message"]
     finally:
         server.stop()
+
+
+def test_a_request_is_answered_a_group_of_at_most_max_chars_at_a_time(monkeypatch):
+    """The inputs of one request are prepared and run in consecutive groups of at most --max-chars characters, so
+    that what a request holds at once is bounded by the limit whatever --max-inputs allows; the answers are those of
+    the whole request at once, and a refused input is named by its index in the request."""
+    from test_serve import ReadyClient
+
+    from ernie_ft.errors import UserError
+    from ernie_ft.serving.app import create_app
+    from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.model import ServedModel
+
+    texts = [text(40, i) for i in range(10)]
+    answers, prepared = {}, []
+    for max_chars in (100, 1_000):
+        served = ServedModel(CLASSIFIER, "dygraph", "cpu", trust_pickle=True)
+        if max_chars == 100:
+
+            def spy(inputs, real=served.prepare):  # a field the task's reader refuses: named by its group's index
+                prepared.append(inputs)
+                for i, record in enumerate(inputs):
+                    if record["text"].startswith("拒"):
+                        raise UserError(f"inputs[{i}].text: the task refuses this text")
+                return real(inputs)
+
+            monkeypatch.setattr(served, "prepare", spy)
+        with ReadyClient(create_app(served, Limits(max_chars=max_chars, max_inputs=16))) as client:
+            prepared.clear()  # the warm-up's
+            answer = client.post("/v1/predict", json={"inputs": texts})
+            assert answer.status_code == 200, answer.text
+            answers[max_chars] = answer.json()["predictions"]
+            if max_chars == 100:
+                assert [len(group) for group in prepared] == [2] * 5  # 40 + 40 characters; a third would be 120
+                assert all(sum(len(record["text"]) for record in group) <= 100 for group in prepared)
+                bad = client.post("/v1/predict", json={"inputs": [*texts[:7], "拒" + texts[7], *texts[8:]]})
+                assert bad.status_code == 422 and bad.json()["error"]["field"] == "inputs[7].text", bad.text
+    assert answers[100] == answers[1_000]

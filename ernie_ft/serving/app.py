@@ -8,6 +8,7 @@ the field (``schemas.error_body``).
 import asyncio
 import json
 import os
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -178,16 +179,28 @@ class Service:
     async def predictions(self, inputs: list[dict], threshold: Optional[float] = None) -> list[dict]:
         """``predict``'s records for the parsed ``inputs``, through the batcher, decided at ``threshold`` when given (a
         request's own); raises ``BadRequest`` (a 422 for a field the task refuses, a 503 while loading or with a full
-        queue)."""
+        queue). The inputs are answered a group at a time (``groups``), so that a request of many long texts holds
+        one group's windows and outputs at once, and other requests' batches run between its groups."""
         if not self.ready:
             raise BadRequest(503, "model", "the model is still loading", {"Retry-After": "1"})
+        answers = []
+        for start, group in groups(inputs, self.limits.max_chars):
+            answers += await self.answer_group(group, start, threshold)
+        self.stats.requests += 1
+        self.stats.inputs += len(inputs)
+        return answers
+
+    async def answer_group(self, inputs: list[dict], start: int, threshold: Optional[float]) -> list[dict]:
+        """The answers to ``inputs``, the request's from index ``start`` (a refused field named by its index in the
+        request)."""
         self.batcher.incoming += 1
         try:
             examples, features = await asyncio.get_running_loop().run_in_executor(
                 self.prepare_pool, self.served.prepare, inputs
             )
         except UserError as e:  # the task's reader refused a field: its message names it (inputs[2].text)
-            raise BadRequest(422, named_field(str(e)), str(e)) from None
+            message = re.sub(r"\binputs\[(\d+)\]", lambda m: f"inputs[{int(m[1]) + start}]", str(e))
+            raise BadRequest(422, named_field(message), message) from None
         finally:
             self.batcher.incoming -= 1  # then submit queues it without yielding to the batcher in between
         try:
@@ -195,9 +208,21 @@ class Service:
         except QueueFull:
             message = f"{self.limits.max_queue} requests are waiting; retry shortly"
             raise BadRequest(503, "queue", message, {"Retry-After": "1"}) from None
-        self.stats.requests += 1
-        self.stats.inputs += len(inputs)
         return self.served.answer(examples, features, logits, threshold)
+
+
+def groups(inputs: list, max_chars: int):
+    """(index of the first, the inputs) of consecutive groups of ``inputs`` holding at most ``max_chars`` characters
+    of text each (at least one input: a text is at most ``max_chars`` long)."""
+    start, size = 0, 0
+    for i, record in enumerate(inputs):
+        chars = sum(len(v) for v in record.values() if isinstance(v, str)) if isinstance(record, dict) else 0
+        if i > start and size + chars > max_chars:
+            yield start, inputs[start:i]
+            start, size = i, 0
+        size += chars
+    if start < len(inputs):
+        yield start, inputs[start:]
 
 
 def create_app(served: ServedModel, limits: Optional[Limits] = None):
