@@ -23,13 +23,7 @@ def build_parser(prog: str) -> Parser:
         "evaluation)",
     )
     flags.add_batch_size(parser)
-    parser.add_argument(
-        "--chunk-size",
-        type=int,
-        default=512,
-        help="records read, run and scored at a time where the file streams (default: 512); memory follows it, "
-        "not the file's length",
-    )
+    flags.add_chunk_size(parser, "run and scored")
     flags.add_text_columns(parser)
     parser.add_argument("--label-column", help="column or JSON key with the label (default: the training run's)")
     parser.add_argument("--allow-new-labels", action="store_true", help="score labels unknown to the model as errors")

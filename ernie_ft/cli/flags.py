@@ -56,6 +56,17 @@ def add_batch_size(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="inputs per forward pass (default: 64)")
 
 
+def add_chunk_size(parser, what: str) -> None:
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=512,
+        metavar="N",
+        help=f"records read, {what} at a time where the file streams; memory follows it, not the file's length "
+        "(default: 512)",
+    )
+
+
 def add_text_columns(parser) -> None:
     parser.add_argument(
         "--text-column",

@@ -29,13 +29,7 @@ def build_parser(prog: str) -> Parser:
         "differ); without it an existing --output is written again",
     )
     flags.add_batch_size(parser)
-    parser.add_argument(
-        "--chunk-size",
-        type=int,
-        default=512,
-        metavar="N",
-        help="records read, tokenised and answered at a time; memory follows it, not the input's length (default: 512)",
-    )
+    flags.add_chunk_size(parser, "tokenised and answered")
     flags.add_text_columns(parser)
     flags.add_device(parser)
     parser.add_argument(

@@ -72,7 +72,7 @@ def score_chunks(loaded, data, chunks: Chunks, tally, batch_size: int):
     whole file's would be); the progress on standard error."""
     task, pipeline = loaded.task, loaded.pipeline
     seed = (loaded.run or {}).get("train", {}).get("seed", 0)  # the run's seed: the masks its dev scores had
-    progress = Progress(chunks.total, 0)
+    progress = Progress(chunks.total, 0, name="evaluate")
     try:
         with tempfile.TemporaryDirectory(prefix="ernie_ft-evaluate-") as folder:
             for rows in chunks.read(0):

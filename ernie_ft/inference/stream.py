@@ -31,8 +31,8 @@ class Progress:
     """Answers made against the total: a tqdm bar (count, rate, ETA) on a terminal, else a plain line every
     ``every`` seconds, so logs stay readable."""
 
-    def __init__(self, total: int, done: int, every: float = 30.0):
-        self.total, self.done, self.start, self.every = total, done, time.monotonic(), every
+    def __init__(self, total: int, done: int, every: float = 30.0, name: str = "predict"):
+        self.total, self.done, self.start, self.every, self.name = total, done, time.monotonic(), every, name
         self.first, self.last = done, self.start
         self.bar = None
         if sys.stderr.isatty():
@@ -48,7 +48,7 @@ class Progress:
         now = time.monotonic()
         if now - self.last >= self.every:
             self.last = now
-            print(f"predict: {self.line(now)}", file=sys.stderr, flush=True)
+            print(f"{self.name}: {self.line(now)}", file=sys.stderr, flush=True)
 
     def line(self, now: float) -> str:
         rate = (self.done - self.first) / max(now - self.start, 1e-9)

@@ -66,7 +66,10 @@ class BodyLimit:
             await self._reject(send)
 
     async def _reject(self, send):
-        message = f"the request body is over {self.limit} bytes; send fewer or shorter inputs"
+        message = (
+            f"the request body is over {self.limit} bytes; send fewer or shorter inputs, or raise serve "
+            "--max-body-bytes"
+        )
         body = json.dumps(error_body("body", message)).encode()
         await send(
             {

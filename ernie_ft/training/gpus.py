@@ -11,7 +11,7 @@ from typing import Optional
 
 from ernie_ft.errors import UserError
 
-CPU_ADVICE = "or train on the CPU without --gpus (--nproc N for N processes)"
+CPU_ADVICE = "or run on the CPU without --gpus (--nproc N for N processes)"
 
 
 def gpu_count() -> Optional[int]:
