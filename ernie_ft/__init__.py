@@ -35,7 +35,7 @@ _API = {
     "fit": "ernie_ft.training.trainer",
     "train": "ernie_ft.training.trainer",
     "load_model": "ernie_ft.training.checkpoint",
-    "Predictor": "ernie_ft.inference.predict",
+    "Predictor": "ernie_ft.inference.predictor",
 }
 __all__ = ["__version__", *_API]
 

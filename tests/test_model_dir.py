@@ -151,7 +151,7 @@ def test_predict_examines_each_file_of_the_model_directory_once(source, tmp_path
 
 def test_evaluate_and_the_served_model_examine_each_file_once(tmp_path, examined):
     from ernie_ft.inference.evaluate import EvaluateOptions, evaluate
-    from ernie_ft.inference.predict import Predictor
+    from ernie_ft.inference.predictor import Predictor
 
     model = tmp_path / "run" / "best"
     shutil.copytree(RUN, model)

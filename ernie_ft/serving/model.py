@@ -7,7 +7,7 @@ from typing import Optional
 
 from ernie_ft.inference import runtime_and_precision
 from ernie_ft.inference.outputs import model_name
-from ernie_ft.inference.predict import Predictor
+from ernie_ft.inference.predictor import Predictor
 from ernie_ft.serving.limits import Limits
 
 WARM_UP_TEXT = "你好，世界。"
