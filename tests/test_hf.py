@@ -7,6 +7,7 @@ holds an ernie_ft checkpoint, its ``export --format hf`` and what transformers a
 and transformers, today's exports are also loaded by transformers itself (benchmarks/baselines/hf_reference.py).
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -23,44 +24,17 @@ FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))["kinds"]
 TEXTS = ["这家酒店的服务很好", "房间太小了，不推荐。"]  # the fixture's first texts (tests/fixtures/make_hf_fixture.py)
 TORCH_PYTHON = os.environ.get("ERNIE_FT_TORCH_PYTHON")
-CLASSES = {
-    "bert-base": ("ErnieModel", None),
-    "bert-seq": ("ErnieForSequenceClassification", "sequence"),
-    "bert-seq-legacy": ("ErnieForSequenceClassification", "sequence"),
-    "bert-token": ("ErnieForTokenClassification", "token"),
-    "bert-qa": ("ErnieForQuestionAnswering", "span"),
-    "ernie-seq": ("ErnieForSequenceClassification", "sequence"),
-    "bert-mlm": ("ErnieForMaskedLM", "mlm"),
-}
+
+
+_spec = importlib.util.spec_from_file_location("hf_outputs", ROOT / "benchmarks" / "baselines" / "hf_outputs.py")
+HF_OUTPUTS = importlib.util.module_from_spec(_spec)
+"""benchmarks/baselines/hf_outputs.py, what ``hf_parity.py`` compares: the same kinds, outputs and measure here."""
+_spec.loader.exec_module(HF_OUTPUTS)
+CLASSES, outputs, max_difference = HF_OUTPUTS.CLASSES, HF_OUTPUTS.outputs, HF_OUTPUTS.max_difference
 
 
 def error_lines(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-
-
-def outputs(net, record: dict) -> dict:
-    """The model's outputs on the fixture's ids, named as transformers names them, padding rows dropped."""
-    import paddle
-
-    net.eval()
-    out = net(
-        input_ids=paddle.to_tensor(record["input_ids"]), token_type_ids=paddle.to_tensor(record["token_type_ids"])
-    )
-    if isinstance(out, (tuple, list)):
-        names = ("last_hidden_state", "pooler_output") if "pooler_output" in record else ("start_logits", "end_logits")
-        return dict(zip(names, (o.numpy() for o in out)))
-    return {"logits": out.numpy()}
-
-
-def max_difference(ours: dict, record: dict) -> float:
-    mask = np.array(record["attention_mask"], bool)
-    worst = 0.0
-    for name, value in ours.items():
-        reference = np.array(record[name], dtype="float32")
-        if value.ndim >= 2 and value.shape[:2] == mask.shape:  # per token: compare real tokens only
-            value, reference = value[mask], reference[mask]
-        worst = max(worst, float(np.abs(value - reference).max()))
-    return worst
 
 
 # ---------------------------------------------------------------- in: transformers checkpoints load and answer alike

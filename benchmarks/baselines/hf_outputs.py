@@ -1,6 +1,6 @@
 """What ``hf_parity.py`` compares: the checkpoint kinds of tests/fixtures/hf with the PaddleNLP class and ernie_ft
 head each loads as, a model's outputs named as transformers names them, and the largest difference between two
-sets of outputs over the real tokens. (tests/test_hf.py makes the same comparison against the same fixtures.)"""
+sets of outputs over the real tokens. (tests/test_hf.py loads this file and makes the same comparison.)"""
 
 from __future__ import annotations
 
