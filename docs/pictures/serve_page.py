@@ -1,8 +1,8 @@
 """What ``page_pictures.py`` drives: ``python -m ernie_ft serve`` in a process of its own on a port the system
 gives, and its page in a headless Chromium (Selenium) with a text typed in and submitted.
 
-The browser tests (tests/test_serve.py, tests/helpers/chromium.py) do the same with their own assertions; a tool
-beside the docs does not import the tests.
+The browser tests (tests/test_serve.py) start Chromium with ``chromium_missing`` and ``start_chromium`` from here
+(tests/helpers/chromium.py loads this file by path); a tool beside the docs does not import the tests.
 """
 
 from __future__ import annotations

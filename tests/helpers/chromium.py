@@ -1,39 +1,18 @@
-"""A headless Chromium driven by Selenium: the tests' ``browser`` fixture (conftest.py) starts it here
-(docs/pictures/serve_page.py, for the serve page's pictures in docs/, starts its own: no tool imports the tests)."""
+"""A headless Chromium driven by Selenium: the tests' ``browser`` fixture (conftest.py) starts it with the functions of
+docs/pictures/serve_page.py (what draws the serve page's pictures in docs/), loaded by path: one way to start it, and
+no tool imports the tests. The profile and temporary files sit in a short path: Chromium's singleton socket lives
+there, and a Unix socket's path holds at most 107 bytes (a test's own tmp_path under pytest-xdist made it 118)."""
 
-import os
-import shutil
+import importlib.util
 from pathlib import Path
 
+_spec = importlib.util.spec_from_file_location(
+    "serve_page", Path(__file__).resolve().parents[2] / "docs" / "pictures" / "serve_page.py"
+)
+_serve_page = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_serve_page)
 
-def missing() -> str | None:
-    """What is missing to start Chromium (the reason, with what to install), or None."""
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install -e '.[dev]')"
-    if not (shutil.which("chromium") or shutil.which("chromium-browser")) or not shutil.which("chromedriver"):
-        return "Chromium and ChromeDriver are not installed (Debian: apt-get install chromium chromium-driver)"
-    return None
-
-
-def start(scratch: Path, width: int = 1000, height: int = 900):
-    """A headless Chromium (a WebDriver) whose profile and temporary files sit in ``scratch``, a directory with a
-    short path: Chromium's singleton socket lives there, and a Unix socket's path holds at most 107 bytes (a test's
-    own tmp_path under pytest-xdist made it 118, and Chromium exited)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        f"--window-size={width},{height}",
-        "--lang=zh-CN",
-        f"--user-data-dir={Path(scratch) / 'profile'}",
-    ):
-        options.add_argument(flag)
-    service = Service(shutil.which("chromedriver"), env={**os.environ, "TMPDIR": str(scratch)})
-    return webdriver.Chrome(service=service, options=options)
+missing = _serve_page.chromium_missing
+"""What is missing to start Chromium (the reason, with what to install), or None."""
+start = _serve_page.start_chromium
+"""``start(scratch, width=1000, height=900)``: a headless Chromium (a WebDriver) whose profile is in ``scratch``."""
