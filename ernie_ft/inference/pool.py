@@ -150,17 +150,29 @@ class Pool:
 
     def _receive(self) -> dict:
         """{chunk index: its answers, None (stopped), or the UserError to raise} of the next message, {} after a
-        second without one; UserError when a worker failed to load or died, RuntimeError for a worker's bug."""
+        second without one; UserError when a worker failed to load or died (checked at every message: a worker killed
+        between two chunks is an error too, whichever chunk it held), RuntimeError for a worker's bug."""
         try:
-            kind, index, payload = self.results.get(timeout=1.0)
+            message = self.results.get(timeout=1.0)
         except queue.Empty:
-            died = self._died()
-            if died is None:
-                return {}
-            try:  # what it said before it ended, if anything
-                kind, index, payload = self.results.get(timeout=1.0)
-            except queue.Empty:
-                raise died from None
+            message = None
+        died = self._died()
+        if died is not None:  # what the workers said before it ended comes first: a load error, a bug
+            said = [message] if message is not None else []
+            while True:
+                try:
+                    said.append(self.results.get(timeout=0.5))
+                except queue.Empty:
+                    break
+            for kind, index, payload in said:
+                if kind == "bug":
+                    raise RuntimeError(payload)
+                if kind == "error" and index is None:
+                    raise UserError(payload)
+            raise died
+        if message is None:
+            return {}
+        kind, index, payload = message
         if kind == "bug":
             raise RuntimeError(payload)
         if kind == "error":
