@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import pytest
 from conftest import DATA, ROOT
+from helpers.chromium import submit  # the page driven as docs/pictures/serve_page.py drives it
 
 CLASSIFY_INPUTS = [
     {"text": "房间很干净，服务也好"},
@@ -737,22 +738,6 @@ def test_the_page_is_one_offline_file_that_calls_the_api(classifier):
 # ------------------------------------------------------------------ the page in a real headless Chromium
 # Type a text, submit, read the rendered result from the DOM and compare it with the API's answer. The browser is
 # conftest.py's fixture (skipped where Chromium is missing, failed in CI).
-
-
-def submit(browser, url, fields):
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ready
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser.get(url)
-    wait = WebDriverWait(browser, 60)
-    form = wait.until(ready.visibility_of_element_located((By.ID, "form")))
-    for name, text in fields.items():
-        area = browser.find_element(By.ID, f"field-{name}")
-        area.clear()
-        area.send_keys(text)
-    form.find_element(By.ID, "submit").click()
-    return wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, "#result[data-kind], #error")))
 
 
 @contextlib.contextmanager

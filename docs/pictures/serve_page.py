@@ -86,8 +86,9 @@ class Server:
         self.log.close()
 
 
-def submit(browser, url: str, fields: dict) -> None:
-    """Open the page at ``url``, type each ``fields`` value into its text area, submit, and wait for the answer."""
+def submit(browser, url: str, fields: dict):
+    """Open the page at ``url``, type each ``fields`` value into its text area, submit, and wait for the answer;
+    returns the element that shows it (the result, or the error)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ready
     from selenium.webdriver.support.ui import WebDriverWait
@@ -100,4 +101,4 @@ def submit(browser, url: str, fields: dict) -> None:
         area.clear()
         area.send_keys(text)
     form.find_element(By.ID, "submit").click()
-    wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, "#result[data-kind], #error")))
+    return wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, "#result[data-kind], #error")))

@@ -16,3 +16,5 @@ missing = _serve_page.chromium_missing
 """What is missing to start Chromium (the reason, with what to install), or None."""
 start = _serve_page.start_chromium
 """``start(scratch, width=1000, height=900)``: a headless Chromium (a WebDriver) whose profile is in ``scratch``."""
+submit = _serve_page.submit
+"""``submit(browser, url, fields)``: the page opened, each field typed, submitted; the element showing the answer."""
