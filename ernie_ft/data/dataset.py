@@ -59,6 +59,7 @@ def featurize(
     task, name: str, examples: list, pipeline, labels: list[str], data: DataConfig, audit_report: bool = False
 ) -> Split:
     """Tokenise a split's texts (through the cache) and turn them into model features."""
+    from ernie_ft.data.batching import compact_inputs
     from ernie_ft.text.audit import audit
 
     start = time.perf_counter()
@@ -71,7 +72,7 @@ def featurize(
             texts, cache_dir=data.cache_dir or default_cache_dir(), num_proc=data.num_proc, word_ids=False
         )
         source = "cache" if getattr(pipeline, "last_cache_hit", False) else "tokenised"
-        features = task.featurize(examples, encodings, pipeline, labels, data)
+        features = compact_inputs(task.featurize(examples, encodings, pipeline, labels, data))
     took = time.perf_counter() - start
     print(f"{name}: {len(examples)} examples -> {len(features)} inputs ({source} in {took:.1f}s)", file=sys.stderr)
     if audit_report:

@@ -53,8 +53,7 @@ def _encode_chunk(job: tuple) -> list[Encoding]:
 
 COLUMNS = ("ids", "starts", "ends", "word_ids")
 BATCH_ROWS = 8192
-"""Rows written, and turned back into ``Encoding``s, at a time: the Python lists of one batch are all that is
-held beside the encodings (whole-file lists of every column cost several times the encodings' own size)."""
+"""Rows in one record batch: its Arrow columns are all that writing holds beside the encodings."""
 
 
 def write_table(path: Path, encodings: list[Encoding]) -> None:
@@ -69,13 +68,8 @@ def write_table(path: Path, encodings: list[Encoding]) -> None:
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for i in range(0, len(encodings), BATCH_ROWS):
             part = encodings[i : i + BATCH_ROWS]
-            columns = (
-                [e.ids for e in part],
-                [[s for s, _ in e.offsets] for e in part],
-                [[t for _, t in e.offsets] for e in part],
-                [e.word_ids for e in part],
-            )
-            writer.write_batch(pa.record_batch([pa.array(c, ints) for c in columns], schema=schema))
+            columns = [_list_column(rows) for rows in zip(*(e.columns() for e in part))]
+            writer.write_batch(pa.record_batch(columns, schema=schema))
     digest = path.with_name(path.name + ".sha256")
     digest_tmp = digest.with_name(f"{digest.name}.{os.getpid()}.tmp")
     with pa.memory_map(str(tmp)) as mapped:
@@ -108,11 +102,36 @@ def read_table(path: Path, rows: int) -> list[Encoding] | None:
         return [enc for batch in batches for enc in _from_batch(batch)]
 
 
+def _list_column(rows: list):
+    """A list<int32> Arrow column from int32 rows (``Encoding.columns()``; None rows: a column of nulls), made from
+    their bytes
+    (``Array.from_buffers``: ``pa.array`` on numpy would import pandas to ask whether it was given a Series)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if any(row is None for row in rows):
+        return pa.nulls(len(rows), pa.list_(pa.int32()))
+    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum([len(row) for row in rows], out=offsets[1:])
+    values = pa.Array.from_buffers(pa.int32(), int(offsets[-1]), [None, pa.py_buffer(b"".join(rows))])
+    offsets = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
+    return pa.ListArray.from_arrays(offsets, values)
+
+
 def _from_batch(batch) -> list[Encoding]:
-    """The encodings of one record batch, ``BATCH_ROWS`` rows of Python lists at a time."""
-    out = []
-    for i in range(0, batch.num_rows, BATCH_ROWS):
-        part = batch.slice(i, BATCH_ROWS)
-        ids, starts, ends, words = (part.column(name).to_pylist() for name in COLUMNS)
-        out += [Encoding(i, list(zip(s, e)), w) for i, s, e, w in zip(ids, starts, ends, words)]
-    return out
+    """The encodings of one record batch, each column's numbers copied from the mapping as they are."""
+    columns = []
+    for name in COLUMNS:
+        column = batch.column(name)
+        if column.null_count == len(column):
+            columns.append(None)
+        else:  # offsets index the whole values buffer, also in a sliced column
+            columns.append((column.offsets.to_numpy(), column.values.to_numpy()))
+
+    def row(column, i: int):
+        if column is None:
+            return None
+        offsets, values = column
+        return values[offsets[i] : offsets[i + 1]].tobytes()
+
+    return [Encoding.from_columns(*(row(c, i) for c in columns)) for i in range(batch.num_rows)]
