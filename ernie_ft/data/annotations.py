@@ -225,8 +225,12 @@ def _doccano_entities(record: dict, at: str) -> tuple[tuple, tuple, tuple]:
 # ---------------------------------------------------------------------------------------------- records
 
 
-def classification_rows(export: Export, where: str, labelled: bool) -> tuple[list[str], list[tuple[int, dict]]]:
-    """(columns, [(line, {"text", "label": [names]})]) for a classifier; the label stays a list of names.
+def classification_rows(
+    export: Export, where: str, labelled: bool, separator: Optional[str] = None
+) -> tuple[list[str], list[tuple[int, dict]]]:
+    """(columns, [(line, {"text", "label": [names]})]) for a classifier; the label stays a list of names. A label
+    path of Label Studio's ``<Taxonomy>`` (a tuple of its nodes) is joined by ``separator`` (``classify
+    --hierarchy-separator``); a path of several nodes without one is an error naming the flag.
 
     Records without any annotation are an error when labels are needed (a Label Studio task nobody
     labelled is skipped instead, and counted in the summary); a file of entity spans is an error."""
@@ -243,12 +247,33 @@ def classification_rows(export: Export, where: str, labelled: bool) -> tuple[lis
                 continue
             raise UserError(_unknown(export, where, r))
         key = export.text_key
-        rows.append((r.line, {key: r.text, "label": list(r.labels)} if r.labelled else {key: r.text}))
+        labels = [_label_path(label, separator, where, r) for label in r.labels]
+        rows.append((r.line, {key: r.text, "label": labels} if r.labelled else {key: r.text}))
     if not rows:
         raise UserError(_nothing_labelled(export, where))
     # a record's label list stays readable without required labels (classify --multi-label: a text may have none)
     has_labels = labelled or any("label" in row for _, row in rows)
     return [export.text_key, "label"] if has_labels else [export.text_key], rows
+
+
+def _label_path(label, separator: Optional[str], where: str, record: Annotated) -> str:
+    """A class name as it is; a ``<Taxonomy>`` path (a tuple of nodes) joined by ``separator``, a one-node path as
+    its node."""
+    if isinstance(label, str) or len(label) == 1:
+        return label if isinstance(label, str) else label[0]
+    at = f"{where}:{record.line}: task {record.task}: the Taxonomy label path {' > '.join(label)}"
+    if separator is None:
+        raise UserError(
+            f"{at} has {len(label)} levels; pass --hierarchy-separator SEP (a string no node name holds, e.g. /) to "
+            "train on label paths"
+        )
+    held = next((node for node in label if separator in node), None)
+    if held is not None:
+        raise UserError(
+            f"{at}: its node {held!r} holds the separator {separator!r}; give --hierarchy-separator a string that "
+            "no node name holds"
+        )
+    return separator.join(label)
 
 
 def _nothing_labelled(export: Export, where: str) -> str:

@@ -1,7 +1,8 @@
 """Label Studio's JSON export: each task's most recent non-cancelled annotation (its predictions only with
-``--predictions-as-labels``) as one ``Annotated`` (its ``choices``, its labelled regions as spans, the relations
-between them), and the summary the loading line shows: every task, annotation, region or relation not read as
-it is, counted. ``annotations.load`` recognises the file and calls ``read_label_studio``."""
+``--predictions-as-labels``) as one ``Annotated`` (its ``choices``, its ``taxonomy`` label paths as tuples of their
+nodes, its labelled regions as spans, the relations between them), and the summary the loading line shows: every
+task, annotation, region or relation not read as it is, counted. ``annotations.load`` recognises the file and calls
+``read_label_studio``."""
 
 from __future__ import annotations
 
@@ -96,6 +97,10 @@ def _task_record(line: int, task: dict, text: str, result: list, at: str, counts
         value = item.get("value") if kind and isinstance(item.get("value"), dict) else {}
         if kind == "choices":
             labels += names(value.get("choices"))
+        elif kind == "taxonomy":  # each a path of nodes: classification_rows joins them with --hierarchy-separator
+            paths = [tuple(names(path)) for path in items(value.get("taxonomy")) if names(path)]
+            counts["taxonomy paths"] += len(paths)
+            labels += paths
         elif kind == "labels":
             types = names(value.get("labels"))
             place = _offsets(value, text, index, f"{at}: region {item.get('id')}", counts)
@@ -189,6 +194,7 @@ def _ls_summary(records: list, counts: Counter, keys: set) -> str:
     notes = {
         "cancelled": ("cancelled annotation", "skipped"),
         "predicted": ("task", f"labelled by its predictions ({PREDICTIONS_FLAG})"),
+        "taxonomy paths": ("label path", "from a <Taxonomy>"),
         "predictions only": ("task", f"with predictions only, read as unannotated ({PREDICTIONS_FLAG} takes them)"),
         "unannotated": ("task", "without annotations or predictions"),
         "code points": ("region", "whose offsets count characters, not UTF-16 units (as its value.text shows)"),
