@@ -69,7 +69,7 @@ def read_records(dataset: str, path: str) -> list[dict]:
     records = []
     for line in lines:
         label, _, text = line.partition("\t")
-        records.append({"text": text.strip()[:MAX_CHARS], "label": label})
+        records.append({"text": text.strip()[:MAX_CHARS].strip(), "label": label})
     return records
 
 
@@ -82,12 +82,19 @@ def write_records(dataset: str, path: str, records: list[dict]) -> None:
             f.write("label\ttext_a\n" + "".join(f"{r['label']}\t{r['text']}\n" for r in records))
 
 
+def key(text: str) -> str:
+    """A text with its runs of white space as one space, and none at its ends: how a pool text and ``select``'s answer
+    for it are matched, whatever a reader does to white space."""
+    return " ".join(text.split())
+
+
 def unique(records: list[dict], what: str) -> list[dict]:
-    """The records with a text seen before dropped (one line saying how many): ``select`` names a text by itself."""
+    """The records with a text seen before (``key``) or none dropped, with one line saying how many: ``select``'s
+    answers name a text by itself."""
     seen, kept = set(), []
     for r in records:
-        if r["text"] and "\n" not in r["text"] and r["text"] not in seen:
-            seen.add(r["text"])
+        if key(r["text"]) and key(r["text"]) not in seen:
+            seen.add(key(r["text"]))
             kept.append(r)
     if len(kept) < len(records):
         print(f"{what}: dropped {len(records) - len(kept)} of {len(records)} records (a repeated or empty text)")
@@ -142,16 +149,16 @@ def train(dataset: str, records: list[dict], seed: int, run: str, dev: str, voca
 
 def select(run: str, pool: list[dict], rest: list[int], size: int, strategy: str, seed: int) -> list[int]:
     """The pool indices ``select`` chooses among ``rest`` with the model of ``run``, most useful first."""
-    texts = os.path.join(run, "unlabelled.txt")
+    texts = os.path.join(run, "unlabelled.jsonl")  # JSON: a text with a tab or a leading '{' stays one text
     with open(texts, "w", encoding="utf-8") as f:
-        f.writelines(pool[i]["text"] + "\n" for i in rest)
+        f.writelines(json.dumps({"text": pool[i]["text"]}, ensure_ascii=False) + "\n" for i in rest)
     chosen = os.path.join(run, "chosen.jsonl")
     argv = ["select", "--model", os.path.join(run, "model", "best"), "--input", texts, "--output", chosen]
     argv += ["--size", str(size), "--strategy", strategy, "--format", "doccano", "--seed", str(seed)]
     ernie_ft(argv, os.path.join(run, "select.log"))
-    where = {pool[i]["text"]: i for i in rest}
+    where = {key(pool[i]["text"]): i for i in rest}
     with open(chosen, encoding="utf-8") as f:
-        picked = [json.loads(line)["text"] for line in f if line.strip()]
+        picked = [key(json.loads(line)["text"]) for line in f if line.strip()]
     lost = [text for text in picked if text not in where]
     if lost or len(picked) != size:
         sys.exit(f"{chosen}: {len(picked)} texts for --size {size}, {len(lost)} not in the pool (e.g. {lost[:1]})")
