@@ -1,6 +1,8 @@
 """A library function leaves the process as it found it: an ONNX export (fp32 and int8) while another thread logs at
 DEBUG on its own logger, to standard error, changes no logging level, warning filter or environment variable and
-takes none of that thread's records, and the libraries' own messages still go to the export's log."""
+takes none of that thread's records, and the libraries' own messages still go to the export's log. Loading a model for
+inference and the training setup, called from Python, leave the caller's warning filters and loggers as they were;
+the command line, which owns its process, still hides PaddleNLP's INFO lines."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 CHECKPOINT = Path(__file__).parent / "fixtures" / "v0.1" / "classify" / "best"
 """A 1 x 16 classifier committed with the tests (pickled weights, so the export is told to trust them)."""
@@ -91,3 +94,75 @@ def test_an_export_beside_a_logging_thread_changes_nothing_of_the_process(quanti
     assert "[Paddle2ONNX]" not in err  # the libraries' lines went to the log
     log = (Path(out) / "export.log").read_text(encoding="utf-8")
     assert "[Paddle2ONNX]" in log and "other thread's record" not in log
+
+
+def _loggers_and_filters(names=None) -> dict:
+    """What a caller set of Python's warnings and logging: the filter list, logging's global disable, and each logger's
+    level, filters, handlers, propagation and disabled flag (of ``names``, or of every logger there is)."""
+    loggers = {"root": logging.root, **logging.root.manager.loggerDict}
+    return {
+        "warnings.filters": list(warnings.filters),
+        "disable": logging.root.manager.disable,
+        "os.environ": dict(os.environ),
+        "loggers": {
+            name: (logger.level, list(logger.filters), list(logger.handlers), logger.propagate, logger.disabled)
+            for name, logger in loggers.items()
+            if isinstance(logger, logging.Logger) and (names is None or name in names)
+        },
+    }
+
+
+def test_loading_for_inference_and_the_training_setup_leave_the_callers_warnings_and_loggers_alone(tmp_path):
+    """From Python, with a caller's own warning filter and PaddleNLP's logger at INFO: ``load_for_inference`` and
+    ``setup`` (a tiny scratch classifier, whose tokenizer PaddleNLP saves) add no warning filter and change no level,
+    filter or handler of any logger that was there before."""
+    import paddlenlp  # noqa: F401  imported before the state is read: what its import does is its own
+
+    from ernie_ft.classify.task import Classification
+    from ernie_ft.cli.train import parse_train_args
+    from ernie_ft.inference.predict import load_for_inference
+    from ernie_ft.task import create_task
+    from ernie_ft.training.run import setup
+
+    paddlenlp_logger = logging.getLogger("PaddleNLP")
+    level = paddlenlp_logger.level
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)  # the caller's own choice, which a library must not override
+        paddlenlp_logger.setLevel(logging.INFO)
+        try:
+            before = _loggers_and_filters()
+            loaded, _ = load_for_inference(str(CHECKPOINT), "cpu", {}, trust_pickle=True, threads=1)
+            assert loaded.task.name == "classify"
+            assert _loggers_and_filters(before["loggers"]) == before
+            argv = ["--train", str(DATA / "sentiment_train.tsv"), "--model", "scratch:tiny", "--threads", "1"]
+            cfg = parse_train_args([*argv, "--output", str(tmp_path / "run")], "t", "t", Classification)
+            run = setup(create_task(Classification, cfg.task, "classify"), cfg)
+            assert run.model is not None
+            assert _loggers_and_filters(before["loggers"]) == before
+        finally:
+            paddlenlp_logger.setLevel(level)
+
+
+def test_the_command_line_hides_paddlenlps_info_lines_which_a_python_caller_sees(tmp_path, capfd, monkeypatch):
+    """The command line owns its process and hides PaddleNLP's INFO lines (``training.quiet``); the same model loaded
+    from Python lets them through (the control: the lines are real, and no longer the library's to hide)."""
+    from ernie_ft.cli import main
+    from ernie_ft.inference.predict import load_for_inference
+
+    paddlenlp_logger, kept = logging.getLogger("PaddleNLP"), _Kept()
+    monkeypatch.setattr(paddlenlp_logger, "filters", [])  # as a new process has it: no earlier command's filter
+    level = paddlenlp_logger.level
+    paddlenlp_logger.setLevel(logging.DEBUG)  # PaddleNLP's own level once imported
+    paddlenlp_logger.addHandler(kept)
+    try:
+        with warnings.catch_warnings():
+            load_for_inference(str(CHECKPOINT), "cpu", {}, trust_pickle=True, threads=1)
+            from_python, kept.messages = kept.messages, []
+            predict = ["predict", "--model", str(CHECKPOINT), "--input", str(DATA / "predict.txt"), "--trust-pickle"]
+            status = main([*predict, "--output", str(tmp_path / "answers.jsonl")])
+    finally:
+        paddlenlp_logger.removeHandler(kept)
+        paddlenlp_logger.setLevel(level)
+    assert [m for m in from_python if m.startswith("Loading weights file")]
+    assert status == 0 and "wrote 10 predictions" in capfd.readouterr().err
+    assert kept.messages == []

@@ -35,27 +35,13 @@ from ernie_ft.cli import vocab as vocab_command
 from ernie_ft.errors import Interrupted, UserError
 from ernie_ft.task import BUILTIN, resolve_task, with_hooks
 
-QUIET_WARNINGS = ("No ccache found", "Setuptools is replacing distutils")
-"""The starts of the Python warnings Paddle prints on import: noise to a user, not advice."""
-
 
 def quiet_imports() -> None:
-    """Hide what Paddle prints that is noise to a user, not advice: its import warnings (``QUIET_WARNINGS``) and,
-    set up before Paddle is first imported, the warnings of its C++ code (glog's ``W...`` lines, e.g. "Got different
-    data type, run type promotion automatically"), for this command and the processes it starts (the launcher of
-    --nproc, the workers), which inherit the environment. Errors still print; a user's own GLOG_minloglevel is kept
-    (GLOG_minloglevel=0 shows the warnings again). A command line's entry only: library functions leave the
-    environment alone."""
-    import warnings
+    """Hide what Paddle and PaddleNLP print that is noise to a user (``training.quiet.quiet_process``), for this
+    command and the processes it starts. A command line's entry only: library functions leave the process alone."""
+    from ernie_ft.training.quiet import quiet_process
 
-    for message in QUIET_WARNINGS:
-        warnings.filterwarnings("ignore", message=message)
-    if "paddle" in sys.modules:  # too late for glog, which reads its level once as Paddle's library loads
-        return
-    os.environ.setdefault("GLOG_minloglevel", "2")  # 2: errors only
-    given = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if entry]
-    ours = [entry for entry in (f"ignore:{message}" for message in QUIET_WARNINGS) if entry not in given]
-    os.environ["PYTHONWARNINGS"] = ",".join(given + ours)  # the later entries take precedence
+    quiet_process()
 
 
 def run_guarded(action: Callable) -> int:

@@ -57,9 +57,7 @@ def build_parser(prog: str) -> Parser:
 
 def run(args: argparse.Namespace) -> None:
     from ernie_ft.inference.export import export
-    from ernie_ft.training.runtime import quiet_libraries
 
-    quiet_libraries()
     out = export(
         args.model,
         args.output,

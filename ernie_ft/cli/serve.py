@@ -54,9 +54,7 @@ def build_parser(prog: str) -> Parser:
 def run(args: argparse.Namespace) -> int:
     from ernie_ft.serving import serve
     from ernie_ft.serving.limits import Limits
-    from ernie_ft.training.runtime import quiet_libraries
 
-    quiet_libraries()
     return serve(
         args.model,
         args.host,

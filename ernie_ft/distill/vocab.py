@@ -68,9 +68,6 @@ def cut_pipeline(teacher_dir: str, texts: list[str], cache_dir: str) -> str:
     digest = hashlib.sha1("\n".join([teacher.fingerprint, *tokens]).encode("utf-8")).hexdigest()[:16]
     directory = os.path.join(cache_dir, f"student-vocab-{digest}")
     if not os.path.isfile(os.path.join(directory, "ernie_ft_text.json")):
-        from ernie_ft.training.runtime import quiet_libraries
-
-        quiet_libraries()  # PaddleNLP's tokenizer announces what it saves
         os.makedirs(directory, exist_ok=True)
         vocab = os.path.join(directory, "vocab.txt")
         write_vocab(tokens, vocab)

@@ -78,7 +78,9 @@ def work(k: int, load: Callable, device: str, threads: int, path: str, batch_siz
     (index, rows) of ``tasks`` until None, putting ("answers" | "stopped" | "error" | "bug", index, payload) on
     ``results``."""
     from ernie_ft.inference.stream import answer_chunk
+    from ernie_ft.training.quiet import quiet_process
 
+    quiet_process()  # a process of ours: the command's quiet (spawned, it inherits the environment, not the filters)
     for signum in (signal.SIGINT, signal.SIGTERM):  # the parent stops the workers
         signal.signal(signum, signal.SIG_IGN)
     try:

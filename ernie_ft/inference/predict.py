@@ -114,7 +114,6 @@ def load_for_inference(
     with instead of its own (``--threshold``). ``threads``: the engine's CPU threads (0: the available cores).
     ``weights=False``: the task, labels and text pipeline only, no engine (``predict --nproc``'s parent).
     """
-    runtime.quiet_libraries()
     device = runtime.select_device(device)
     runtime.set_threads(threads)
     source = model_dir if isinstance(model_dir, ModelDir) else checkpoint.checkpoint_dir(model_dir)

@@ -105,24 +105,14 @@ def check_inputs(task, cfg: RunConfig) -> tuple[dict, list]:
     return examples, labels
 
 
-def _datasets_first_warning(record) -> bool:
-    """False for PaddleNLP's warning that ``datasets`` was imported before it (a logging filter)."""
-    return "imported before paddlenlp" not in record.getMessage()
-
-
 def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> Run:
     """Read and check the data (unless ``inputs`` holds what ``check_inputs`` returned), build the model and
     optimizer for this job's processes, and on ``--resume`` load the saved state. Nothing is written before the
     inputs and the model are checked; Paddle is imported once the inputs are."""
     examples, labels = check_inputs(task, cfg) if inputs is None else inputs
-    import logging
-
-    # reading a saved dataset imported ``datasets`` before PaddleNLP, which warns about its own downloads then
-    logging.getLogger("PaddleNLP").addFilter(_datasets_first_warning)  # the same function: added once per process
     from ernie_ft.training import runtime
     from ernie_ft.training.parallel import Parallel
 
-    runtime.quiet_libraries()
     base_lr, default_for = learning_rate(cfg)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, lr=base_lr))  # saved with the checkpoints
     data, tc = cfg.data, cfg.train

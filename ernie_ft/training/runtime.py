@@ -19,17 +19,7 @@ import paddle
 
 from ernie_ft.errors import UserError
 from ernie_ft.models import kernels
-
-
-def quiet_libraries() -> None:
-    """Keep PaddleNLP's INFO chatter and Paddle's import warnings out of the user's console."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=UserWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    from paddlenlp.utils.log import logger
-
-    logger.set_level("WARNING")
+from ernie_ft.training.quiet import quiet_process as quiet_libraries  # noqa: F401  the benchmarks' name, for now
 
 
 def device_for(device: str, gpus: str | None, processes: int) -> str:

@@ -75,6 +75,9 @@ def _status(exit: SystemExit) -> int:
 
 
 if __name__ == "__main__":
+    from ernie_ft.training.quiet import quiet_process
+
+    quiet_process()  # this process is ours, as the command's is: the same quiet before anything imports Paddle
     module, *args = json.loads(os.environ[ARGV_VARIABLE])
     sys.argv = [module, *args]
     signal.signal(signal.SIGTERM, _leave_on_signal)  # the command puts its own in place while it runs

@@ -19,6 +19,7 @@ import traceback
 from ernie_ft.errors import UserError
 from ernie_ft.recipes import build_config
 from ernie_ft.task import create_task, resolve_task, task_options, unused_data_settings
+from ernie_ft.training.quiet import quiet_process
 
 
 def floats(metrics: dict) -> dict:
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args(argv)
+    quiet_process()  # a process of ours, as the command's is
     channel = Channel(args.fd)
     try:
         task_cls = resolve_task(args.task)
