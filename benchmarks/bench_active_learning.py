@@ -260,9 +260,17 @@ def table(rows: list[dict], dataset: str) -> list[str]:
         cells = []
         for s in strategies:
             mean, low, high, seeds = stats.get((dataset, s, n), (None, 0, 0, 0))
-            cells.append("" if mean is None else f"{mean:.3f} ({low:.3f}-{high:.3f}, {seeds} seeds)")
+            cells.append("" if mean is None else f"{mean:.3f} ({low:.3f}-{high:.3f}, {seeds} seed{'s' * (seeds > 1)})")
         lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
     return lines
+
+
+STYLES = {
+    "entropy": dict(marker="o"),
+    "margin": dict(marker="s", markersize=7, markerfacecolor="none"),
+    "least-confidence": dict(marker="^", linestyle=":", markersize=5),
+    "random": dict(marker="x", linestyle="--", color="black"),
+}
 
 
 def draw(rows: list[dict], path: str) -> None:
@@ -281,8 +289,8 @@ def draw(rows: list[dict], path: str) -> None:
             if not points:
                 continue
             x = [n for n, _ in points]
-            style = {"linestyle": "--", "color": "black"} if strategy == "random" else {}
-            (line,) = ax.plot(x, [v[0] for _, v in points], marker="o", label=strategy, **style)
+            style = STYLES[strategy]  # markers and dashes apart: two strategies may choose the same texts
+            (line,) = ax.plot(x, [v[0] for _, v in points], label=strategy, **style)
             ax.fill_between(x, [v[1] for _, v in points], [v[2] for _, v in points], color=line.get_color(), alpha=0.15)
         metric = next(r["metric"] for r in rows if r["dataset"] == dataset)
         ax.set(title=dataset, xlabel="labelled texts", ylabel=f"dev {'entity F1' if metric == 'f1' else metric}")
