@@ -19,8 +19,8 @@ import tempfile
 from typing import ClassVar, Optional, Protocol
 
 from ernie_ft.config import DataConfig
+from ernie_ft.dev_split import split_dev
 from ernie_ft.errors import UserError
-from ernie_ft.task_tools import split_dev
 
 # Built-in tasks: python -m ernie_ft.<name>. One explicit dict, no registry filled by imports.
 BUILTIN = {

@@ -9,10 +9,10 @@ import pytest
 from ernie_ft.classify import Classification
 from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import Example
+from ernie_ft.label_set import FEW_EXAMPLES
 from ernie_ft.ner import NER
 from ernie_ft.relation.formats import RelationExample
 from ernie_ft.relation.task import Relation
-from ernie_ft.task_tools import FEW_EXAMPLES
 from ernie_ft.training.runlog import collapsed
 
 

@@ -16,12 +16,13 @@ from typing import ClassVar, Optional
 import numpy as np
 
 from ernie_ft.data.windows import token_windows, window_owner
+from ernie_ft.dev_split import split_dev
 from ernie_ft.errors import UserError
 from ernie_ft.evaluation.entities import entity_metrics
+from ernie_ft.label_set import check_known_labels, warn_rare_labels
 from ernie_ft.ner.formats import FORMATS, check_choice, read_ner, read_ner_records
 from ernie_ft.ner.tags import OVERLAPPING, parse_tag, tags_to_spans
 from ernie_ft.task import TaskHooks, resolve_task
-from ernie_ft.task_tools import check_known_labels, split_dev, warn_rare_labels
 
 _CONTINUATION: dict = {}
 
