@@ -1,10 +1,16 @@
 """What an annotation tool's export becomes, whichever tool wrote it (``annotations.load``): one ``Annotated`` per
-record or task in an ``Export``, and the small readers of loosely typed JSON values the parsers use."""
+record or task in an ``Export``. ``count``, ``items`` and ``names`` are importable from here for the parsers that
+still do; they live in ``loading_line`` and ``json_values``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+
+from ernie_ft.data.json_values import items, names
+from ernie_ft.data.loading_line import count
+
+__all__ = ["Annotated", "Export", "count", "items", "names"]
 
 
 @dataclass(frozen=True)
@@ -35,19 +41,3 @@ class Export:
     @property
     def has_spans(self) -> bool:
         return any(r.spans for r in self.records)
-
-
-def count(items, noun: str) -> str:
-    """How many ``items`` (a list, or a number) there are, with the noun: "1 task", "3 tasks"."""
-    n = items if isinstance(items, int) else len(items)
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
-def items(value) -> list:
-    """A JSON list as it is; anything else (absent, null, an object) as no items."""
-    return value if isinstance(value, list) else []
-
-
-def names(value) -> list[str]:
-    """Label names: a JSON list of strings (or numbers), or a single one."""
-    return [str(v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, (str, int)) and v != ""]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ernie_ft.data import tables
+from ernie_ft.data.loading_line import count
 from ernie_ft.data.sources import Location, check_records, column_key, parse_file, record_keys
 from ernie_ft.errors import UserError
 
@@ -311,11 +312,11 @@ def _headerless_roles(where, columns, rows, text, pair, label, require_label):
     if pair is None and free:
         pair = free.pop(0)
     if text is None or free or (require_label and label is None):
-        count = f"{len(columns)} column{'s' * (len(columns) != 1)}"
+        columns_read = count(columns, "column")
         if columns != [str(i) for i in range(len(columns))]:  # a header of names the reader does not know
             shape, fix = f"the columns {', '.join(columns)}", "name them with --text-column and --label-column"
         else:
-            shape = f"no header line and {count}"
+            shape = f"no header line and {columns_read}"
             fix = "add a header line naming the columns, e.g. text_a, text_b, label"
         raise UserError(f"{where} has {shape}, which does not fit text[, text pair] and a label; {fix}")
     return text, pair, label

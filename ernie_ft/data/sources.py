@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ernie_ft.data import annotations, tables
+from ernie_ft.data.loading_line import count
 from ernie_ft.errors import UserError
 
 KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2", "query", "title", "content")
@@ -262,7 +263,7 @@ def _name_fields(where: str, fmt: str, rows: list, header_names: Iterable[str], 
     if layout == "header" and header is None and fmt != "Excel":  # a header of known names goes without saying
         return columns, records, layout, ""
     summary = tables.header_summary(first_line, first, not headerless, header)
-    return columns, records, layout, f"{fmt}, {len(records)} row{'s' * (len(records) != 1)}, {summary}"
+    return columns, records, layout, f"{fmt}, {count(records, 'row')}, {summary}"
 
 
 def _field_count_message(where, fmt, n, fields, columns, headerless, first_line) -> str:
