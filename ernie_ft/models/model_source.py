@@ -1,5 +1,6 @@
-"""What --model names: a scratch preset (its shape), a model directory (read once and checked) or a PaddleNLP
-name (the error when it does not load); ``kind`` tells which.
+"""What --model names: a scratch preset (``is_scratch``: its shape), a model directory (``model_dir_of``: read once
+into a ``ModelDir``, whose ``Kind`` says what made it, and checked) or a PaddleNLP name (neither: the error when it
+does not load). ``check_spec`` refuses an unknown preset or a path to no directory before anything is read.
 """
 
 from __future__ import annotations
@@ -72,8 +73,14 @@ def scratch_config(spec: str) -> dict:
 
 
 def model_dir_of(model: ModelConfig) -> ModelDir | None:
-    """--model read once when it is a directory (``read_model_dir``), for ``load_pipeline`` and ``build_model``."""
-    return read_model_dir(model.model) if kind(model.model) == "directory" else None
+    """--model read once when it is a directory (``read_model_dir``), for ``load_pipeline`` and ``build_model``; None
+    for a scratch preset or a PaddleNLP name. A path to no directory is a UserError (``check_spec``)."""
+    if is_scratch(model.model):
+        return None
+    if os.path.isdir(model.model):
+        return read_model_dir(model.model)
+    check_spec(model.model)  # a path to no directory
+    return None
 
 
 def check_directory(found: ModelDir) -> None:
@@ -108,12 +115,15 @@ def offline_hint(name: str, reason: str) -> UserError:
     )
 
 
-def kind(spec: str) -> str:
-    """'scratch', 'directory' or 'name' for a --model value."""
-    if spec.startswith("scratch:"):
-        return "scratch"
-    if os.path.isdir(spec):
-        return "directory"
-    if os.sep in spec or spec.startswith("."):
+def is_scratch(spec: str) -> bool:
+    """--model names a randomly initialised shape: ``scratch:NAME`` of ``SCRATCH``, or ``scratch:LxH``."""
+    return spec.startswith("scratch:")
+
+
+def check_spec(spec: str) -> None:
+    """A UserError for a --model that names nothing: an unknown scratch preset, or a path to no directory (anything
+    else not a directory is a PaddleNLP name, which only loading can check)."""
+    if is_scratch(spec):
+        scratch_config(spec)
+    elif not os.path.isdir(spec) and (os.sep in spec or spec.startswith(".")):
         raise UserError(f"--model {spec}: directory not found")
-    return "name"

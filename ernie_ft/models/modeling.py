@@ -18,8 +18,15 @@ from ernie_ft.config import DataConfig, ModelConfig
 from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
-from ernie_ft.models.model_dir import ModelDir, read_model_dir
-from ernie_ft.models.model_source import FILE_ERRORS, check_directory, kind, offline_hint, scratch_config
+from ernie_ft.models.model_dir import ModelDir
+from ernie_ft.models.model_source import (
+    FILE_ERRORS,
+    check_directory,
+    is_scratch,
+    model_dir_of,
+    offline_hint,
+    scratch_config,
+)
 from ernie_ft.models.weights import describe_loading, from_pretrained
 from ernie_ft.text.extension import same_pieces
 from ernie_ft.text.pipeline import TextPipeline
@@ -51,7 +58,6 @@ def load_pipeline(
     content hash (the checkpoint gets its own copy when it is saved). ``exact_spans`` (see
     ``task.exact_spans``) makes the extension encode characters, not pieces.
     """
-    source = kind(model.model)
     extension = model.vocab_extension
     if extension is not None and not os.path.isdir(extension):
         raise UserError(
@@ -60,7 +66,7 @@ def load_pipeline(
     options = dict(vocab_extension=extension, exact_spans=exact_spans)
     if data.user_dict:  # else a checkpoint keeps its own
         options["user_dict"] = data.user_dict
-    if source == "scratch":
+    if is_scratch(model.model):
         scratch_config(model.model)
         vocab = model.vocab
         if vocab is None:
@@ -77,8 +83,8 @@ def load_pipeline(
         return TextPipeline(vocab, **options)
     if model.vocab:
         raise UserError("--vocab only applies to scratch models; a checkpoint brings its own vocabulary")
-    if source == "directory":
-        found = read_model_dir(model.model) if model_dir is None else model_dir
+    found = model_dir_of(model) if model_dir is None else model_dir
+    if found is not None:
         check_directory(found)
         saved = found.tokenizer.get("vocab_extension")
         if saved is not None:  # the checkpoint's weights were trained with it
@@ -141,8 +147,7 @@ def build_model(
     )
     if head in ("sequence", "token", "pointer"):  # pointer: a relation class per label (relation.model)
         overrides["num_labels"] = num_labels
-    source = kind(model.model)
-    if source == "scratch":
+    if is_scratch(model.model):
         config = pt.ErnieConfig(
             vocab_size=pipeline.vocab_size,
             pad_token_id=pipeline.pad_id,
@@ -152,9 +157,8 @@ def build_model(
             **overrides,
         )
         return cls(config)
-    found = None
-    if source == "directory":
-        found = read_model_dir(model.model) if model_dir is None else model_dir
+    found = model_dir_of(model) if model_dir is None else model_dir
+    if found is not None:
         check_directory(found)
     net, loading = _pretrained(cls, model, found, head, overrides)
     if loading:
@@ -172,7 +176,6 @@ def build_model(
 def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, overrides: dict):
     """(``cls`` with the weights of --model, a line on what was not loaded or None) for a directory (ernie_ft,
     PaddleNLP or transformers: ``found``, as read) or a PaddleNLP name (``found`` None)."""
-    source = "name" if found is None else "directory"
     if found is not None and found.hf_config is not None:
         return hf.load(cls, model.model, head, source=found, **overrides)
     try:
@@ -185,7 +188,7 @@ def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, over
     except (*FILE_ERRORS, RuntimeError) as e:
         if isinstance(e, RuntimeError) and not str(e).startswith(SHAPE_MISMATCH):
             raise  # a bug of ours or of a library: its traceback
-        if source == "directory":
+        if found is not None:
             raise UserError(
                 f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
             ) from None

@@ -98,8 +98,7 @@ def check_inputs(task, cfg: RunConfig) -> tuple[dict, list]:
     a wrong input fails at once."""
     if not cfg.train.output:
         raise UserError("--output is required (the directory for the model, metrics and logs)")
-    if model_source.kind(cfg.model.model) == "scratch":
-        model_source.scratch_config(cfg.model.model)
+    model_source.check_spec(cfg.model.model)
     examples, labels = read_splits(task, cfg.data)
     checkpoint.check_output(cfg.train.output, cfg.resume, cfg.overwrite)
     return examples, labels
