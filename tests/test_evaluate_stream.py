@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import DATA
+from test_relation import duie
 
 from ernie_ft import cli
 from ernie_ft.inference.evaluate import EvaluateOptions, evaluate_whole
@@ -47,7 +48,22 @@ def models(tmp_path_factory) -> dict:
     train = ["--train", str(DATA / "ner_train.jsonl"), "--nested", "--model", "scratch:2x64", "--threads", "1",
              "--epochs", "6", "--max-len", "64", "--threshold", "0.1", "--output", str(nested)]  # fmt: skip
     assert cli.task_command("ner")(train) == 0
+    paths = home / "paths"  # label paths, several a text (classify --multi-label --hierarchy-separator)
+    train = ["--train", str(DATA / "news_tags_train.tsv"), "--dev", str(DATA / "news_tags_dev.tsv"), "--label-column",
+             "labels", "--multi-label", "--label-separator", "|", "--hierarchy-separator", "-", "--model", "scratch:2x64",
+             "--threads", "1", "--epochs", "30", "--batch-size", "16", "--lr", "3e-3", "--dropout", "0",
+             "--max-len", "64", "--output", str(paths)]  # fmt: skip
+    assert cli.task_command("classify")(train) == 0
+    relations, triples = home / "relations", home / "duie.jsonl"  # a relation model that finds entities, some wrong
+    triples.write_text(duie(), encoding="utf-8")
+    train = ["--train", str(triples), "--dev", str(triples), "--model", "scratch:2x64", "--threads", "1",
+             "--max-len", "32", "--epochs", "40", "--batch-size", "6", "--lr", "3e-3", "--dropout", "0", "--seed", "2",
+             "--output", str(relations)]  # fmt: skip
+    assert cli.task_command("relation")(train) == 0
     return {
+        "duie.jsonl": triples,
+        "relations": str(relations),
+        "paths": str(paths),
         "classifier": spread(classify, "best/model_state.pdparams", DATA / "sentiment_test.jsonl", home / "c", 1000),
         "tagger": spread(FIXTURES / "ner", "model_state.pdparams", DATA / "ner_dev.jsonl", home / "t", 100),
         "nested": str(nested),
@@ -72,24 +88,31 @@ def whole_file_report(model, path, out_dir) -> str:
     "model, source, written",
     [("classifier", "sentiment_test.jsonl", "confusion_matrix.png"),
      ("classifier", "sentiment_dev.tsv", "confusion_matrix.png"), ("tagger", "ner_dev.jsonl", "errors.txt"),
-     ("nested", "ner_dev.jsonl", "errors.txt")],
-    ids=["classify-jsonl", "classify-tsv", "ner-jsonl", "nested-ner-jsonl"],
+     ("nested", "ner_dev.jsonl", "errors.txt"), ("paths", "news_tags_dev.tsv", "label_scores.png"),
+     ("relations", "duie.jsonl", None)],
+    ids=["classify-jsonl", "classify-tsv", "ner-jsonl", "nested-ner-jsonl", "label-paths-tsv", "relation-duie"],
 )  # fmt: skip
 def test_streamed_metrics_equal_the_whole_file_ones(model, source, written, models, tmp_path, capsys):
-    model = models[model]
-    streamed = evaluate(model, DATA / source, tmp_path / "streamed", "--chunk-size", "7")
+    model, source = models[model], models.get(source, DATA / source)
+    chunk = "2" if written is None else "7"  # the six relation sentences in three chunks
+    streamed = evaluate(model, source, tmp_path / "streamed", "--chunk-size", chunk)
     out, err = capsys.readouterr()
     assert "is read whole" not in err  # it did stream
     whole = tmp_path / "whole"
-    report = whole_file_report(model, DATA / source, whole)
+    report = whole_file_report(model, source, whole)
     assert report.replace(str(whole), streamed) in out
     metrics = json.loads((Path(streamed) / "metrics.json").read_text("utf-8"))
     assert metrics == json.loads((whole / "metrics.json").read_text("utf-8"))
+    if written is None:  # relations: a table of counts, no file
+        assert 0 < metrics["predicted_triples"] and 0 < metrics["entity_f1"] < 1, metrics
+        return
     assert (Path(streamed) / written).read_bytes() == (whole / written).read_bytes()
     if written == "confusion_matrix.png":  # the predictions differ between texts, so the order of gold labels counts
         assert 0 < metrics["accuracy"] < 1 and all(row["f1"] > 0 for row in metrics["per_class"].values()), metrics
+    elif written == "label_scores.png":  # label sets decided text by text, scored over the whole file
+        assert 0 < metrics["subset_accuracy"] < metrics["level1_micro_f1"] < 1, metrics
     else:  # mistakes listed by their line in the file
-        assert f"\n{DATA / source}:" in (whole / written).read_text("utf-8")
+        assert f"\n{source}:" in (whole / written).read_text("utf-8")
         assert 0 < metrics["f1"] < 1, metrics
 
 

@@ -374,6 +374,24 @@ def test_a_relation_across_windows_is_counted_and_never_predicted(tmp_path, caps
     assert any((0, 1, 2) in f["_targets"] for f in features)
 
 
+def test_a_texts_answer_does_not_depend_on_its_batch(tmp_path):
+    """A model barely trained scores many cells above the threshold, so the cap on the cells a window keeps
+    (``thresholds.MAX_PER_TOKEN`` per token) binds: counted on the input's own tokens, not on the padded length of
+    the batch it came in, a text's triples and entities are the same alone and batched with longer texts."""
+    train = write(tmp_path / "train.jsonl", duie())
+    args = ["--train", train, "--model", "scratch:2x64", "--threads", "1", "--max-len", "32", "--epochs", "1",
+            "--batch-size", "6", "--lr", "1e-5", "--dropout", "0", "--seed", "2", "--output", str(tmp_path / "m")]  # fmt: skip
+    assert relation(args) == 0
+    answers = []
+    for size in ("1", "6"):
+        out = tmp_path / f"b{size}.jsonl"
+        flags = ["--model", str(tmp_path / "m"), "--input", train, "--output", str(out), "--batch-size", size]
+        assert cli(["predict", *flags, "--device", "cpu"]) == 0
+        answers.append(out.read_text(encoding="utf-8"))
+    assert answers[0] == answers[1]
+    assert sum(len(json.loads(line)["entities"]) for line in answers[0].splitlines()) > 6 * 10  # the cap binds
+
+
 def train_args(train, out, *extra):
     """A scratch 2x64 model on the six sentences, dev = train: it has to memorise them."""
     return [

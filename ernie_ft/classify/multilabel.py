@@ -78,28 +78,47 @@ def targets(examples: list, labels: list[str]) -> np.ndarray:
     return label_matrix([e.label for e in examples], labels).astype(np.float32)
 
 
-def scored(task, logits, features, examples, labels, data, thresholds: np.ndarray | None = None):
+def scored(task, gold_sets: list, pred: np.ndarray, labels: list[str]):
     """(gold, predicted, names, levels): bool matrices over the model's labels and any gold label it never saw
-    (--allow-new-labels: always missed), as ``multilabel_metrics`` takes them."""
-    probs = task.probabilities(logits, features, examples, data)
-    pred = task.decide(probs, labels, thresholds)
+    (--allow-new-labels: always missed), as ``multilabel_metrics`` takes them; ``gold_sets``: each text's labels,
+    ``pred``: the decided rows (texts x ``labels``)."""
     known = set(labels)
-    extra = list(dict.fromkeys(n for e in examples for n in e.label if n not in known))
+    extra = list(dict.fromkeys(n for gold in gold_sets for n in gold if n not in known))
     names = list(labels) + extra
-    gold = label_matrix([e.label for e in examples], names)
+    gold = label_matrix(gold_sets, names)
     pred = np.concatenate([pred, np.zeros((len(pred), len(extra)), dtype=bool)], axis=1)
     return gold, pred, names, depths(names, task.hierarchy_separator)
 
 
-def evaluate_sets(task, logits, features, examples, labels, data) -> dict:
-    """Metrics of label sets, decided by the task's thresholds (tuned ones where the trainer had them tuned)."""
+def decided(task, logits, features, examples, labels, data) -> np.ndarray:
+    """Each text's predicted labels (texts x ``labels``, bool), by the task's thresholds (tuned ones where the trainer
+    had them tuned); one text's row depends on that text alone, so chunks of a file decide as the whole file."""
+    return task.decide(task.probabilities(logits, features, examples, data), labels)
+
+
+def set_metrics(task, gold_sets: list, pred: np.ndarray, labels: list[str]) -> dict:
+    """Metrics of label sets from each text's gold labels and its decided row."""
     from ernie_ft.evaluation.multilabel import multilabel_metrics
 
-    gold, pred, names, levels = scored(task, logits, features, examples, labels, data)
+    gold, pred, names, levels = scored(task, gold_sets, pred, labels)
     metrics = multilabel_metrics(gold, pred, names, levels if task.hierarchy_separator else None)
     if not task.multi_label:
         metrics = {"accuracy": metrics["subset_accuracy"], **metrics}
     return metrics
+
+
+def set_report(metrics: dict, out_dir: str) -> str:
+    """The per-label table with the overall (and per-level) figures, and a per-label P/R/F1 PNG in ``out_dir``."""
+    from ernie_ft.evaluation.multilabel import format_multilabel_report, plot_label_scores
+
+    png = plot_label_scores(metrics["per_class"], os.path.join(out_dir, "label_scores.png"))
+    return f"{format_multilabel_report(metrics)}\nper-label scores: {png}"
+
+
+def evaluate_sets(task, logits, features, examples, labels, data) -> dict:
+    """Metrics of label sets, decided by the task's thresholds."""
+    pred = decided(task, logits, features, examples, labels, data)
+    return set_metrics(task, [e.label for e in examples], pred, labels)
 
 
 def predict_sets(task, logits, features, examples, labels, data) -> list[dict]:
@@ -123,8 +142,4 @@ def predict_sets(task, logits, features, examples, labels, data) -> list[dict]:
 
 def report_sets(task, logits, features, examples, labels, data, out_dir: str) -> str:
     """The per-label table with the overall (and per-level) figures, and a per-label P/R/F1 PNG in ``out_dir``."""
-    from ernie_ft.evaluation.multilabel import format_multilabel_report, plot_label_scores
-
-    metrics = evaluate_sets(task, logits, features, examples, labels, data)
-    png = plot_label_scores(metrics["per_class"], os.path.join(out_dir, "label_scores.png"))
-    return f"{format_multilabel_report(metrics)}\nper-label scores: {png}"
+    return set_report(evaluate_sets(task, logits, features, examples, labels, data), out_dir)

@@ -371,11 +371,15 @@ class Classification(TaskHooks):
         return [labels[i] for i in self.probabilities(logits, features, examples, data).argmax(axis=1)]
 
     def tally(self, labels, data, out_dir):
-        """One label per text: the gold and predicted labels kept chunk by chunk; label sets are scored whole."""
-        from ernie_ft.evaluation.tallies import ClassTally
+        """The gold and predicted labels kept chunk by chunk: one label per text, or each text's label set."""
+        from ernie_ft.evaluation.tallies import ClassTally, SetTally
 
         if self.sets:
-            return None
+            return SetTally(
+                lambda logits, feats, examples: multilabel.decided(self, logits, feats, examples, labels, data),
+                lambda gold, rows: multilabel.set_metrics(self, gold, rows, labels),
+                multilabel.set_report,
+            )
         return ClassTally(
             lambda logits, feats, examples: self.single_labels(logits, feats, examples, labels, data), labels
         )

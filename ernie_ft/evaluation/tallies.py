@@ -39,6 +39,59 @@ class ClassTally:
         """Nothing written yet."""
 
 
+class SetTally:
+    """Label sets (several labels per text, or label paths): each text's gold labels and its decided row of the
+    labels (bool, a byte a label); ``decide(logits, features, examples)`` gives a chunk's rows, ``metrics_of(gold,
+    rows)`` and ``report_of(metrics, out_dir)`` score and show them all as the task does a whole file."""
+
+    def __init__(self, decide: Callable, metrics_of: Callable, report_of: Callable):
+        self.decide, self.metrics_of, self.report_of = decide, metrics_of, report_of
+        self.gold: list[tuple] = []
+        self.rows: list = []
+
+    @property
+    def count(self) -> int:
+        return len(self.gold)
+
+    def add(self, logits, features: list[dict], examples: list) -> None:
+        self.gold += [e.label for e in examples]
+        self.rows.append(self.decide(logits, features, examples))
+
+    def metrics(self) -> dict:
+        import numpy as np
+
+        return self.metrics_of(self.gold, np.concatenate(self.rows))
+
+    def report(self, out_dir: str) -> str:
+        return self.report_of(self.metrics(), out_dir)
+
+    def discard(self) -> None:
+        """Nothing written yet."""
+
+
+class CountTally:
+    """Metrics that are sums over texts: ``counts.add(examples, decoded)`` per chunk, where ``decode(logits,
+    features, examples)`` gives the chunk's decoded outputs; ``metrics_of(counts)`` and ``report_of(counts)`` the
+    metrics and the printed report."""
+
+    def __init__(self, counts, decode: Callable, metrics_of: Callable, report_of: Callable):
+        self.counts, self.decode, self.metrics_of, self.report_of = counts, decode, metrics_of, report_of
+        self.count = 0
+
+    def add(self, logits, features: list[dict], examples: list) -> None:
+        self.counts.add(examples, self.decode(logits, features, examples))
+        self.count += len(examples)
+
+    def metrics(self) -> dict:
+        return self.metrics_of(self.counts)
+
+    def report(self, out_dir: str) -> str:
+        return self.report_of(self.counts)
+
+    def discard(self) -> None:
+        """Nothing written yet."""
+
+
 class EntityTally:
     """Entities: their counts per type (``EntityCounts``), the mistakes of each text written to errors.txt in
     ``out_dir`` as they are found (errors.txt.partial until the report), and how many predicted tags the decode

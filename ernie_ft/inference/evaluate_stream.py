@@ -1,11 +1,11 @@
 """``evaluate`` over a labelled file read in chunks: each chunk's records read by the task, run through the model and
-scored, keeping only what the metrics need (the gold and predicted label of each text; entity counts, with each
-text's mistakes written to errors.txt as they are found), so memory follows the chunk and batch sizes, not the
+scored, keeping only what the metrics need (the gold and predicted labels of each text; entity or triple counts, with
+each text's mistakes written to errors.txt as they are found), so memory follows the chunk and batch sizes, not the
 file's length. The metrics and the report equal those of the file read whole.
 
 Streamed: the tasks whose ``TaskHooks.tally`` keeps their metrics chunk by chunk (``evaluation.tallies``: the
-built-in classifier with one label per text and the built-in tagger, NER without ``--nested``). Everything else is
-read whole, with a note saying why.
+built-in classifier, with one label per text, label sets or label paths, the NER tagger and span model, relations).
+Everything else is read whole, with a note saying why.
 """
 
 from __future__ import annotations

@@ -84,13 +84,17 @@ def packed_rows(packed: np.ndarray, floor: float = 0.0, limit: Optional[int] = N
     return rows
 
 
-def summary_rows(outputs: np.ndarray, floor: float = 0.0, per_token: Optional[int] = None) -> list[np.ndarray]:
+def summary_rows(outputs: np.ndarray, floor: float = 0.0, per_token: Optional[int] = None, lengths=None) -> list:
     """The cells above ``floor`` of a batch's outputs: packed [B, L, 4L + 4C] (``packed_rows``) or, from an export
     of the previous version, dense [B, 2 + 2C, L, L] (``sparse_rows``); with ``per_token``, at most that many per
-    token of the padded window per entity role and pointer kind."""
+    token of each input (``lengths``: its tokens with [CLS] and [SEP]; without, the padded length L) per entity role
+    and pointer kind. Capped by each input's own length, an input keeps the same cells whatever it is batched with."""
     length = outputs.shape[-1] if outputs.ndim == 4 else outputs.shape[1]
-    limit = None if per_token is None else per_token * length
-    return sparse_rows(outputs, floor, limit) if outputs.ndim == 4 else packed_rows(outputs, floor, limit)
+    lengths = [length] * len(outputs) if lengths is None else [int(n) for n in lengths]
+    rows = sparse_rows if outputs.ndim == 4 else packed_rows
+    return [
+        rows(outputs[i : i + 1], floor, None if per_token is None else per_token * n)[0] for i, n in enumerate(lengths)
+    ]
 
 
 def _sigmoid(x: float) -> float:
@@ -181,30 +185,45 @@ def prf(tp: int, predicted: int, gold: int) -> dict:
     return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
 
 
+class TripleCounts:
+    """The counts ``relation_metrics`` scores from, added a chunk of texts at a time."""
+
+    def __init__(self, labels: list[str]):
+        self.labels, self.counts, self.per = labels, Counter(), defaultdict(Counter)
+
+    def add(self, examples: list, decoded: list) -> None:
+        counts, per = self.counts, self.per
+        for e, (entities, triples) in zip(examples, decoded):
+            gold = {(normalise(s), p, normalise(o)) for s, p, o in e.gold}
+            predicted = text_triples(e.text, triples, self.labels)
+            for kind, items in (("tp", gold & predicted), ("pred", predicted), ("gold", gold)):
+                counts[kind] += len(items)
+                for _, p, _ in items:
+                    per[p][kind] += 1
+            gold_entities = {(s, t, "subject") for (s, t, _), _, _ in e.triples}
+            gold_entities |= {(s, t, "object") for _, _, (s, t, _) in e.triples}
+            counts["etp"] += len(gold_entities & set(entities))
+            counts["epred"] += len(entities)
+            counts["egold"] += len(gold_entities)
+
+    def metrics(self) -> dict:
+        counts = self.counts
+        triple = prf(counts["tp"], counts["pred"], counts["gold"])
+        entity = prf(counts["etp"], counts["epred"], counts["egold"])
+        metrics = {f"triple_{k}": v for k, v in triple.items()}
+        metrics.update({f"entity_{k}": v for k, v in entity.items()})
+        metrics.update(predicted_triples=counts["pred"], gold_triples=counts["gold"])
+        per = self.per.items()
+        metrics["per_predicate"] = {p: {**prf(c["tp"], c["pred"], c["gold"]), "support": c["gold"]} for p, c in per}
+        return metrics
+
+
 def relation_metrics(examples: list, decoded: list, labels: list[str]) -> dict:
     """triple_f1 (and precision, recall) on (subject text, predicate, object text) per text, DuIE's rule;
     entity_f1 on exact (start, end, role) spans of subjects and objects; per-predicate counts."""
-    counts = Counter()
-    per = defaultdict(Counter)
-    for e, (entities, triples) in zip(examples, decoded):
-        gold = {(normalise(s), p, normalise(o)) for s, p, o in e.gold}
-        predicted = text_triples(e.text, triples, labels)
-        for kind, items in (("tp", gold & predicted), ("pred", predicted), ("gold", gold)):
-            counts[kind] += len(items)
-            for _, p, _ in items:
-                per[p][kind] += 1
-        gold_entities = {(s, t, "subject") for (s, t, _), _, _ in e.triples}
-        gold_entities |= {(s, t, "object") for _, _, (s, t, _) in e.triples}
-        counts["etp"] += len(gold_entities & set(entities))
-        counts["epred"] += len(entities)
-        counts["egold"] += len(gold_entities)
-    triple = prf(counts["tp"], counts["pred"], counts["gold"])
-    entity = prf(counts["etp"], counts["epred"], counts["egold"])
-    metrics = {f"triple_{k}": v for k, v in triple.items()}
-    metrics.update({f"entity_{k}": v for k, v in entity.items()})
-    metrics.update(predicted_triples=counts["pred"], gold_triples=counts["gold"])
-    metrics["per_predicate"] = {p: {**prf(c["tp"], c["pred"], c["gold"]), "support": c["gold"]} for p, c in per.items()}
-    return metrics
+    counts = TripleCounts(labels)
+    counts.add(examples, decoded)
+    return counts.metrics()
 
 
 def predicate_table(metrics: dict) -> str:

@@ -255,6 +255,7 @@ class Relation(thresholds.OneThreshold, TaskHooks):
         batch = {
             "input_ids": Pad(pad_val=pipeline.pad_id, dtype="int64")([f["input_ids"] for f in features]),
             "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
+            "n_tokens": np.array([len(f["input_ids"]) for f in features], dtype="int64"),  # summarize's caps
         }
         if epoch is not None:  # training: the entities' dense 0/1 targets, the pointers' cells and their targets
             batch.update(training_targets([f["_targets"] for f in features], batch["input_ids"].shape[1], self._heads))
@@ -276,10 +277,13 @@ class Relation(thresholds.OneThreshold, TaskHooks):
 
     def summarize(self, outputs, batch):
         """The cells a decode may read: above the threshold (in a tuning run, above the lowest it may choose), at
-        most ``thresholds.MAX_PER_TOKEN`` per token of the window per entity role and pointer kind."""
+        most ``thresholds.MAX_PER_TOKEN`` per token of the window (its own tokens, not the batch's padded length) per
+        entity role and pointer kind."""
         lowest = min(thresholds.GRID) if self.tune_thresholds else self._lowest
         floor = thresholds.logit(min(lowest, thresholds.probability(self.threshold)))
-        return decoding.summary_rows(outputs.astype("float32").numpy(), floor, thresholds.MAX_PER_TOKEN)
+        lengths = batch["n_tokens"]
+        lengths = lengths.numpy() if hasattr(lengths, "numpy") else lengths
+        return decoding.summary_rows(outputs.astype("float32").numpy(), floor, thresholds.MAX_PER_TOKEN, lengths)
 
     def decode(self, rows, features, examples, labels, threshold=None):
         """``decoding.decode`` at the probability ``threshold`` (None: the task's)."""
@@ -301,6 +305,20 @@ class Relation(thresholds.OneThreshold, TaskHooks):
     def report(self, logits, features, examples, labels, data, out_dir):
         decoded = self.decode(logits, features, examples, labels)
         return decoding.predicate_table(decoding.relation_metrics(examples, decoded, labels))
+
+    def tally(self, labels, data, out_dir):
+        """The triple and entity counts kept chunk by chunk."""
+        from ernie_ft.evaluation.tallies import CountTally
+
+        def metrics(counts: decoding.TripleCounts) -> dict:
+            return {k: v for k, v in counts.metrics().items() if k != "per_predicate"}
+
+        return CountTally(
+            decoding.TripleCounts(labels),
+            lambda logits, feats, examples: self.decode(logits, feats, examples, labels),
+            metrics,
+            lambda counts: decoding.predicate_table(counts.metrics()),
+        )
 
     def predict(self, logits, features, examples, labels, data):
         return [
