@@ -380,7 +380,8 @@ def test_a_texts_answer_does_not_depend_on_its_batch(tmp_path):
     the batch it came in, a text's triples and entities are the same alone and batched with longer texts."""
     train = write(tmp_path / "train.jsonl", duie())
     args = ["--train", train, "--model", "scratch:2x64", "--threads", "1", "--max-len", "32", "--epochs", "1",
-            "--batch-size", "6", "--lr", "1e-5", "--dropout", "0", "--seed", "2", "--output", str(tmp_path / "m")]  # fmt: skip
+            "--batch-size", "6", "--lr", "1e-5", "--dropout", "0", "--seed", "2",
+            "--output", str(tmp_path / "m")]  # fmt: skip
     assert relation(args) == 0
     answers = []
     for size in ("1", "6"):
