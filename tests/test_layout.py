@@ -242,6 +242,49 @@ def test_no_code_probes_a_task_for_what_the_protocol_declares():
     assert not found, f"declare these in TaskHooks and ask the task: {found}"
 
 
+QUIETS = ("quiet_process", "quiet_imports", "quiet_libraries")
+"""The names of ``training.quiet.quiet_process`` (and the command line's and the benchmarks' names for it)."""
+QUIET_OWNERS = {
+    ("ernie_ft/cli/__init__.py", "run_guarded"): "the command line's entry",
+    ("ernie_ft/cli/__init__.py", "quiet_imports"): "the command line's name for it",
+    ("ernie_ft/training/worker.py", "<module>"): "a process training's launcher starts",
+    ("ernie_ft/inference/pool.py", "work"): "an engine process of predict --nproc",
+    ("ernie_ft/tuning/worker.py", "main"): "a trial's process",
+    ("ernie_ft/serving/__init__.py", "app_from_env"): "a process of serve --workers",
+}
+"""Where the process-wide quiet may be put in place: in the processes ernie_ft owns, never in a library function."""
+
+
+def quiet_calls(source: str) -> list[str]:
+    """The functions (``<module>`` for the module's own code) in ``source`` that call one of ``QUIETS``."""
+    callers = []
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            call = isinstance(child, ast.Call) and ast.unparse(child.func).split(".")[-1] in QUIETS
+            callers.extend([function] if call else [])
+            visit(child, name)
+
+    visit(ast.parse(source), "<module>")
+    return callers
+
+
+def test_only_the_processes_ernie_ft_owns_quiet_the_libraries():
+    """``quiet_process`` sets warning filters, a filter on PaddleNLP's logger and environment variables for the whole
+    process: the command line and the processes ernie_ft starts call it, no library function does (a Python caller's
+    warnings and logging stay its own: tests/test_side_effects.py)."""
+    planted = "def load(x):\n    runtime.quiet_libraries()\n    return x\nquiet_process()\n"
+    assert quiet_calls(planted) == ["load", "<module>"]
+    found = {
+        (str(path.relative_to(ROOT)), caller)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for caller in quiet_calls(path.read_text(encoding="utf-8"))
+    }
+    assert ("ernie_ft/cli/__init__.py", "run_guarded") in found
+    assert not found - QUIET_OWNERS.keys(), f"library functions that quiet the process: {found - QUIET_OWNERS.keys()}"
+
+
 # ---------------------------------------------------------------- the folders sorted by kind
 
 MAX_SCRIPTS = 8
