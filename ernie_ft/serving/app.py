@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Optional
 
@@ -20,6 +21,7 @@ from ernie_ft.serving.hf_tasks import KINDS, TaskAPI
 from ernie_ft.serving.label_studio import ConfigError, LabelConfig, Projects, answer_tasks
 from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
 from ernie_ft.serving.model import ServedModel
+from ernie_ft.serving.retrain import Retrainer, project_number
 from ernie_ft.serving.schemas import (
     INPUTS,
     BadRequest,
@@ -98,9 +100,50 @@ class Service:
         self.ready = False
         self.batcher: Optional[Batcher] = None
         self.prepare_pool = ThreadPoolExecutor(2, thread_name_prefix="ernie_ft-prepare")
+        self.using = 0  # requests answering with ``served``: a swap waits for them
+        self.open: Optional[asyncio.Event] = None  # cleared while a swap waits: new requests wait for the new model
+        self.idle: Optional[asyncio.Event] = None
+
+    @asynccontextmanager
+    async def model(self):
+        """The served model for one request, the same model from its first window to its answer: a swap
+        (``swap``) waits until the requests that use the old model are answered, and holds new ones back meanwhile."""
+        await self.open.wait()
+        self.using += 1
+        try:
+            yield self.served
+        finally:
+            self.using -= 1
+            if not self.using:
+                self.idle.set()
+
+    async def swap(self, served: ServedModel) -> None:
+        """Serve ``served`` from now on: no request sees part of one model and part of the other."""
+        self.open.clear()
+        try:
+            while self.using:
+                self.idle.clear()
+                await self.idle.wait()
+            self.served = served
+            self.schema = RequestBody(served.required, served.optional, self.limits)
+            self.hf = TaskAPI(served.task.head, self.schema)
+        finally:
+            self.open.set()
+
+    async def swap_in(self, model_dir: str, version: str) -> None:
+        """Load the checkpoint ``model_dir`` (off the event loop), called ``version``, and swap it in."""
+        old = self.served
+        device = "gpu" if old.on_gpu else "cpu"
+        loaded = await asyncio.get_running_loop().run_in_executor(
+            self.prepare_pool,
+            lambda: ServedModel(model_dir, "auto", device, name=version),
+        )
+        await self.swap(loaded)
 
     async def start(self) -> asyncio.Task:
         """Start the batcher; returns the warm-up's task."""
+        self.open, self.idle = asyncio.Event(), asyncio.Event()
+        self.open.set()
         self.batcher = Batcher(
             lambda features: self.served.logits(features, self.limits.forward_batch_size), self.limits, self.stats
         )
@@ -159,10 +202,12 @@ class Service:
                 raise BadRequest(422, "label_config", message)
             try:
                 field_name = next(iter(LabelConfig.texts(xml).values()))
-                records = [self._ls_record(task, field_name, i) for i, task in enumerate(body.get("tasks", []))]
-                predictions = await self.predictions(self.schema.validate({INPUTS: records})) if records else []
-                separator = self.served.loaded.run.get("task", {}).get("hierarchy_separator")
-                results, dropped = answer_tasks(predictions, xml, self.served.name, separator)
+                async with self.model() as served:  # its version names the model that predicted
+                    records = [self._ls_record(task, field_name, i) for i, task in enumerate(body.get("tasks", []))]
+                    inputs = self.schema.validate({INPUTS: records}) if records else []
+                    predictions = await self.predictions(inputs, served=served) if records else []
+                separator = served.loaded.run.get("task", {}).get("hierarchy_separator")
+                results, dropped = answer_tasks(predictions, xml, served.name, separator)
             except ConfigError as e:
                 raise BadRequest(422, "label_config", str(e)) from None
         except BadRequest as e:
@@ -170,7 +215,7 @@ class Service:
         if dropped:
             print(f"label-studio: {dropped} predicted labels the project's config does not offer were left out",
                   file=sys.stderr)  # fmt: skip
-        return {"results": results, "model_version": self.served.name}
+        return {"results": results, "model_version": served.name}
 
     def _ls_record(self, task, field_name: str, i: int) -> dict:
         """The input record of Label Studio task ``i``: its ``data[field_name]`` as the model's text field."""
@@ -179,27 +224,35 @@ class Service:
             raise BadRequest(422, f"tasks[{i}].data.{field_name}", "missing: the labelling config's <Text> shows it")
         return {self.served.required[0]: text}
 
-    async def predictions(self, inputs: list[dict], threshold: Optional[float] = None) -> list[dict]:
+    async def predictions(
+        self, inputs: list[dict], threshold: Optional[float] = None, served: Optional[ServedModel] = None
+    ) -> list[dict]:
         """``predict``'s records for the parsed ``inputs``, through the batcher, decided at ``threshold`` when given (a
         request's own); raises ``BadRequest`` (a 422 for a field the task refuses, a 503 while loading or with a full
         queue). The inputs are answered a group at a time (``groups``), so that a request of many long texts holds
-        one group's windows and outputs at once, and other requests' batches run between its groups."""
+        one group's windows and outputs at once, and other requests' batches run between its groups. ``served``: the
+        model the request holds (``model``), else it is taken here."""
         if not self.ready:
             raise BadRequest(503, "model", "the model is still loading", {"Retry-After": "1"})
+        if served is None:
+            async with self.model() as served:
+                return await self.predictions(inputs, threshold, served)
         answers = []
         for start, group in groups(inputs, self.limits.max_chars):
-            answers += await self.answer_group(group, start, threshold)
+            answers += await self.answer_group(group, start, threshold, served)
         self.stats.requests += 1
         self.stats.inputs += len(inputs)
         return answers
 
-    async def answer_group(self, inputs: list[dict], start: int, threshold: Optional[float]) -> list[dict]:
+    async def answer_group(
+        self, inputs: list[dict], start: int, threshold: Optional[float], served: ServedModel
+    ) -> list[dict]:
         """The answers to ``inputs``, the request's from index ``start`` (a refused field named by its index in the
         request)."""
         self.batcher.incoming += 1
         try:
             examples, features = await asyncio.get_running_loop().run_in_executor(
-                self.prepare_pool, self.served.prepare, inputs
+                self.prepare_pool, served.prepare, inputs
             )
         except UserError as e:  # the task's reader refused a field: its message names it (inputs[2].text)
             message = re.sub(r"\binputs\[(\d+)\]", lambda m: f"inputs[{int(m[1]) + start}]", str(e))
@@ -211,7 +264,15 @@ class Service:
         except QueueFull:
             message = f"{self.limits.max_queue} requests are waiting; retry shortly"
             raise BadRequest(503, "queue", message, {"Retry-After": "1"}) from None
-        return self.served.answer(examples, features, logits, threshold)
+        return served.answer(examples, features, logits, threshold)
+
+
+def text_field(xml: Optional[str]) -> Optional[str]:
+    """The key of a task's data that a labelling config's ``<Text>`` shows, None without one."""
+    try:
+        return next(iter(LabelConfig.texts(xml).values())) if xml else None
+    except ConfigError:
+        return None
 
 
 def groups(inputs: list, max_chars: int):
@@ -228,21 +289,30 @@ def groups(inputs: list, max_chars: int):
         yield start, inputs[start:]
 
 
-def create_app(served: ServedModel, limits: Optional[Limits] = None):
-    """The FastAPI application serving ``served`` (default limits unless given)."""
-    from contextlib import asynccontextmanager
-
+def create_app(
+    served: ServedModel, limits: Optional[Limits] = None, retrain: Optional[bool] = None, runs: Optional[str] = None
+):
+    """The FastAPI application serving ``served`` (default limits unless given). ``retrain``: Label Studio's "Start
+    training" trains and swaps in a new model (``retrain``); by default it does unless this is one of several
+    ``serve --workers`` processes, each of which would swap its own. ``runs``: where those runs go (default:
+    ``label-studio-runs`` beside the served checkpoint)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import FileResponse
 
+    from ernie_ft.serving import WorkerSettings
+
     limits = limits or Limits()
+    retrain = WorkerSettings.ENV not in os.environ if retrain is None else retrain
     service = Service(served, limits)
+    retrainer = Retrainer(lambda: service.served, service.swap_in, runs) if retrain else None
 
     @asynccontextmanager
     async def lifespan(app):
         warm = await service.start()
         yield
         warm.cancel()
+        if retrainer is not None:
+            await retrainer.stop()
         await service.stop()
 
     description = f"{served.task.name} model {os.path.abspath(served.model_dir)}"
@@ -261,20 +331,45 @@ def create_app(served: ServedModel, limits: Optional[Limits] = None):
 
     @app.get("/v1/info")
     async def info():  # example: the task's own example input (a fill-mask model's [MASK]) for the page, else null
-        return {**served.info(service.limits), "example": served.task.example_input, "ready": service.ready}
+        model = service.served
+        return {**model.info(service.limits), "example": model.task.example_input, "ready": service.ready}
 
     projects = Projects()
 
     @app.get("/label-studio/health", summary="Label Studio ML backend: health")
     @app.get("/label-studio/", include_in_schema=False)
     async def label_studio_health():
-        return {"status": "UP", "model_class": f"ernie_ft {served.task.name}", "model_version": served.name}
+        model = service.served
+        return {"status": "UP", "model_class": f"ernie_ft {model.task.name}", "model_version": model.name}
 
     @app.post("/label-studio/setup", summary="Label Studio ML backend: a project's labelling config")
     async def label_studio_setup(request: Request):
         body = await request.json()
         projects.config(body.get("project"), body.get("schema"))
-        return {"model_version": served.name}
+        if retrainer is not None:
+            retrainer.connect(body.get("project"), body.get("hostname"), body.get("access_token"))
+        return {"model_version": service.served.name}
+
+    @app.post("/label-studio/webhook", summary="Label Studio ML backend: events; START_TRAINING trains a new model")
+    @app.post("/label-studio/train", summary="Label Studio ML backend: train (Label Studio before its webhook)")
+    async def label_studio_train(request: Request):
+        body = parse_json(await request.body())
+        body = body if isinstance(body, dict) else {}
+        action = body.get("action", "START_TRAINING" if request.url.path.endswith("/train") else None)
+        if action != "START_TRAINING":  # Label Studio sends every project event here: only training is ours
+            return {"status": "ignored", "action": action}
+        project = project_number(body.get("project"))
+        if project is None:
+            return error_response(422, "project", 'expected the project: {"project": {"id": N}} (or "N.TIMESTAMP")')
+        if retrainer is None:
+            message = "serve with several --workers cannot train from Label Studio: each worker would swap its own"
+            return error_response(409, "action", message + "; run serve --workers 1")
+        sent = body["project"].get("label_config") if isinstance(body["project"], dict) else body.get("label_config")
+        xml = sent or next((x for k, x in projects.configs.items() if project_number(k) == project), None)
+        try:
+            return retrainer.start(project, text_field(xml))
+        except UserError as e:
+            return error_response(422, "project", str(e))
 
     @app.post("/label-studio/predict", summary="Label Studio ML backend: predictions for tasks")
     async def label_studio_predict(request: Request):
