@@ -16,12 +16,22 @@ SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", ROOT.parent / "shared" / "d
 # first and the many short modules even out the end, instead of one long module starting last.
 SLOW_MODULES = (
     "test_serve.py",
+    "test_predict_stream.py",
+    "test_predict_parallel.py",
+    "test_distill.py",
     "test_distributed.py",
+    "test_evaluate_stream.py",
     "test_pretrain.py",
-    "test_ner.py",
-    "test_faults.py",
     "test_real_data.py",
+    "test_tune.py",
+    "test_ner.py",
+    "test_multilabel.py",
+    "test_relation.py",
+    "test_faults.py",
+    "test_label_studio_real.py",
     "test_docs.py",
+    "test_multinode.py",
+    "test_nested_ner.py",
     "test_signals.py",
 )
 

@@ -139,7 +139,7 @@ def interrupt(args, out, signum, lines_before: int, tmp_path) -> str:
 
 
 def test_a_signal_keeps_every_complete_answer_and_resume_ends_as_an_uninterrupted_run(tmp_path):
-    source = write_lines(tmp_path / "in.txt", (TEXTS[i % len(TEXTS)] for i in range(20_000)))
+    source = write_lines(tmp_path / "in.txt", (TEXTS[i % len(TEXTS)] for i in range(4_000)))
     args = ["--model", CLASSIFIER, "--trust-pickle", "--device", "cpu", "--input", str(source), "--chunk-size", "32"]
     whole = tmp_path / "whole.jsonl"
     assert start([*args, "--output", str(whole)], subprocess.DEVNULL).wait(timeout=900) == 0
@@ -149,7 +149,7 @@ def test_a_signal_keeps_every_complete_answer_and_resume_ends_as_an_uninterrupte
     err = interrupt([*args, "--output", str(out)], out, signal.SIGINT, 64, tmp_path)
     kept = out.read_text("utf-8").splitlines()
     assert 64 <= len(kept) < len(expected) and kept == expected[: len(kept)]  # complete answers, in order
-    assert f"{len(kept)} of 20000 predictions are in {out}; run the same command with --resume" in err, err
+    assert f"{len(kept)} of 4000 predictions are in {out}; run the same command with --resume" in err, err
     with open(out, "a", encoding="utf-8") as f:
         f.write('{"text": "cut off by a kil')  # a line torn by a SIGKILL: dropped on resume
     err = interrupt([*args, "--output", str(out), "--resume"], out, signal.SIGTERM, 64, tmp_path)
