@@ -166,3 +166,16 @@ def test_the_command_line_hides_paddlenlps_info_lines_which_a_python_caller_sees
     assert [m for m in from_python if m.startswith("Loading weights file")]
     assert status == 0 and "wrote 10 predictions" in capfd.readouterr().err
     assert kept.messages == []
+
+
+def test_predicts_engine_processes_hide_paddlenlps_info_lines_too(tmp_path, capfd):
+    """``predict --nproc 2`` starts its engine processes with the spawn method: they inherit the environment, not the
+    command's warning filters and loggers, so each puts the same quiet in place (``pool.work``)."""
+    from ernie_ft.cli import main
+
+    predict = ["predict", "--model", str(CHECKPOINT), "--input", str(DATA / "predict.txt"), "--trust-pickle"]
+    with warnings.catch_warnings():
+        status = main([*predict, "--nproc", "2", "--output", str(tmp_path / "answers.jsonl")])
+    err = capfd.readouterr().err
+    assert status == 0 and "wrote 10 predictions" in err and "on 2 processes" in err
+    assert "INFO" not in err, err
