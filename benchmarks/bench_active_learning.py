@@ -55,7 +55,7 @@ DATASETS = {
         command="ner",
         files=("cluener2020/train.json", "cluener2020/dev.json"),
         metric="f1",
-        flags=["--lr", "3e-3", "--max-len", "64"],
+        flags=["--lr", "3e-3", "--max-len", "64", "--overlapping", "keep-longest"],  # 1 train text of 10,748 overlaps
     ),
 }
 
