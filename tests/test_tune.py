@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -194,3 +195,29 @@ def test_ctrl_c_leaves_no_trial_running_and_the_next_call_runs_them_again(tmp_pa
     queued = [t.system_attrs["fixed_params"] for t in trials[2:]]
     assert sorted(t.params["lr"] for t in trials[:2]) == sorted(p["lr"] for p in queued)
     assert "marked failed; its parameters run again next time" in rest
+
+
+def test_a_killed_search_leaves_its_trial_to_the_heartbeat_and_the_next_call_runs_it_again(tmp_path):
+    """SIGKILL leaves no time to mark the running trial: its heartbeat stops, and once it is two intervals old the
+    next call fails it and runs its parameters again."""
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "ernie_ft", "tune", "classify", *FLAGS, "--output", str(out)]
+    command += ["--trials", "1", "--space", SPACE, "--pruner", "none", "--heartbeat", "1"]
+    proc = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("trial 0: lr"):
+            break
+    proc.kill()
+    proc.wait(timeout=60)
+    (trial,) = load(out).trials
+    assert trial.state.name == "RUNNING"
+    storage = optuna.storages.RDBStorage(f"sqlite:///{out}/study.db", heartbeat_interval=1)
+    deadline = time.monotonic() + 60  # the heartbeat ages 2 s (twice --heartbeat) before the study calls it stale
+    while not storage._get_stale_trial_ids(load(out)._study_id):
+        assert time.monotonic() < deadline, "the killed search's trial kept a fresh heartbeat"
+        time.sleep(0.2)
+    second = tune(out, "--trials", "1", "--space", SPACE, "--pruner", "none", "--heartbeat", "1")
+    assert "note: trial 0 was running without a heartbeat" in second.stderr, second.stderr
+    trials = load(out).trials
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
+    assert trials[1].params == trial.params and trials[1].user_attrs["again"] == 0

@@ -16,7 +16,9 @@ from ernie_ft.errors import UserError
 from ernie_ft.recipes import build_config, load_recipe
 from ernie_ft.task import BUILTIN, resolve_task, task_options, unused_data_settings
 
-TUNE_FLAGS = ("trials", "space", "workers", "storage", "study", "pruner", "prune_after", "sampler", "sampler_seed")
+TUNE_FLAGS = (
+    "trials", "space", "workers", "storage", "study", "pruner", "prune_after", "sampler", "sampler_seed", "heartbeat"
+)  # fmt: skip
 
 
 def split_task(argv: list[str]) -> tuple[str, list[str]]:
@@ -66,6 +68,14 @@ def add_search_flags(group) -> None:
     )
     group.add_argument("--sampler", choices=("tpe", "random"), default="tpe", help="default tpe")
     group.add_argument("--sampler-seed", type=int, help="the sampler's seed. Default: --seed")
+    group.add_argument(
+        "--heartbeat",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="a running trial's heartbeat in the study; one silent twice as long (its tune killed) is failed by the "
+        "next call, and its parameters run again (default 60)",
+    )
 
 
 def run(argv: list[str], prog: str) -> int:

@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from ernie_ft.config import RunConfig
+from ernie_ft.errors import UserError
 from ernie_ft.evaluation import lower_is_better
 from ernie_ft.tuning import report
 from ernie_ft.tuning.plan import Plan
@@ -33,6 +34,7 @@ def tune(
     prune_after: int = 3,
     sampler: str = "tpe",
     sampler_seed: Optional[int] = None,
+    heartbeat: int = 60,
 ):
     """Search the settings of the task ``spec`` (class ``task_cls``) from ``config`` (the flags as given, trial
     0's settings; ``config.train.output`` the search's directory) until its study holds ``trials`` trials, then
@@ -42,21 +44,23 @@ def tune(
 
     output = config.train.output
     check_pruner(pruner)
+    if heartbeat < 1:
+        raise UserError(f"--heartbeat {heartbeat}: give the seconds between a running trial's heartbeats, 1 or more")
     plan = Plan.from_config(spec, task_cls, config)
     spec_text = space or default_space(spec, config.model.model.startswith("scratch:"))
     parsed = parse_space(spec_text, settings_of(task_options(task_cls)), plan.config)
     parsed.params = [p.holding(plan.given(p.name)) for p in parsed.params]
     metric = plan.metric()
     direction = "minimize" if lower_is_better(metric) else "maximize"
-    settings = StudySettings(output, storage, study, sampler, sampler_seed, pruner, prune_after)
+    settings = StudySettings(output, storage, study, sampler, sampler_seed, pruner, prune_after, heartbeat)
     searched = {"task": spec, "metric": metric, "space": ",".join(p.describe() for p in parsed.params)}
     the_study = open_study(settings, searched, direction)
     enqueue_given(the_study, {p.name: plan.given(p.name) for p in parsed.params})
     elsewhere = running_elsewhere(the_study)
     if elsewhere:
         print(
-            f"note: {elsewhere} trial(s) of the study are running elsewhere (another tune on it, or one killed "
-            "without a chance to mark them): they count towards --trials",
+            f"note: {elsewhere} trial(s) of the study are running elsewhere (another tune on it): they count towards "
+            "--trials",
             file=sys.stderr,
         )
     threads = max(1, cores() // workers)

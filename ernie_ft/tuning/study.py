@@ -8,9 +8,12 @@ is refused.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
+import threading
+import warnings
 from dataclasses import dataclass
 
 from ernie_ft.errors import UserError
@@ -37,6 +40,9 @@ class StudySettings:
     """median, hyperband, none or threshold:VALUE (``check_pruner``)."""
     prune_after: int = 3
     """Trials that finish before the median pruner prunes any."""
+    heartbeat: int = 60
+    """Seconds between a running trial's heartbeats in the study; a trial silent for twice as long (its ``tune`` was
+    killed, or its machine lost) is failed by the next call on the study, and its parameters run again."""
 
     def url(self) -> str:
         return self.storage or f"sqlite:///{os.path.abspath(os.path.join(self.output, STUDY_FILE))}"
@@ -91,7 +97,7 @@ def open_study(settings: StudySettings, search: dict, direction: str):
         os.makedirs(settings.output, exist_ok=True)
     try:
         study = optuna.create_study(
-            storage=settings.url(),
+            storage=_storage(settings),
             study_name=settings.study_name(),
             sampler=_sampler(settings),
             pruner=_pruner(settings, direction),
@@ -118,17 +124,80 @@ def open_study(settings: StudySettings, search: dict, direction: str):
         study.set_user_attr("space", search["space"])
     if study.direction.name.lower() != direction:
         raise UserError(f"the study {settings.study_name()!r} is to {study.direction.name.lower()} its metric")
+    with warnings.catch_warnings():  # Optuna calls the function experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
     return study
+
+
+def _storage(settings: StudySettings):
+    """A database storage with heartbeats (``StudySettings.heartbeat``), or the URL of any other for Optuna to open."""
+    import optuna
+
+    url = settings.url()
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        return url
+    with warnings.catch_warnings():  # Optuna calls heartbeats experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=settings.heartbeat,
+            grace_period=2 * settings.heartbeat,
+            heartbeat_stale_trial_callback=_run_again,
+        )
+
+
+def _run_again(study, trial) -> None:
+    """A trial whose heartbeats stopped: failed by Optuna; its parameters queued to run again, as Ctrl-C's are."""
+    study.enqueue_trial(trial.params, user_attrs={"again": trial.number})
+    print(
+        f"note: trial {trial.number} was running without a heartbeat (its tune was killed or its machine lost): "
+        "marked failed; its parameters run again",
+        file=sys.stderr,
+    )
+
+
+def beat(study, trial) -> float | None:
+    """Record ``trial``'s heartbeat now; the seconds between heartbeats, None where the storage keeps none. Called as
+    soon as the trial is asked for: a trial never beaten is never found stale."""
+    storage = study._storage
+    interval = storage.get_heartbeat_interval() if hasattr(storage, "get_heartbeat_interval") else None
+    if interval:
+        storage.record_heartbeat(trial._trial_id)
+    return interval
+
+
+@contextlib.contextmanager
+def beating(study, trial):
+    """While the block runs, record ``trial``'s heartbeat in the study's storage every ``heartbeat`` seconds (from a
+    thread; nothing where the storage keeps none)."""
+    interval = beat(study, trial)
+    if not interval:
+        yield
+        return
+    stop = threading.Event()
+
+    def beats() -> None:
+        while not stop.wait(interval):
+            beat(study, trial)
+
+    thread = threading.Thread(target=beats, name=f"heartbeat of trial {trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def counted(study) -> int:
     """The trials towards ``--trials``: finished (complete, pruned, failed by an error) or running; a trial
-    stopped by a signal is not, as its parameters run again."""
+    stopped by a signal, or failed for its lost heartbeat, is not, as its parameters run again."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
     done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-    return sum(t.state in done or (t.state == TrialState.FAIL and not t.user_attrs.get(INTERRUPTED)) for t in trials)
+    return sum(t.state in done or (t.state == TrialState.FAIL and "error" in t.user_attrs) for t in trials)
 
 
 def enqueue_given(study, params: dict) -> None:
@@ -139,8 +208,8 @@ def enqueue_given(study, params: dict) -> None:
 
 
 def running_elsewhere(study) -> int:
-    """The study's trials marked running before this call started: another ``tune`` on the study, or one that was
-    killed (a SIGKILL leaves no time to mark them)."""
+    """The study's trials marked running before this call started: another ``tune`` on the study (a killed one's
+    are failed once their heartbeat is two intervals old: ``open_study``)."""
     from optuna.trial import TrialState
 
     return len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
