@@ -125,8 +125,14 @@ def evaluate(options: EvaluateOptions) -> dict:
         print(f"note: --input {options.input} is read whole: {why}", file=sys.stderr)
         count, metrics, report = evaluate_whole(loaded, data, options, out_dir, where)
     else:
-        os.makedirs(out_dir, exist_ok=True)
-        scored = score_chunks(loaded, data, chunks, tally, options.batch_size)
+        made = not os.path.isdir(out_dir)
+        os.makedirs(out_dir, exist_ok=True)  # errors.txt is written as the chunks are scored
+        try:
+            scored = score_chunks(loaded, data, chunks, tally, options.batch_size)
+        except BaseException:
+            if made and not os.listdir(out_dir):  # a bad record, or a stop: no empty directory left behind
+                os.rmdir(out_dir)
+            raise
         count, metrics = scored.count, scored.metrics()
         write_metrics(out_dir, metrics, where)
         report = scored.report(out_dir)

@@ -41,9 +41,11 @@ def labelled_chunks(loaded, data, path: str, chunk_size: int, tally) -> tuple[Op
     return open_chunks(path, chunk_size, None, columns, whole)  # plain text holds no labels: read whole
 
 
-def read_chunk(task, data, rows: Rows, path: str, folder: str) -> list:
+def read_chunk(task, data, rows: Rows, path: str, folder: str, labels: list[str]) -> list:
     """The labelled examples of one chunk, read by the task's own ``read`` (``labelled=True``) from the chunk's
-    records written as JSON Lines in ``folder``, named by ``path`` and their lines in it as if read from it whole."""
+    records written as JSON Lines in ``folder`` and checked against the model's ``labels`` (``check_labels``: while
+    the examples still name the file they were read from, which the task may have recorded, e.g. its label columns),
+    named by ``path`` and their lines in it as if read from it whole."""
     first, last = rows[0][0], rows[-1][0]
     part = os.path.join(folder, f"{os.path.basename(path)}.lines-{first}-{last}.jsonl")
     with open(part, "w", encoding="utf-8") as f:
@@ -51,6 +53,7 @@ def read_chunk(task, data, rows: Rows, path: str, folder: str) -> list:
     lines = [n for n, _ in rows]
     try:
         examples = task.read(part, data, FLAG, labelled=True)
+        task.check_labels(examples, labels, data, FLAG)
     except UserError as e:
         named = re.sub(re.escape(part) + r"(?::(\d+))?", lambda m: in_file(path, lines, m.group(1)), str(e))
         raise UserError(named) from None
@@ -76,8 +79,7 @@ def score_chunks(loaded, data, chunks: Chunks, tally, batch_size: int):
     try:
         with tempfile.TemporaryDirectory(prefix="ernie_ft-evaluate-") as folder:
             for rows in chunks.read(0):
-                examples = read_chunk(task, data, rows, chunks.path, folder)
-                task.check_labels(examples, loaded.labels, data, FLAG)
+                examples = read_chunk(task, data, rows, chunks.path, folder, loaded.labels)
                 encodings = pipeline.encode_many(task.texts(examples), word_ids=False)
                 features = task.featurize(examples, encodings, pipeline, loaded.labels, data)
                 if not features:
