@@ -70,3 +70,16 @@ def test_a_path_of_several_levels_without_a_separator_is_one_error_naming_the_fi
     assert str(e.value).startswith("--train: project.json:1: task 7: the Taxonomy label path 体育 > 足球 has 2 levels")
     with pytest.raises(UserError, match="its node '体育-足球' holds the separator '-'"):
         read(exported([annotated(["体育-足球", "篮球"])]), "-")
+
+
+def test_classify_reads_a_taxonomy_export_as_label_paths_with_its_separator(tmp_path):
+    """The separator reaches the export's reader from ``classify --hierarchy-separator``: the task reads each text's
+    paths with their parents, as it reads label paths from a TSV."""
+    from ernie_ft.classify.task import Classification
+    from ernie_ft.config import DataConfig
+
+    path = tmp_path / "project.json"
+    path.write_text(exported([annotated(["体育", "足球"], ["科技", "人工智能"]), annotated(["天气"])]), "utf-8")
+    task = Classification(multi_label=True, hierarchy_separator="-")
+    examples = task.read(str(path), DataConfig(text_column="title"), "--train")
+    assert [e.label for e in examples] == [("体育", "体育-足球", "科技", "科技-人工智能"), ("天气",)]

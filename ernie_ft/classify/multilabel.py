@@ -37,6 +37,7 @@ def read_sets(task, path: str, data, flag: str, columns: dict, labelled: bool) -
         label_sets=task.multi_label,
         label_columns=tuple(on),
         predictions_as_labels=data.predictions_as_labels,
+        hierarchy_separator=task.hierarchy_separator,
     )
     names = data.label_name_map()
     result = []

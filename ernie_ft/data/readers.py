@@ -61,6 +61,7 @@ def read_examples(
     label_sets: bool = False,
     label_columns: tuple[str, ...] = (),
     predictions_as_labels: bool = False,
+    hierarchy_separator: str | None = None,
 ) -> list[Example]:
     """Return the Examples in a TSV/CSV/Excel/JSONL file (doccano and Label Studio exports included), or in a
     .txt file of one text per line. ``header``/``sheet``: as ``read_records`` takes them.
@@ -87,7 +88,8 @@ def read_examples(
     ``label_sets`` (``classify --multi-label``): the label column is ``label`` or, in a file without one,
     ``labels`` (``LABEL_SET_COLUMNS``; both: an error). ``label_columns``: the 0/1 columns that hold the labels
     (``--label-columns``, named as this file names them): no label column is read, these never hold the text
-    or the pair, and messages on the labels name ``--label-columns``.
+    or the pair, and messages on the labels name ``--label-columns``. ``hierarchy_separator`` joins the nodes of a
+    Label Studio Taxonomy label path (``--hierarchy-separator``).
     """
     extra = (*LABEL_SET_COLUMNS, *label_columns) if label_sets else label_columns
     named = [c for c in (text_column, pair_column, label_column, *extra) if c and not str(c).isdigit()]
@@ -106,6 +108,7 @@ def read_examples(
             labelled=require_label,
             key=key,
             predictions_as_labels=predictions_as_labels,
+            separator=hierarchy_separator,
         )
 
         def locate(line: int) -> Location:

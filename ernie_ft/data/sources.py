@@ -163,11 +163,13 @@ def parse_file(
     labelled=True,
     key=None,
     predictions_as_labels=False,
+    separator=None,
 ):
     """read_records plus the layout ("header", "detected" (a header found by its content), "positional" (no
     header line) or "lines" (.txt)) and what the loading line says of the file ("" for plain JSONL and .txt).
     ``key``: the key of a Label Studio task's data that holds the text. ``predictions_as_labels``: a Label Studio
-    task without an annotation is labelled by its predictions (``--predictions-as-labels``)."""
+    task without an annotation is labelled by its predictions (``--predictions-as-labels``). ``separator``: what joins
+    the nodes of a Label Studio Taxonomy label path (``--hierarchy-separator``)."""
     where = f"{flag}: {path}"
     if os.path.isdir(path) and _is_saved_dataset(path):
         return (*_saved_dataset(where, path), "header", "")
@@ -177,7 +179,7 @@ def parse_file(
     text = read_text_file(path, flag)
     export = annotations.load(text, where, key, predictions_as_labels)
     if export is not None:
-        columns, rows = annotations.classification_rows(export, where, labelled)
+        columns, rows = annotations.classification_rows(export, where, labelled, separator)
         return columns, rows, "header", export.summary
     lines = text.split("\n")  # not splitlines(): that also splits on \x1c, \u2028 and lone \r
     first = next(line for line in lines if line.strip())
