@@ -146,9 +146,9 @@ def start_optimum(args, texts_file: str, work: str, env: dict) -> subprocess.Pop
 
 def exports(run: str, work: str, quantize: str) -> dict:
     from ernie_ft.inference.export import export
-    from ernie_ft.training.runtime import quiet_libraries
+    from ernie_ft.training.quiet import quiet_process
 
-    quiet_libraries()
+    quiet_process()
 
     return {
         "ernie_ft int8": export(run, os.path.join(work, "int8"), overwrite=True, format="onnx", quantize=quantize),
@@ -355,9 +355,9 @@ def every_engine_exports(run: str, work: str) -> dict:
     """Row name -> (directory, engine, size in MiB) of ``run``'s five engines, exported into ``work``."""
     from ernie_ft.inference.export import export
     from ernie_ft.training.checkpoint import resolve_model_dir
-    from ernie_ft.training.runtime import quiet_libraries
+    from ernie_ft.training.quiet import quiet_process
 
-    quiet_libraries()
+    quiet_process()
     made = {}
     for name, (options, engine, files) in EVERY_ENGINE.items():
         target = os.path.join(work, name.lower().replace(" ", "-"))

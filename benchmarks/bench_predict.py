@@ -118,9 +118,9 @@ def main() -> None:
     from ernie_ft.models import modeling
     from ernie_ft.models.modeling import compute_logits
     from ernie_ft.training import checkpoint, runtime
-    from ernie_ft.training.runtime import quiet_libraries
+    from ernie_ft.training.quiet import quiet_process
 
-    quiet_libraries()
+    quiet_process()
     runtime.set_threads(args.threads)
     texts, vocab = texts_and_vocab(args.docs)
     data = DataConfig(max_len=args.max_len, cache_dir=tempfile.mkdtemp())

@@ -87,9 +87,9 @@ def timed_pass(proc: subprocess.Popen, neighbour: subprocess.Popen | None) -> di
 
 def exports(run: str, work: str) -> tuple[str, str]:
     from ernie_ft.inference.export import export
-    from ernie_ft.training.runtime import quiet_libraries
+    from ernie_ft.training.quiet import quiet_process
 
-    quiet_libraries()
+    quiet_process()
     int8 = export(run, os.path.join(work, "int8"), overwrite=True, format="onnx", quantize="int8")
     return int8, export(run, os.path.join(work, "paddle"), overwrite=True)
 

@@ -16,11 +16,10 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from ernie_ft import thresholds
+from ernie_ft import check_known_labels, thresholds
 from ernie_ft.data.sources import Location, check_records, read_records
 from ernie_ft.data.windows import pool_windows, text_windows
 from ernie_ft.errors import UserError
-from ernie_ft.task_tools import check_known_labels
 
 
 @dataclass(frozen=True)

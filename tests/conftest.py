@@ -94,7 +94,7 @@ def _nudged_updates():
 
 @pytest.fixture(scope="session", autouse=True)
 def _paddlenlp_before_datasets():
-    """Import PaddleNLP before any test imports ``datasets``, as the command line does (``quiet_libraries``
+    """Import PaddleNLP before any test imports ``datasets``, as the command line does (``training.quiet.quiet_process``
     loads it before any data is read). Imported second, PaddleNLP prints a warning ("datasets module was
     imported before paddlenlp") into the stderr of whichever test imports it, which then finds two lines where
     it expects one ``error:`` line (test_bad_input after test_readers' saved-dataset test in one worker)."""

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples
 from ernie_ft.data.sources import read_records
+from ernie_ft.dev_split import split_dev
 from ernie_ft.errors import UserError
 from ernie_ft.ner.formats import read_ner
 from ernie_ft.task import load_task
-from ernie_ft.task_tools import split_dev
 
 EXPORTS = "annotation-exports"
 

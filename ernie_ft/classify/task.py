@@ -20,9 +20,10 @@ from ernie_ft.classify import multilabel
 from ernie_ft.config import DataConfig
 from ernie_ft.data.readers import read_examples, record_examples
 from ernie_ft.data.windows import pair_texts, pool_windows, text_windows
+from ernie_ft.dev_split import split_dev
 from ernie_ft.errors import UserError
+from ernie_ft.label_set import check_known_labels, label_order, warn_rare_labels
 from ernie_ft.task import TaskHooks
-from ernie_ft.task_tools import check_known_labels, label_order, split_dev, warn_rare_labels
 
 
 def read_labelled(path: str, data: DataConfig, flag: str, labelled: bool = True) -> list:

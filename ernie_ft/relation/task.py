@@ -21,11 +21,12 @@ import numpy as np
 
 from ernie_ft import thresholds
 from ernie_ft.data.windows import token_windows
+from ernie_ft.dev_split import split_dev
 from ernie_ft.errors import UserError
+from ernie_ft.label_set import check_known_labels, warn_rare_labels
 from ernie_ft.relation import decoding
 from ernie_ft.relation.formats import check_schema, parse_label, read_relation_records, read_relations, read_schema
 from ernie_ft.task import TaskHooks
-from ernie_ft.task_tools import check_known_labels, split_dev, warn_rare_labels
 
 
 def token_span(offsets: list, start: int, end: int):

@@ -19,7 +19,6 @@ import paddle
 
 from ernie_ft.errors import UserError
 from ernie_ft.models import kernels
-from ernie_ft.training.quiet import quiet_process as quiet_libraries  # noqa: F401  the benchmarks' name, for now
 
 
 def device_for(device: str, gpus: str | None, processes: int) -> str:
