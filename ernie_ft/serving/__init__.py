@@ -15,56 +15,32 @@ windows or ``max_wait_ms`` after the first one arrived (dynamic batching; no wai
 being read), on one model thread. A full queue answers 503 with Retry-After; bad requests get a 4xx whose
 JSON names the field. uvicorn drains in-flight requests on SIGTERM, then the process exits 0.
 
-Modules: ``limits`` (every limit, a ``serve`` flag), ``model`` (the loaded checkpoint), ``batcher`` (dynamic
-batching and its counters), ``schemas`` (the request and error bodies), ``app`` (routes, body limit, page).
+Modules: ``limits`` (every limit, a ``serve`` flag), ``settings`` (what a ``--workers`` process starts with),
+``model`` (the loaded checkpoint), ``batcher`` (dynamic batching and its counters), ``schemas`` (the request and error
+bodies), ``app`` (routes, body limit, page), ``label_studio`` and ``label_studio_routes`` (Label Studio's ML backend
+protocol under ``/label-studio``), ``retrain`` (its "Start training").
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-from dataclasses import asdict, dataclass
-from typing import ClassVar, Optional
+from typing import Optional
 
 from ernie_ft.errors import UserError
 from ernie_ft.serving.limits import Limits
+from ernie_ft.serving.settings import WorkerSettings
 
 __all__ = ["Limits", "WorkerSettings", "app_from_env", "serve"]
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What each ``--workers`` process needs to load its own model: ``serve`` passes it to uvicorn's worker
-    processes as JSON in the environment variable ``ENV`` (uvicorn's factory takes no arguments)."""
-
-    model_dir: str
-    engine: str
-    """Already resolved (one of ``inference.ENGINES`` but 'auto'): every worker runs the engine the first load chose."""
-    device: str
-    limits: Limits
-    trust_pickle: bool = False
-    task: Optional[str] = None
-    """A task spec (``file.py:Class``) for a checkpoint whose task is not found where it was trained."""
-    name: Optional[str] = None
-    """What ``/v1/info`` calls the model."""
-    threshold: Optional[float] = None
-    """``serve --threshold``: the probability the model decides with instead of its own."""
-
-    ENV: ClassVar[str] = "ERNIE_FT_SERVE"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> WorkerSettings:
-        settings = json.loads(text)
-        return cls(**{**settings, "limits": Limits(**settings["limits"])})
-
-
 def app_from_env():
     """The application of one ``--workers`` process, from the ``WorkerSettings`` that ``serve`` left in the
-    environment (uvicorn's factory)."""
+    environment (uvicorn's factory). The worker is a process ernie_ft starts, so it hides the libraries' noise
+    (PaddleNLP's INFO lines, Paddle's import warnings) as the command line does."""
+    from ernie_ft.training.quiet import quiet_process
+
+    quiet_process()
     from ernie_ft.serving.app import create_app
     from ernie_ft.serving.model import ServedModel
 

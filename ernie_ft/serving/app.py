@@ -9,28 +9,19 @@ import asyncio
 import json
 import os
 import re
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Optional
 
 from ernie_ft.errors import UserError
+from ernie_ft.serving import label_studio_routes
 from ernie_ft.serving.batcher import Batcher, QueueFull, Stats
 from ernie_ft.serving.hf_tasks import KINDS, TaskAPI
-from ernie_ft.serving.label_studio import ConfigError, LabelConfig, Projects, answer_tasks
 from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
 from ernie_ft.serving.model import ServedModel
-from ernie_ft.serving.retrain import Retrainer, project_number
-from ernie_ft.serving.schemas import (
-    INPUTS,
-    BadRequest,
-    RequestBody,
-    error_body,
-    error_response,
-    named_field,
-    parse_json,
-)
+from ernie_ft.serving.schemas import BadRequest, RequestBody, error_body, error_response, named_field, parse_json
+from ernie_ft.serving.settings import WorkerSettings
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 HF_ROUTE = (
@@ -189,41 +180,6 @@ class Service:
         except BadRequest as e:
             return error_response(e.status, e.field, e.message, e.headers)
 
-    async def label_studio_predict(self, raw: bytes, projects: Projects):
-        """Label Studio's ``POST /predict``: ``{"results": [one prediction per task], "model_version"}`` in the names
-        of the project's labelling config (``label_studio``); labels it does not offer are left out and logged."""
-        try:
-            body = parse_json(raw)
-            if not isinstance(body, dict) or not isinstance(body.get("tasks", []), list):
-                raise BadRequest(422, "tasks", 'expected {"tasks": [...], "label_config": "<View>...</View>"}')
-            xml = projects.config(body.get("project"), body.get("label_config"))
-            if not xml:
-                message = "no labelling config: connect this backend to the project in Label Studio (POST /setup)"
-                raise BadRequest(422, "label_config", message)
-            try:
-                field_name = next(iter(LabelConfig.texts(xml).values()))
-                async with self.model() as served:  # its version names the model that predicted
-                    records = [self._ls_record(task, field_name, i) for i, task in enumerate(body.get("tasks", []))]
-                    inputs = self.schema.validate({INPUTS: records}) if records else []
-                    predictions = await self.predictions(inputs, served=served) if records else []
-                separator = served.loaded.run.get("task", {}).get("hierarchy_separator")
-                results, dropped = answer_tasks(predictions, xml, served.name, separator)
-            except ConfigError as e:
-                raise BadRequest(422, "label_config", str(e)) from None
-        except BadRequest as e:
-            return error_response(e.status, e.field, e.message, e.headers)
-        if dropped:
-            print(f"label-studio: {dropped} predicted labels the project's config does not offer were left out",
-                  file=sys.stderr)  # fmt: skip
-        return {"results": results, "model_version": served.name}
-
-    def _ls_record(self, task, field_name: str, i: int) -> dict:
-        """The input record of Label Studio task ``i``: its ``data[field_name]`` as the model's text field."""
-        text = task.get("data", {}).get(field_name) if isinstance(task, dict) else None
-        if not isinstance(text, str):
-            raise BadRequest(422, f"tasks[{i}].data.{field_name}", "missing: the labelling config's <Text> shows it")
-        return {self.served.required[0]: text}
-
     async def predictions(
         self, inputs: list[dict], threshold: Optional[float] = None, served: Optional[ServedModel] = None
     ) -> list[dict]:
@@ -267,14 +223,6 @@ class Service:
         return served.answer(examples, features, logits, threshold)
 
 
-def text_field(xml: Optional[str]) -> Optional[str]:
-    """The key of a task's data that a labelling config's ``<Text>`` shows, None without one."""
-    try:
-        return next(iter(LabelConfig.texts(xml).values())) if xml else None
-    except ConfigError:
-        return None
-
-
 def groups(inputs: list, max_chars: int):
     """(index of the first, the inputs) of consecutive groups of ``inputs`` holding at most ``max_chars`` characters
     of text each (at least one input: a text is at most ``max_chars`` long)."""
@@ -299,12 +247,9 @@ def create_app(
     from fastapi import FastAPI, Request
     from fastapi.responses import FileResponse
 
-    from ernie_ft.serving import WorkerSettings
-
     limits = limits or Limits()
-    retrain = WorkerSettings.ENV not in os.environ if retrain is None else retrain
     service = Service(served, limits)
-    retrainer = Retrainer(lambda: service.served, service.swap_in, runs) if retrain else None
+    retrainer = None  # set below, before the application starts
 
     @asynccontextmanager
     async def lifespan(app):
@@ -320,6 +265,8 @@ def create_app(
     app.state.service = service
     shapes = {"schema": service.schema.openapi(), "examples": service.schema.openapi_examples(served.example_input())}
     request_body = {"required": True, "content": {"application/json": shapes}}
+    retrain = not WorkerSettings.in_worker() if retrain is None else retrain
+    retrainer = label_studio_routes.add_routes(app, service, retrain, runs)
 
     @app.post("/v1/predict", openapi_extra={"requestBody": request_body})
     async def predict(request: Request):
@@ -333,47 +280,6 @@ def create_app(
     async def info():  # example: the task's own example input (a fill-mask model's [MASK]) for the page, else null
         model = service.served
         return {**model.info(service.limits), "example": model.task.example_input, "ready": service.ready}
-
-    projects = Projects()
-
-    @app.get("/label-studio/health", summary="Label Studio ML backend: health")
-    @app.get("/label-studio/", include_in_schema=False)
-    async def label_studio_health():
-        model = service.served
-        return {"status": "UP", "model_class": f"ernie_ft {model.task.name}", "model_version": model.name}
-
-    @app.post("/label-studio/setup", summary="Label Studio ML backend: a project's labelling config")
-    async def label_studio_setup(request: Request):
-        body = await request.json()
-        projects.config(body.get("project"), body.get("schema"))
-        if retrainer is not None:
-            retrainer.connect(body.get("project"), body.get("hostname"), body.get("access_token"))
-        return {"model_version": service.served.name}
-
-    @app.post("/label-studio/webhook", summary="Label Studio ML backend: events; START_TRAINING trains a new model")
-    @app.post("/label-studio/train", summary="Label Studio ML backend: train (Label Studio before its webhook)")
-    async def label_studio_train(request: Request):
-        body = parse_json(await request.body())
-        body = body if isinstance(body, dict) else {}
-        action = body.get("action", "START_TRAINING" if request.url.path.endswith("/train") else None)
-        if action != "START_TRAINING":  # Label Studio sends every project event here: only training is ours
-            return {"status": "ignored", "action": action}
-        project = project_number(body.get("project"))
-        if project is None:
-            return error_response(422, "project", 'expected the project: {"project": {"id": N}} (or "N.TIMESTAMP")')
-        if retrainer is None:
-            message = "serve with several --workers cannot train from Label Studio: each worker would swap its own"
-            return error_response(409, "action", message + "; run serve --workers 1")
-        sent = body["project"].get("label_config") if isinstance(body["project"], dict) else body.get("label_config")
-        xml = sent or next((x for k, x in projects.configs.items() if project_number(k) == project), None)
-        try:
-            return retrainer.start(project, text_field(xml))
-        except UserError as e:
-            return error_response(422, "project", str(e))
-
-    @app.post("/label-studio/predict", summary="Label Studio ML backend: predictions for tasks")
-    async def label_studio_predict(request: Request):
-        return await service.counted(lambda raw: service.label_studio_predict(raw, projects), request)
 
     @app.get("/v1/stats")
     async def stats():
