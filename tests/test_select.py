@@ -46,7 +46,7 @@ def test_diverse_skips_near_duplicates():
     assert choose(records, 2, "margin", diverse=True) == [0, 2]
 
 
-def test_select_writes_the_least_sure_texts_with_their_predictions(tmp_path, capsys):
+def test_select_writes_the_least_sure_texts_with_their_predictions(tmp_path, capsys, monkeypatch):
     model = tmp_path / "run"
     train = ["--train", str(DATA / "sentiment_train.tsv"), "--model", "scratch:2x64", "--threads", "1", "--epochs",
              "1", "--max-len", "32", "--output", str(model)]  # fmt: skip
@@ -70,3 +70,9 @@ def test_select_writes_the_least_sure_texts_with_their_predictions(tmp_path, cap
     lines = [json.loads(line) for line in doccano.read_text(encoding="utf-8").splitlines()]
     assert lines == [{"text": records[i]["text"], "label": [records[i]["label"]]} for i in least]
     assert cli([*args[:-4], "--size", "0", "--output", str(out)]) == 2
+    from ernie_ft.inference import predict
+
+    loads, load = [], predict.load_for_inference
+    monkeypatch.setattr(predict, "load_for_inference", lambda *a, **k: loads.append(a) or load(*a, **k))
+    assert cli([*args, "--output", str(out), "--threads", "1"]) == 0  # its model on one thread, as training's
+    assert [a[7] for a in loads] == [1]

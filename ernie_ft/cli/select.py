@@ -35,6 +35,13 @@ def build_parser(prog: str) -> Parser:
     flags.add_batch_size(parser)
     flags.add_text_columns(parser)
     flags.add_device(parser)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="math threads on CPU; 0 shares the cores this process may use (default: 0)",
+    )
     flags.add_engine(parser)
     flags.add_threshold(parser)
     flags.add_trust_pickle(parser)
@@ -50,4 +57,6 @@ def run(args: argparse.Namespace) -> None:
 
     if args.size < 1:
         raise UserError(f"--size {args.size}: choose at least one text")
+    if args.threads < 0:
+        raise UserError(f"--threads {args.threads}: give 1 or more, or 0 to share the cores")
     select(SelectOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SelectOptions)}))

@@ -108,6 +108,8 @@ class SelectOptions:
     text_column: Optional[str] = None
     text_pair_column: Optional[str] = None
     device: str = "auto"
+    threads: int = 0
+    """Math threads on CPU; 0 shares the cores this process may use."""
     engine: str = "auto"
     threshold: Optional[float] = None
     trust_pickle: bool = False
@@ -126,7 +128,7 @@ def select(options: SelectOptions) -> None:
     engine = resolve_engine(source, options.engine)
     columns = {"text_column": options.text_column, "text_pair_column": options.text_pair_column}
     loaded, data = load_for_inference(
-        source, options.device, columns, engine, options.trust_pickle, options.task, options.threshold
+        source, options.device, columns, engine, options.trust_pickle, options.task, options.threshold, options.threads
     )
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
