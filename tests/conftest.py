@@ -18,6 +18,7 @@ SLOW_MODULES = (
     "test_serve.py",
     "test_predict_stream.py",
     "test_predict_parallel.py",
+    "test_label_studio_training.py",
     "test_distill.py",
     "test_distributed.py",
     "test_evaluate_stream.py",
