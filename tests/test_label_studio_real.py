@@ -11,17 +11,13 @@ module skips, saying so; in CI (CI=true) it fails.
 
 import json
 import os
-import re
-import shutil
-import signal
 import socket
-import subprocess
 import time
 
 import httpx
 import pytest
 from conftest import DATA
-from helpers.label_studio import ACCOUNT, ENV, LABEL_STUDIO, TOKEN, template
+from helpers.label_studio import LABEL_STUDIO, STARTED, TOKEN, start, stop
 from test_label_studio_backend import models  # noqa: F401 (the tiny classifier and tagger, a module fixture)
 from test_serve import Server
 
@@ -40,16 +36,8 @@ class LabelStudio:
     its "Starting development server at" line (it moves to the next port when the one asked for is taken)."""
 
     def __init__(self, tmp_path):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        env = {**os.environ, **ENV, "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "data")}
-        shutil.copytree(template(), tmp_path / "data")
         self.url, self.log = None, open(tmp_path / "label-studio.log", "w+")
-        command = [str(LABEL_STUDIO), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port),
-                   *ACCOUNT]  # fmt: skip
-        self.proc = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp_path,
-                                     start_new_session=True)  # fmt: skip
+        self.proc = start(tmp_path, self.log)
 
     def output(self) -> str:
         self.log.flush()
@@ -59,7 +47,7 @@ class LabelStudio:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()[-3000:]
-            found = re.search(r"Starting development server at (http://127\.0\.0\.1:\d+)/", self.output())
+            found = STARTED.search(self.output())
             if found:
                 try:
                     if httpx.get(found[1] + "/health", timeout=5).status_code == 200:
@@ -91,13 +79,7 @@ class LabelStudio:
         return self.api("GET", f"/api/tasks?project={project}&page_size=1000")["tasks"]
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop(self.proc)
         self.log.close()
 
 

@@ -2,63 +2,32 @@
 .venv-label-studio (scripts/test.sh makes it: its pins would fight ours), and a data directory whose database is
 made once, ``template``, so that each run starts from a copy in seconds instead of a minute of migrations.
 
+The venv, account, environment, template and start are docs/pictures/label_studio.py's (what draws Label Studio's
+pictures in docs/), loaded by path: one way to start it, and no tool imports the tests.
+
     python tests/helpers/label_studio.py   # make the template (scripts/test.sh does, after the venv)
 """
 
-import fcntl
-import os
-import shutil
-import subprocess
+import importlib.util
 import sys
 from pathlib import Path
 
-VENV = Path(__file__).resolve().parents[2] / ".venv-label-studio"
-LABEL_STUDIO = VENV / "bin" / "label-studio"
-TEMPLATE = VENV / "template"
-"""A data directory with Label Studio's database made and the test account (``ACCOUNT``, ``TOKEN``) in it."""
-TOKEN = "ernie-ft-test-token-0123456789"
-ACCOUNT = ["--username", "tester@example.com", "--password", "ernie-ft-test", "--user-token", TOKEN]
-QUIET = {  # no calls out of the machine: the version check on PyPI, Sentry's error reports, analytics
-    "LATEST_VERSION_CHECK": "false",
-    "SENTRY_DSN": "",
-    "FRONTEND_SENTRY_DSN": "",
-    "COLLECT_ANALYTICS": "false",
-}
-ENV = {
-    **QUIET,
-    "ML_BLOCK_LOCAL_IP": "false",  # the ML backend (serve) is on 127.0.0.1
-    "USE_DEFAULT_BANNED_SUBNETS": "false",
-    # TOKEN as a legacy token: an organisation made without this refuses one
-    "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-}
-"""Label Studio's environment for the tests: when the template is made and at each start."""
+_spec = importlib.util.spec_from_file_location(
+    "label_studio_pictures", Path(__file__).resolve().parents[2] / "docs" / "pictures" / "label_studio.py"
+)
+_pictures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_pictures)
 
-
-def template() -> Path:
-    """``TEMPLATE``, made by ``label-studio init`` when missing (under a lock: one maker at a time), swapped in whole
-    so that a failed or interrupted init leaves none."""
-    if (TEMPLATE / "label_studio.sqlite3").exists():
-        return TEMPLATE
-    with open(VENV / "template.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (TEMPLATE / "label_studio.sqlite3").exists():
-            building = VENV / "template.tmp"
-            shutil.rmtree(building, ignore_errors=True)
-            building.mkdir()
-            env = {**os.environ, **ENV, "LABEL_STUDIO_BASE_DATA_DIR": str(building)}
-            done = subprocess.run(
-                [str(LABEL_STUDIO), "init", *ACCOUNT],
-                env=env,
-                cwd=building,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-            )
-            if done.returncode != 0 or not (building / "label_studio.sqlite3").exists():
-                raise RuntimeError(f"label-studio init failed (exit {done.returncode}): {done.stderr[-2000:]}")
-            os.replace(building, TEMPLATE)
-    return TEMPLATE
-
+VENV, LABEL_STUDIO, TEMPLATE = _pictures.VENV, _pictures.LABEL_STUDIO, _pictures.TEMPLATE
+TOKEN, ACCOUNT, QUIET, ENV = _pictures.TOKEN, _pictures.ACCOUNT, _pictures.QUIET, _pictures.ENV
+STARTED = _pictures.STARTED
+"""Label Studio's line naming its address."""
+template = _pictures.template
+"""``template()``: the data directory with the database made and the account in it, made once when missing."""
+start = _pictures.start
+"""``start(work, log)``: ``label-studio start`` on 127.0.0.1 on a copy of the template in ``work/data``."""
+stop = _pictures.stop
+"""``stop(proc)``: Label Studio's process group ended."""
 
 if __name__ == "__main__":
     if not LABEL_STUDIO.exists():
