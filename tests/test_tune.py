@@ -2,6 +2,7 @@
 continued to a larger count with a pruner that prunes every new trial, its best checkpoint predicting, its recipe
 training the best trial again, a Ctrl-C that leaves no trial running, and the --space errors."""
 
+import functools
 import json
 import os
 import signal
@@ -180,7 +181,10 @@ def test_ctrl_c_leaves_no_trial_running_and_the_next_call_runs_them_again(tmp_pa
     out = tmp_path / "stopped"
     command = [sys.executable, "-m", "ernie_ft", "tune", "classify", *FLAGS, "--output", str(out)]
     command += ["--trials", "3", "--workers", "2", "--space", SPACE, "--epochs", "50"]
-    proc = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's SIGINT as a terminal delivers it: a shell without job control starts a background job (this test run
+    # too, through it) with SIGINT ignored, which the search would inherit and rightly keep
+    restore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    proc = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=restore)
     seen = []
     for line in proc.stderr:  # both trials started (their processes are up): stop the search
         seen.append(line)

@@ -282,7 +282,7 @@ class Relation(thresholds.OneThreshold, TaskHooks):
         entity role and pointer kind."""
         lowest = min(thresholds.GRID) if self.tune_thresholds else self._lowest
         floor = thresholds.logit(min(lowest, thresholds.probability(self.threshold)))
-        lengths = batch["n_tokens"]
+        lengths = batch.get("n_tokens")  # collate's; without, the padded length caps every input
         lengths = lengths.numpy() if hasattr(lengths, "numpy") else lengths
         return decoding.summary_rows(outputs.astype("float32").numpy(), floor, thresholds.MAX_PER_TOKEN, lengths)
 
