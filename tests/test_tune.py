@@ -54,13 +54,13 @@ def load(out):
 @pytest.fixture(scope="module")
 def study_dir(tmp_path_factory):
     """A study of 4 trials run 2 at a time, then the same command with --trials 6, whose threshold pruner (above
-    any accuracy) prunes both new trials at their first evaluation, 4 steps into their epoch of 11."""
+    any accuracy) prunes both new trials at their first evaluation after --prune-warmup's half epoch: evaluated
+    every 4 steps of their epoch of 11, they are spared at step 4 and pruned at step 8."""
     out = tmp_path_factory.mktemp("tune") / "search"
     first = tune(out, "--trials", "4", "--workers", "2", "--space", SPACE, "--pruner", "none")
     after_four = [(t.number, t.state.name) for t in load(out).trials]
-    second = tune(
-        out, "--trials", "6", "--workers", "2", "--space", SPACE, "--pruner", "threshold:1.01", "--eval-steps", "4"
-    )
+    pruning = ["--pruner", "threshold:1.01", "--prune-warmup", "0.5", "--eval-steps", "4"]
+    second = tune(out, "--trials", "6", "--workers", "2", "--space", SPACE, *pruning)
     return out, first, second, after_four
 
 
@@ -92,10 +92,10 @@ def test_a_second_call_goes_on_to_the_larger_count_and_prunes(study_dir):
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4 + ["PRUNED"] * 2, second.stderr[-3000:]
     assert "4 trial(s) so far, --trials 6" in second.stderr
     for t in trials[4:]:
-        reported = list(t.intermediate_values)  # hundredths of an epoch: step 4 of 11
-        assert reported == [round(100 * 4 / 11)]
+        reported = list(t.intermediate_values)  # hundredths of an epoch: steps 4 and 8 of 11
+        assert reported == [round(100 * 4 / 11), round(100 * 8 / 11)]
         log = (out / f"trial-{t.number:03d}" / "logs" / "tune.log").read_text(encoding="utf-8")
-        assert "pruned by the search at step 4" in log and "stopped at step 4/11" in log
+        assert "pruned by the search at step 8" in log and "stopped at step 8/11" in log
         assert not (out / f"trial-{t.number:03d}" / "metrics.json").exists()
 
 
@@ -149,6 +149,22 @@ def test_a_bad_space_is_one_clear_error(space, message, tmp_path, capsys):
     status = main(["tune", "classify", *FLAGS, "--output", str(tmp_path / "s"), "--trials", "2", "--space", space])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and err[-1].startswith(f"error: --space {space!r}: ") and message in err[-1], err
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--prune-warmup=-0.5", "--prune-warmup -0.5: give the epochs a trial trains before any pruning, 0 or more"),
+        ("--pruner=best", "--pruner best: give median, hyperband, none or threshold:VALUE"),
+    ],
+)
+def test_a_bad_search_flag_is_one_clear_error(flag, message, tmp_path, capsys):
+    from ernie_ft.cli import main
+
+    status = main(["tune", "classify", *FLAGS, "--output", str(tmp_path / "s"), "--trials", "2", flag])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and err[-1].startswith(f"error: {message}"), err
     assert not (tmp_path / "s").exists()
 
 

@@ -17,7 +17,8 @@ from ernie_ft.recipes import build_config, load_recipe
 from ernie_ft.task import BUILTIN, resolve_task, task_options, unused_data_settings
 
 TUNE_FLAGS = (
-    "trials", "space", "workers", "storage", "study", "pruner", "prune_after", "sampler", "sampler_seed", "heartbeat"
+    "trials", "space", "workers", "storage", "study", "pruner", "prune_after", "prune_warmup", "sampler",
+    "sampler_seed", "heartbeat",
 )  # fmt: skip
 
 
@@ -65,6 +66,13 @@ def add_search_flags(group) -> None:
     )
     group.add_argument(
         "--prune-after", type=int, default=3, help="trials that finish before the median pruner prunes (default 3)"
+    )
+    group.add_argument(
+        "--prune-warmup",
+        type=float,
+        default=0.0,
+        metavar="EPOCHS",
+        help="epochs of its own a trial trains before any pruner may stop it (e.g. 0.5); default 0",
     )
     group.add_argument("--sampler", choices=("tpe", "random"), default="tpe", help="default tpe")
     group.add_argument("--sampler-seed", type=int, help="the sampler's seed. Default: --seed")

@@ -23,7 +23,7 @@ from typing import Any, Optional
 from ernie_ft.errors import UserError
 from ernie_ft.tuning.plan import Plan
 from ernie_ft.tuning.space import Space
-from ernie_ft.tuning.study import INTERRUPTED, beat, beating, counted
+from ernie_ft.tuning.study import INTERRUPTED, beat, beating, counted, report_step
 
 TRIAL_LOG = os.path.join("logs", "tune.log")
 """A trial's console, in its run directory (``logs/`` may exist before a run starts)."""
@@ -31,12 +31,6 @@ TRIAL_LOG = os.path.join("logs", "tune.log")
 
 def trial_dir(output: str, number: int) -> str:
     return os.path.join(output, f"trial-{number:03d}")
-
-
-def report_step(epochs: float) -> int:
-    """An evaluation's step as reported to Optuna: hundredths of an epoch, so that trials of other batch sizes (other
-    optimizer steps per epoch) are compared by the pruner after the same amount of data."""
-    return round(epochs * 100)
 
 
 def describe(params: dict) -> str:

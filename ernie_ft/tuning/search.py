@@ -32,6 +32,7 @@ def tune(
     study: Optional[str] = None,
     pruner: str = "median",
     prune_after: int = 3,
+    prune_warmup: float = 0.0,
     sampler: str = "tpe",
     sampler_seed: Optional[int] = None,
     heartbeat: int = 60,
@@ -44,6 +45,8 @@ def tune(
 
     output = config.train.output
     check_pruner(pruner)
+    if not prune_warmup >= 0:  # NaN too
+        raise UserError(f"--prune-warmup {prune_warmup}: give the epochs a trial trains before any pruning, 0 or more")
     if heartbeat < 1:
         raise UserError(f"--heartbeat {heartbeat}: give the seconds between a running trial's heartbeats, 1 or more")
     plan = Plan.from_config(spec, task_cls, config)
@@ -52,7 +55,9 @@ def tune(
     parsed.params = [p.holding(plan.given(p.name)) for p in parsed.params]
     metric = plan.metric()
     direction = "minimize" if lower_is_better(metric) else "maximize"
-    settings = StudySettings(output, storage, study, sampler, sampler_seed, pruner, prune_after, heartbeat)
+    settings = StudySettings(
+        output, storage, study, sampler, sampler_seed, pruner, prune_after, prune_warmup, heartbeat
+    )
     searched = {"task": spec, "metric": metric, "space": ",".join(p.describe() for p in parsed.params)}
     the_study = open_study(settings, searched, direction)
     enqueue_given(the_study, {p.name: plan.given(p.name) for p in parsed.params})

@@ -40,6 +40,8 @@ class StudySettings:
     """median, hyperband, none or threshold:VALUE (``check_pruner``)."""
     prune_after: int = 3
     """Trials that finish before the median pruner prunes any."""
+    prune_warmup: float = 0.0
+    """Epochs of its own a trial trains before any pruner may stop it (its first evaluations are not judged)."""
     heartbeat: int = 60
     """Seconds between a running trial's heartbeats in the study; a trial silent for twice as long (its ``tune`` was
     killed, or its machine lost) is failed by the next call on the study, and its parameters run again."""
@@ -49,6 +51,12 @@ class StudySettings:
 
     def study_name(self) -> str:
         return self.name or os.path.basename(os.path.abspath(self.output))
+
+
+def report_step(epochs: float) -> int:
+    """An evaluation's step as reported to Optuna: hundredths of an epoch, so that trials of other batch sizes (other
+    optimizer steps per epoch) are compared by the pruner after the same amount of data."""
+    return round(epochs * 100)
 
 
 def _sampler(settings: StudySettings):
@@ -77,13 +85,15 @@ def _pruner(settings: StudySettings, direction: str):
     import optuna
 
     name, _, value = settings.pruner.partition(":")
+    warmup = report_step(settings.prune_warmup)
     if name == "threshold":
         bound = float(value)
-        return optuna.pruners.ThresholdPruner(**({"lower": bound} if direction == "maximize" else {"upper": bound}))
+        side = {"lower": bound} if direction == "maximize" else {"upper": bound}
+        return optuna.pruners.ThresholdPruner(**side, n_warmup_steps=warmup)
     if settings.pruner == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=settings.prune_after, n_warmup_steps=0)
+        return optuna.pruners.MedianPruner(n_startup_trials=settings.prune_after, n_warmup_steps=warmup)
     if settings.pruner == "hyperband":
-        return optuna.pruners.HyperbandPruner()
+        return optuna.pruners.HyperbandPruner(min_resource=max(warmup, 1) if warmup else "auto")
     return optuna.pruners.NopPruner()
 
 
