@@ -99,31 +99,20 @@ def test_a_second_call_goes_on_to_the_larger_count_and_prunes(study_dir):
         assert not (out / f"trial-{t.number:03d}" / "metrics.json").exists()
 
 
-def test_the_best_checkpoint_predicts_and_its_recipe_trains_it_again(study_dir, tmp_path):
+def test_the_best_checkpoint_predicts_and_its_recipe_trains_it_again(study_dir, tmp_path, capsys):
+    from ernie_ft.cli import main
+
     out = study_dir[0]
     best = load(out).best_trial
     assert os.path.realpath(out / "best") == os.path.realpath(out / f"trial-{best.number:03d}" / "best")
     inputs = DATA / "predict.txt"
-    predicted = subprocess.run(
-        [sys.executable, "-m", "ernie_ft", "predict", "--model", str(out / "best"), "--input", str(inputs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert predicted.returncode == 0, predicted.stderr[-2000:]
-    lines = [json.loads(line) for line in predicted.stdout.splitlines()]
+    capsys.readouterr()
+    assert main(["predict", "--model", str(out / "best"), "--input", str(inputs)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     texts = inputs.read_text(encoding="utf-8").split("\n")
     assert len(lines) == len([t for t in texts if t.strip()]) and all(r["label"] in ("正面", "负面") for r in lines)
-    again = tmp_path / "again"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ernie_ft", "classify", "--config", str(out / "best.yaml"), "--output", str(again)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = tmp_path / "again"  # in this process: the recipe holds every setting the trial's own process had
+    assert main(["classify", "--config", str(out / "best.yaml"), "--output", str(again)]) == 0
     dev = json.loads((again / "metrics.json").read_text(encoding="utf-8"))["dev"]["accuracy"]
     assert dev == best.value
     assert (out / "best.yaml").read_text(encoding="utf-8").startswith("# python -m ernie_ft classify --config ")
