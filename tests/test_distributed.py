@@ -209,14 +209,24 @@ def test_a_two_by_two_mesh_resumes_and_saves(reference, halfway, tmp_path):
     assert_same_weights(weights(reference), weights(out), atol=adam_drift(3, 2e-3))  # steps 1-3 were one process's
 
 
-def test_resume_refuses_a_different_global_batch(halfway, tmp_path):
+def test_resume_refuses_a_different_global_batch(halfway, tmp_path, capsys):
     out = tmp_path / "run"
     shutil.copytree(halfway, out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # several processes: refused before any starts (no rank's log), the saved state untouched
     proc = run(out, "--batch-size", "8", "--nproc", "2", "--stop-after-steps", "6", "--resume", check=False)
-    assert proc.returncode != 0
-    log = (out / "logs" / "workerlog.0").read_text()
-    assert "global batch of 8, this one has 16" in log and "pass --batch-size 4" in log
-    assert "Traceback" not in log
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: --resume: the run used a global batch of 8, this one has 16 (--batch-size 8 x 2 replicas); "
+        "pass --batch-size 4"
+    )
+    assert not list(out.rglob("workerlog.*"))
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # one process (as each rank checks too, where its node has no copy of the state)
+    assert main([*COMMON, "--output", str(out), "--batch-size", "16", "--stop-after-steps", "6", "--resume"]) == 2
+    assert "global batch of 8, this one has 16 (--batch-size 16 x 1 replicas); pass --batch-size 8" in (
+        capsys.readouterr().err
+    )
 
 
 def _rank_pid(rank: int, output) -> int | None:

@@ -91,12 +91,31 @@ def run(spec: str, task_cls: type, config: RunConfig, argv: list[str]) -> int:
     if launch.needs_launch(config.parallel):
         if not config.train.output:
             raise UserError("--output is required (the directory for the model, metrics and logs)")
+        if config.resume:
+            check_resumed_batch(config)
         command = [spec] if spec in BUILTIN else ["--task", spec]
         return launch.launch([*command, *argv], config.parallel, config.train.output)
     from ernie_ft.training.trainer import train
 
     train(create_task(task_cls, config.task, spec), config)
     return 0
+
+
+def check_resumed_batch(config: RunConfig) -> None:
+    """``--resume`` with several processes: the saved run's global batch against the one these processes would make,
+    checked before any of them starts (each would import Paddle first), on the node that holds ``OUTPUT/last``."""
+    from ernie_ft.training import checkpoint, gpus, resume_state
+
+    parallel = config.parallel
+    was = resume_state.saved_global_batch(os.path.join(config.train.output, checkpoint.LAST))
+    per_node = len(gpus.check_gpus(parallel.gpus)) if parallel.gpus is not None else parallel.nproc
+    processes = per_node * parallel.nodes
+    if was is None or processes % parallel.tensor_parallel:  # the ranks report these
+        return
+    dp = processes // parallel.tensor_parallel
+    mismatch = resume_state.batch_mismatch(was, config.train.batch_size * dp, dp)
+    if mismatch:
+        raise UserError(mismatch)
 
 
 def from_label_studio(config: RunConfig, argv: list[str]) -> tuple[RunConfig, list[str]]:

@@ -66,6 +66,32 @@ def save_state(path: str, state: dict, parallel) -> None:
     write_atomically(path, write)
 
 
+def batch_mismatch(was: int, global_batch: int, dp: int) -> str | None:
+    """The --resume error when the saved run's global batch ``was`` is not this run's ``global_batch`` (``dp``
+    data-parallel replicas): the data position and the schedule would not match. None when they are equal."""
+    if was == global_batch:
+        return None
+    hint = (
+        f"pass --batch-size {was // dp}"
+        if was % dp == 0
+        else f"use a number of data-parallel replicas that divides {was}"
+    )
+    return (
+        f"--resume: the run used a global batch of {was}, this one has {global_batch} "
+        f"(--batch-size {global_batch // dp} x {dp} replicas); {hint}"
+    )
+
+
+def saved_global_batch(path: str) -> int | None:
+    """The global batch of the state at ``path`` (its progress file alone), or None when it cannot be read here (a
+    node without the files receives them from rank 0; the ranks name what is wrong with a damaged one)."""
+    try:
+        with open(os.path.join(path, "trainer_state.json"), encoding="utf-8") as f:
+            return int(json.load(f)["global_batch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def load_state(path: str, state: dict, parallel) -> dict:
     """Restore ``state``'s model, optimizer, schedule and scaler in place, and the random state;
     returns the saved progress (a dict).

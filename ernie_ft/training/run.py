@@ -206,16 +206,8 @@ def resume(state: dict, output: str, parallel: Parallel) -> None:
         from ernie_ft.models.first_token import every_token
 
         every_token(state["model"])
-    if progress.global_batch != global_batch:  # the data position and the schedule would not match
-        was = progress.global_batch
-        hint = (
-            f"pass --batch-size {was // parallel.dp}"
-            if was % parallel.dp == 0
-            else f"use a number of data-parallel replicas that divides {was}"
-        )
-        raise UserError(
-            f"--resume: the run used a global batch of {was}, this one has {global_batch} "
-            f"(--batch-size {global_batch // parallel.dp} x {parallel.dp} replicas); {hint}"
-        )
+    mismatch = resume_state.batch_mismatch(progress.global_batch, global_batch, parallel.dp)
+    if mismatch:
+        raise UserError(mismatch)
     state["progress"] = progress
     print(f"resumed at step {progress.step} (epoch {progress.epoch + 1}, batch {progress.batch})", file=sys.stderr)
