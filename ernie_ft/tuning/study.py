@@ -93,7 +93,7 @@ def _pruner(settings: StudySettings, direction: str):
     if settings.pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=settings.prune_after, n_warmup_steps=warmup)
     if settings.pruner == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=max(warmup, 1) if warmup else "auto")
+        return optuna.pruners.HyperbandPruner(min_resource=warmup or "auto")
     return optuna.pruners.NopPruner()
 
 
