@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from cpu import line as cpu_line
+from cpu import paddle_environ
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -262,7 +263,7 @@ def main() -> None:
     p.add_argument("--record", action="store_true", help="write the ratios to benchmarks/results/training.json")
     args = p.parse_args()
     print(cpu_line(), flush=True)  # the CPU every row names
-    os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+    os.environ.update(paddle_environ(os.environ))
     rounds = []
     with tempfile.TemporaryDirectory() as tmp:
         corpus = corpus_slice(tmp, 3000)

@@ -38,6 +38,7 @@ import threading
 import time
 
 from cpu import line as cpu_line
+from cpu import paddle_environ
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ERNIE_FT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -274,7 +275,7 @@ def stacks(model: str, tmp: str, engine: str, device: str) -> dict:
     baseline = os.path.join(tmp, "baseline_server.py")
     with open(baseline, "w", encoding="utf-8") as f:
         f.write(BASELINE)
-    env = {"MKL_DEBUG_CPU_TYPE": "5"}
+    env = paddle_environ()
     return {
         "ernie_ft serve (dynamic batching)": (
             serve + ["--max-batch-size", "32", "--max-wait-ms", "5"],
@@ -430,7 +431,7 @@ def soak(model: str, texts: list[str], args, tmp: str) -> None:
 
     clients = args.clients[0]
     server = Server(
-        serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), {"MKL_DEBUG_CPU_TYPE": "5"}
+        serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), paddle_environ()
     )
     try:
         server.wait_ready()

@@ -10,9 +10,9 @@ task below that reads the token ids instead of text: model, sampler, batching, t
 logging as a user gets them), fp32, dropout 0.1, AdamW at lr 1e-4 without clipping or warm-up,
 --threads math threads; its real tokens/s per step come from ``train_log.jsonl``. In the same
 invocation the two baselines run with their best settings (``--pad dynamic --group-by-length``,
-``MKL_DEBUG_CPU_TYPE=5`` for Paddle). The table gives real tokens/s, median step time, peak
-resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP. With --rounds N
-the three run in turn N times: this machine's speed drifts by up to 20 % over minutes, so a
+``MKL_DEBUG_CPU_TYPE=5`` for Paddle on AMD CPUs only, as ernie_ft's command line sets it). The table gives real
+tokens/s, median step time, peak resident memory and the ratios ernie_ft / HF-torch and ernie_ft / PaddleNLP. With
+--rounds N the three run in turn N times: this machine's speed drifts by up to 20 % over minutes, so a
 ratio is taken within each round and the table gives their median and every round's value. With
 ``--baseline SOURCE`` (another ernie_ft version's source tree, e.g. ``git worktree add /tmp/wt/base HEAD``) that
 version trains the same batches in every round too, as the stack "ernie_ft (baseline)".
@@ -176,7 +176,9 @@ def baseline(script: str, python: str, args) -> dict:
         "dynamic",
         "--group-by-length",
     ]
-    out, _ = run(command, {**os.environ, "MKL_DEBUG_CPU_TYPE": "5"})
+    from cpu import paddle_environ  # as cpu_line, imported where used
+
+    out, _ = run(command, paddle_environ(os.environ))
     return json.loads(out.strip().splitlines()[-1])
 
 

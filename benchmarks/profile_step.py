@@ -22,8 +22,9 @@ import sys
 import time
 
 from cpu import line as cpu_line
+from cpu import paddle_environ
 
-os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+os.environ.update(paddle_environ(os.environ))  # before Paddle is imported
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.environ.get("ERNIE_FT_SHARED_BENCH", os.path.join(ROOT, "..", "shared", "bench"))
 

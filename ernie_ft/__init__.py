@@ -5,15 +5,11 @@ Names are imported on first use, so ``import ernie_ft`` does not import Paddle.
 """
 
 import importlib
-import os
 
 from ernie_ft import _compat
 
 __version__ = "0.2.0"
 
-# Paddle's bundled MKL (2019) takes a slow generic path on AMD CPUs unless this is set
-# before paddle is imported (measured 1.9x per training step). It is a no-op on Intel.
-os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
 _compat.install()
 
 # Public name -> the module that defines it.

@@ -101,8 +101,6 @@ def _paddlenlp_before_datasets():
     it expects one ``error:`` line (test_bad_input after test_readers' saved-dataset test in one worker)."""
     import paddlenlp  # noqa: F401
 
-    import ernie_ft  # noqa: F401  (sets MKL_DEBUG_CPU_TYPE before paddle loads)
-
 
 class _CurrentStderr:
     """Writes to whatever ``sys.stderr`` is at the moment: a test's capsys, or pytest's own capture."""
