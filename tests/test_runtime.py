@@ -8,6 +8,7 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 import pytest
+import yaml
 from conftest import DATA, saved_weights
 from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
@@ -116,7 +117,7 @@ def test_fp16_scaler_scales_on_gpu():
     assert float(precision.scaler.scale(paddle.to_tensor(0.5))) == 0.5 * 2**15
 
 
-def test_the_runs_precision_reaches_paddle_and_trains_as_fp32_does(tiny_checkpoint, tmp_path, monkeypatch):
+def test_the_runs_precision_reaches_paddle_and_trains_as_fp32_does(tiny_checkpoint, tmp_path, monkeypatch, capsys):
     """What a CPU can observe of --amp, --amp-level and --recompute given on the command line: Paddle's autocast,
     decorate and loss scaler are asked for the run's dtype and level, recompute wraps the layers, and the encoder's
     weights move as the fp32 run's do (on a CPU, where Paddle computes in fp32, to float32 rounding; on a GPU within
@@ -142,11 +143,16 @@ def test_the_runs_precision_reaches_paddle_and_trains_as_fp32_does(tiny_checkpoi
         asked.clear()
         args = ["--train", str(DATA / "sentiment_train.tsv"), "--model", tiny_checkpoint, "--seed", "5", "--threads"]
         args += ["1", "--output", str(tmp_path / name), "--epochs", "1", "--batch-size", "32", "--max-len", "48"]
+        capsys.readouterr()
         assert main([*args, "--lr", "1e-3", "--adam-epsilon", "1", *extra]) == 0
-        return saved_weights(tmp_path / name / "best"), sorted(asked)
+        said = [line for line in capsys.readouterr().err.splitlines() if "--amp" in line]
+        recorded = yaml.safe_load((tmp_path / name / "best" / "ernie_ft.yaml").read_text(encoding="utf-8"))
+        return saved_weights(tmp_path / name / "best"), sorted(asked), said, recorded["run"]["precision"]
 
-    reference, calls = run("ref")
+    on_cpu = paddle.get_device() == "cpu"
+    reference, calls, said, precision = run("ref")
     assert calls == [("GradScaler", "enable=False")]
+    assert (said, precision) == ([], "fp32")
     start = {"ernie." + k: v for k, v in saved_weights(tiny_checkpoint).items()}  # the encoder (the head is new)
     assert len(start) > 20 and start.keys() <= reference.keys()
     fp16 = [("GradScaler", "enable=True"), ("auto_cast", "enable=True", "level=O1", "dtype=float16"), ("recompute",)]
@@ -156,8 +162,11 @@ def test_the_runs_precision_reaches_paddle_and_trains_as_fp32_does(tiny_checkpoi
         ("decorate", "level=O2", "dtype=bfloat16", "master_weight=True"),
     ]
     for amp, extra, expected in (("fp16", ["--recompute"], fp16), ("bf16", ["--amp-level", "O2"], bf16)):
-        weights, calls = run(amp, "--amp", amp, *extra)
+        weights, calls, said, precision = run(amp, "--amp", amp, *extra)
         assert calls == sorted(expected)
+        # on a CPU, where the dtype has no kernels, one line says so and the checkpoint records fp32; not on a GPU
+        assert (len(said), precision) == ((1, "fp32") if on_cpu else (0, amp)), said
+        assert not on_cpu or said[0].startswith(f"warning: --amp {amp} on CPU: ") and "training in fp32" in said[0]
         bound = update_bound(amp) if paddle.get_device().startswith("gpu") else 1e-6
         moved = {k: weights[k] for k in start}
         assert update_difference(moved, {k: reference[k] for k in start}, start) <= bound, amp

@@ -152,7 +152,7 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
     from paddlenlp.transformers import LinearDecayWithWarmup
 
     scheduler = LinearDecayWithWarmup(lr, total_steps, tc.warmup)
-    precision = runtime.Precision(tc.amp, tc.amp_level)
+    precision = runtime.Precision(tc.amp, tc.amp_level, device)
     trained, optimizer = parallel.prepare(
         model, lambda net: build_optimizer(net, tc, scheduler), precision, tc.recompute
     )
@@ -164,6 +164,8 @@ def setup(task, cfg: RunConfig, inputs: Optional[tuple[dict, list]] = None) -> R
         "precision": precision,
         "progress": Progress(global_batch=global_batch),
     }
+    if parallel.is_main and precision.warning():
+        print(precision.warning(), file=sys.stderr)
     if parallel.is_main:
         rate = describe_lr(lr, tc.lr, default_for, cfg.parallel.lr_scaling, parallel.dp)
         print(

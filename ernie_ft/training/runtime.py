@@ -19,6 +19,7 @@ import paddle
 
 from ernie_ft.errors import UserError
 from ernie_ft.models import kernels
+from ernie_ft.training.cores import available_cores
 
 
 def device_for(device: str, gpus: str | None, processes: int) -> str:
@@ -54,15 +55,6 @@ def select_device(device: str) -> str:
         # 1.69 s -> 1.25 s, benchmarks/profile_step.py). Nothing here writes through a view.
         paddle.set_flags({"FLAGS_use_stride_kernel": False})
     return device
-
-
-def available_cores() -> int:
-    """The cores this process may run on: its CPU affinity (taskset, a container's or Slurm's cpuset),
-    which can be fewer than the machine's ``os.cpu_count()``."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity API (macOS, Windows)
-        return os.cpu_count() or 1
 
 
 def set_threads(threads: int, processes: int = 1) -> int:
@@ -104,17 +96,34 @@ class Precision:
     """Mixed precision as one autocast context plus a loss scaler that is inert unless fp16.
 
     On CPU, Paddle 3.3 leaves autocast and ``decorate`` without effect and disables the
-    GradScaler, so CPU runs compute in fp32 whatever ``amp`` says; the code path is the same
-    as on GPU and is tested against an fp32 run.
+    GradScaler, so CPU runs compute in fp32 whatever ``amp`` says (its CPU matmul has no bfloat16
+    or float16 kernel); the code path is the same as on GPU and is tested against an fp32 run.
+    ``computes`` says the precision a run on ``device`` really has, ``warning`` the line a run
+    prints where that is not what ``amp`` asked for.
     """
 
     amp: str = "off"
     level: str = "O1"
+    device: str = "gpu"
 
     def __post_init__(self):
         self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.amp)
         self.wants_scaler = self.amp == "fp16"  # bf16 has fp32's exponent range: nothing to scale
         self.scaler = paddle.amp.GradScaler(enable=self.wants_scaler, init_loss_scaling=2.0**15)
+
+    @property
+    def computes(self) -> str:
+        """The precision the model's matmuls run in: ``amp``'s on a GPU, fp32 on a CPU or with amp off."""
+        return "fp32" if self.amp == "off" or self.device.startswith("cpu") else self.amp
+
+    def warning(self) -> str | None:
+        """One line for a run whose ``amp`` has no effect on its device (None otherwise): never a silent fp32."""
+        if self.amp == "off" or self.computes == self.amp:
+            return None
+        return (
+            f"warning: --amp {self.amp} on CPU: Paddle {paddle.__version__} has no {self.amp} CPU kernels (its matmul "
+            "has none); training in fp32, as the checkpoint records (precision: fp32 in its ernie_ft.yaml)"
+        )
 
     def prepare(self, model, optimizer):
         """O2 keeps the weights in low precision with fp32 master weights in the optimizer."""

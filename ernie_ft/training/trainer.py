@@ -211,7 +211,12 @@ def save_best(run: Run) -> None:
         run.pipeline,
         run.labels,
         run.task.name,
-        {**config, "labels": run.labels, "inputs": trained_inputs(run.task, run.splits["train"].examples)},
+        {
+            **config,
+            "labels": run.labels,
+            "inputs": trained_inputs(run.task, run.splits["train"].examples),
+            "precision": run.precision.computes,  # what the weights were trained in, whatever --amp asked
+        },
         run.parallel,
     )
 
