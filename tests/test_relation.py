@@ -152,6 +152,22 @@ def test_a_predicate_outside_the_schema_is_an_error_line(tmp_path, capsys):
     assert status == 2 and err[-1].startswith(expected), err
 
 
+def test_an_entity_type_train_never_had_in_dev_is_an_error_line(tmp_path, capsys):
+    """As NER refuses a --dev entity type that training never saw (it was accepted silently); --allow-new-labels
+    scores it; a triple without types is no error."""
+    train = write(tmp_path / "train.jsonl", duie())
+    odd = [("姚明出生于上海。", [("姚明", "出生地", "上海", "人物", "城市")])]
+    dev = write(tmp_path / "dev.jsonl", duie(SENTENCES[:2] + odd))
+    status = relation(["--train", train, "--dev", dev, "--model", "scratch:2x64", "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and err[-1].startswith(f"error: {dev}:3: entity type '城市' (--dev) does not occur")
+    assert "--allow-new-labels" in err[-1]
+    task, labels = Relation(), Relation().fit_labels(read_relations(train, "--train"))
+    task.check_labels(read_relations(dev, "--dev"), labels, DataConfig(allow_new_labels=True), "--dev")
+    untyped = write(tmp_path / "untyped.jsonl", duie([("姚明出生于上海。", [("姚明", "出生地", "上海", "", "")])]))
+    task.check_labels(read_relations(untyped, "--dev"), labels, DataConfig(), "--dev")
+
+
 def cells(*items):
     return np.array([(h, i, j, logit) for h, i, j, logit in items], dtype="float32").reshape(-1, 4)
 

@@ -187,6 +187,16 @@ class Relation(thresholds.OneThreshold, TaskHooks):
         check_known_labels(
             examples, lambda e: [p for _, p, _ in e.gold], known, data.allow_new_labels, flag, "predicate"
         )
+        types = sorted({t for c in labels for t in parse_label(c)[1:] if t})
+        if types:  # a training file without types learns none, and a triple without types is no error
+            check_known_labels(
+                examples,
+                lambda e: [t for s, _, o in e.triples for t in (s[2], o[2]) if t],
+                types,
+                data.allow_new_labels,
+                flag,
+                "entity type",
+            )
 
     def texts(self, examples):
         return [e.text for e in examples]
