@@ -135,9 +135,10 @@ class TaskHooks:
         task whose summaries keep every score."""
 
     @classmethod
-    def recorded_options(cls, options: dict) -> dict:
+    def recorded_options(cls, options: dict, run: Optional[dict] = None) -> dict:
         """The task options a checkpoint recorded (``run.json``'s ``task:``), as this version names them: a task whose
-        options were renamed or changed meaning maps an older checkpoint's here. Default: as they are."""
+        options were renamed or changed meaning maps an older checkpoint's here (``run``: the whole run config the
+        checkpoint recorded, which tells its age). Default: as they are."""
         return options
 
     @property

@@ -54,6 +54,15 @@ def logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def from_logit(x: float) -> float:
+    """The probability threshold ``p`` that decides as the logit threshold ``x`` (a checkpoint of an earlier version):
+    ``logit(p)`` is ``x`` or the float just above it, never below, so that no score equal to ``x`` counts."""
+    p = 1 / (1 + math.exp(-x))
+    while 0 < p < 1 and logit(p) < x:
+        p = math.nextafter(p, 1)
+    return p
+
+
 def best(score_at: Callable[[float], float], grid: Sequence[float] = GRID, prefer: float = DEFAULT) -> tuple:
     """(threshold, score): the threshold of ``grid`` whose ``score_at(threshold)`` is highest; ties go to the one
     nearest ``prefer``, so that a flat score keeps the default."""

@@ -5,6 +5,7 @@ taken by predict (and evaluate and serve) to decide with another probability; re
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import test_nested_ner
 import test_relation
@@ -15,8 +16,10 @@ from ernie_ft import thresholds
 from ernie_ft.classify import Classification
 from ernie_ft.cli import main as cli
 from ernie_ft.cli import task_command
+from ernie_ft.config import RunConfig
 from ernie_ft.errors import UserError
 from ernie_ft.relation.task import Relation
+from ernie_ft.training.checkpoint import recorded_task
 
 TINY = ["--model", "scratch:2x64", "--threads", "1", "--max-len", "32", "--batch-size", "8", "--seed", "3"]
 
@@ -72,17 +75,34 @@ def test_thresholds_are_tuned_on_the_dev_split_and_kept_by_the_best_checkpoint(t
     assert all(t in thresholds.GRID for t in values)
 
 
-def test_a_test_file_at_the_dev_path_is_scored_with_the_dev_threshold_not_tuned_on(tmp_path, capsys):
-    """The same file as --dev and --test: the test score is the dev score of the best checkpoint's threshold (it
-    used to be tuned again on the test file, which then reported a threshold of its own)."""
+def test_the_test_file_is_scored_with_the_dev_threshold_never_tuned_on(tmp_path, capsys, monkeypatch):
+    """Every tuning of a run with --dev and --test is on dev's texts, and the test file is scored at the threshold of
+    the best dev evaluation, once, without a threshold of its own (it used to be tuned again on the test file). The
+    test file differs from dev: a test file equal to dev would score the same whichever of the two was tuned on."""
     out, files = tmp_path / "run", run_files(tmp_path)
-    train = files["relation"][1]
-    args = [*files["relation"], *TINY, "--dev", train, "--test", train, "--tune-thresholds", "--output", str(out)]
+    dev = files["relation"][1]
+    test = write(tmp_path / "test.jsonl", test_relation.duie(test_relation.SENTENCES[::-1][:4]))
+    calls = []
+    tune, evaluate = Relation.tune, Relation.evaluate
+
+    def spy_tune(self, logits, features, examples, *rest):
+        calls.append(("tune", examples[0].source, None))
+        return tune(self, logits, features, examples, *rest)
+
+    def spy_evaluate(self, logits, features, examples, *rest):
+        calls.append(("evaluate", examples[0].source, self.threshold))
+        return evaluate(self, logits, features, examples, *rest)
+
+    monkeypatch.setattr(Relation, "tune", spy_tune)
+    monkeypatch.setattr(Relation, "evaluate", spy_evaluate)
+    args = [*files["relation"], *TINY, "--dev", dev, "--test", test, "--tune-thresholds", "--output", str(out)]
     assert task_command("relation")(args) == 0
-    assert f"thresholds tuned on --dev {train} (18 texts)" in capsys.readouterr().err
+    assert f"thresholds tuned on --dev {dev} (18 texts)" in capsys.readouterr().err
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    tuned_on = [source for kind, source, _ in calls if kind == "tune"]
+    assert len(tuned_on) >= 2 and set(tuned_on) == {dev}, calls
+    assert [c for c in calls if c[1] == test] == [("evaluate", test, metrics["dev"]["threshold"])], calls
     assert "threshold" not in metrics["test"]
-    assert {k: v for k, v in metrics["dev"].items() if k != "threshold"} == pytest.approx(metrics["test"])
 
 
 @pytest.fixture(scope="module")
@@ -198,11 +218,29 @@ def test_tuning_without_dev_examples_is_an_error(tmp_path, capsys):
     assert "--tune-thresholds needs dev examples to tune on: give --dev FILE or --dev-split" in capsys.readouterr().err
 
 
+def recorded_relation(run: dict) -> Relation:
+    """The task a relation checkpoint whose run file holds ``run`` loads with."""
+    return recorded_task({"task": "relation", "run": run}, "ckpt")
+
+
 def test_checkpoints_of_earlier_versions_decide_as_they_did():
-    """Relation recorded a logit and tune_threshold; every classifier recorded threshold 0.5."""
-    old = Relation.recorded_options({"threshold": -0.5, "tune_threshold": True, "schema": ""})
-    assert old == {"threshold": pytest.approx(0.37754, abs=1e-5), "tune_thresholds": True, "schema": ""}
-    assert Relation.recorded_options({"threshold": 0.3}) == {"threshold": 0.3}
+    """Relation recorded a logit (with or without tune_threshold, which a run of this version never records): it keeps
+    exactly the cells the logit kept, at and around it; a run of this version keeps its probability. Every classifier
+    recorded threshold 0.5."""
+    new = RunConfig(task={"threshold": 0.3}).to_dict()
+    old = {**new, "data": {k: v for k, v in new["data"].items() if k != "predictions_as_labels"}}
+    assert recorded_relation(new).threshold == 0.3
+    scores = np.array([-9.0, -2.0, -1.5, -1.0, -0.5, -0.3, 0.0, 0.3, 0.5, 1.0, 2.0, 5.0], dtype="float32")
+    scores = np.concatenate([scores, np.nextafter(scores, -np.inf), np.nextafter(scores, np.inf)])
+    for x in (-2.0, -1.5, -1.0, -0.5, -0.3, 0.0, 0.3, 0.5, 1.0, 2.0, 5.0):
+        untuned = recorded_relation({**old, "task": {"threshold": x}})
+        tuned = recorded_relation({**new, "task": {"threshold": x, "tune_threshold": True, "schema": ""}})
+        assert tuned.tune_thresholds and not untuned.tune_thresholds
+        for task in (untuned, tuned):
+            floor = thresholds.logit(task.threshold)
+            assert floor >= x and (scores > floor).tolist() == (scores > x).tolist(), (x, floor)
+            assert (scores.astype("float64") > floor).tolist() == (scores.astype("float64") > x).tolist(), (x, floor)
+    assert recorded_relation({**old, "task": {}}).threshold is None  # 0.5, as the logit 0 it had
     Classification(**Classification.recorded_options({"threshold": 0.5, "multi_label": False}))  # no error
     assert Classification.recorded_options({"threshold": 0.5, "multi_label": True})["threshold"] == 0.5
 

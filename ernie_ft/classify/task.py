@@ -134,7 +134,7 @@ class Classification(TaskHooks):
         self.threshold_map()
 
     @classmethod
-    def recorded_options(cls, options):
+    def recorded_options(cls, options, run=None):
         """A checkpoint of ernie_ft before 0.4 recorded ``threshold: 0.5`` for every classifier, single-label too."""
         if not options.get("multi_label") and options.get("threshold") == thresholds_module.DEFAULT:
             options = {k: v for k, v in options.items() if k != "threshold"}

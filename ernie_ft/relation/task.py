@@ -144,13 +144,18 @@ class Relation(thresholds.OneThreshold, TaskHooks):
         self._lowest = 1.0  # keep_scores_above: none below the threshold
 
     @classmethod
-    def recorded_options(cls, options):
-        """ernie_ft before 0.4 recorded ``threshold`` as a logit (0: a probability of 0.5) and ``tune_threshold``."""
-        if "tune_threshold" not in options:
+    def recorded_options(cls, options, run=None):
+        """A checkpoint of ernie_ft before probability thresholds recorded ``threshold`` as a logit (0: a probability
+        of 0.5) and ``tune_threshold``; it decides as before with the probability of that logit. Its age shows in
+        ``tune_threshold``, or in a run without ``data.predictions_as_labels``, a setting of the next change."""
+        data = (run or {}).get("data") or {}
+        if "tune_threshold" not in options and (run is None or "predictions_as_labels" in data):
             return options
         options = dict(options)
-        options["tune_thresholds"] = options.pop("tune_threshold")
-        options["threshold"] = float(1 / (1 + np.exp(-float(options.get("threshold") or 0.0))))
+        if "tune_threshold" in options:
+            options["tune_thresholds"] = options.pop("tune_threshold")
+        if options.get("threshold") is not None:
+            options["threshold"] = thresholds.from_logit(float(options["threshold"]))
         return options
 
     def keep_scores_above(self, probability):

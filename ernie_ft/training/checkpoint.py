@@ -231,7 +231,7 @@ def recorded_task(meta: dict, path: str, given: str | None = None):
     spec = checkpoint_task(meta["task"], path, given)
     cls = resolve_task(spec)
     options = meta["run"].get("task") or {}
-    return create_task(cls, cls.recorded_options(options) if isinstance(cls, type) else options, spec)
+    return create_task(cls, cls.recorded_options(options, meta["run"]) if isinstance(cls, type) else options, spec)
 
 
 TASK_OF_HEAD = {"sequence": "classify", "token": "ner", "span": "qa"}
