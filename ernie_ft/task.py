@@ -122,6 +122,12 @@ class TaskHooks:
         Called by the trainer on dev only, never on test. {}: nothing tuned."""
         return {}
 
+    def threshold_of(self, output: str) -> Optional[float]:
+        """The probability at which ``output`` (a label, an entity type, a predicate) counts as the task decides now
+        (its tuned, given or default threshold); None for a task that decides by no threshold (``select`` centres
+        its margin and least confidence on it)."""
+        return None
+
     def use_threshold(self, threshold: float) -> None:
         """Decide with the probability ``threshold`` (``--threshold`` given to predict, evaluate or serve, or a
         request's own), replacing any thresholds the run learned. Only for a task that ``decides_by_threshold``."""

@@ -97,6 +97,9 @@ class OneThreshold:
     def tunes_thresholds(self) -> bool:
         return self.tune_thresholds
 
+    def threshold_of(self, output: str) -> float:
+        return probability(self.threshold)
+
     def use_threshold(self, threshold: float) -> None:
         self.threshold = check(threshold)
 

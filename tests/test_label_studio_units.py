@@ -65,3 +65,48 @@ def test_a_json_array_broken_before_its_end_is_not_truncated(text):
         load(text, "--train: x.json")
     except UserError as e:
         assert not isinstance(e, Truncated) and "truncated" not in str(e)
+
+
+PAIR_CONFIG = """<View>
+  <Header value="相似吗？"/>
+  <Text name="问题一" value="$q1"/>
+  <Text name="问题二" value="$q2"/>
+  <Choices name="相似" toName="问题二"><Choice value="0"/><Choice value="1"/></Choices>
+</View>"""
+
+
+def test_the_text_fields_of_a_config_one_rule_for_one_text_and_a_pair():
+    from ernie_ft.data.label_config import ConfigError, text_fields
+
+    assert text_fields(PAIR_CONFIG) == ("q2",)  # one text: the one the control labels
+    assert text_fields(PAIR_CONFIG, 2) == ("q1", "q2")  # a pair: the first two <Text> tags in their order
+    review = '<View><Labels name="l" toName="t"/><Text name="x" value="$other"/><Text name="t" value="$review"/></View>'
+    assert text_fields(review) == ("review",)
+    assert text_fields('<View><Text name="t" value="$review"/></View>') == ("review",)  # no control: the first
+    with pytest.raises(ConfigError, match='shows 1 text \\(data.review\\); this sentence-pair model reads 2'):
+        text_fields(review.replace('<Text name="x" value="$other"/>', ""), 2)
+    with pytest.raises(ConfigError, match="not XML"):
+        text_fields("<View>")
+
+
+def test_an_exports_text_fields_without_a_config_follow_its_data():
+    from ernie_ft.data.label_config import task_text_fields
+
+    tasks = [{"data": {"review": "好", "id": 3}}, {"data": {"review": "差"}}]
+    assert task_text_fields(None, tasks) == ("review",)  # the one string field
+    assert task_text_fields("<View>broken", tasks) == ("review",)  # a config that shows nothing: the data
+    assert task_text_fields(PAIR_CONFIG, tasks, 2) == ("q1", "q2")  # a config that does: the config
+    both = [{"data": {"a": "x", "b": "y"}}]
+    assert task_text_fields(None, both, 2) == ("a", "b") and task_text_fields(None, both) == ("text",)
+    assert task_text_fields(None, [{"data": {"text": "x", "text_pair": "y", "c": "z"}}], 2) == ("text", "text_pair")
+
+
+def test_a_tasks_record_holds_each_text_under_the_models_input_name():
+    from ernie_ft.data.label_config import MissingText, task_record
+
+    task = {"data": {"q1": "酸奶能喝吗", "q2": "酸奶要冷藏吗"}}
+    assert task_record(task, ("q1", "q2")) == {"text": "酸奶能喝吗", "text_pair": "酸奶要冷藏吗"}
+    assert task_record(task, ("q2",), ("text",)) == {"text": "酸奶要冷藏吗"}
+    with pytest.raises(MissingText) as missing:
+        task_record({"data": {"q1": "x", "q2": 3}}, ("q1", "q2"), where="tasks[4]")
+    assert missing.value.where == "tasks[4].data.q2"

@@ -33,7 +33,7 @@ def test_the_imports_hold_the_answers_and_read_back_as_their_labels(model, tmp_p
     common = ["predict", "--model", str(model), "--input", pool, "--chunk-size", "3"]  # several chunks
     assert cli([*common, "--format", "label-studio", "--output", str(studio)]) == 0
     assert cli([*common, "--format", "doccano", "--output", str(doccano)]) == 0
-    version = "run/best"  # the run's name before its best checkpoint (outputs.model_name)
+    version = "run"  # the run's name, as serve calls it (outputs.model_name)
     assert json.loads(studio.read_text(encoding="utf-8")) == [
         pre_annotations.label_studio_task(r, version) for r in records
     ]

@@ -177,7 +177,7 @@ def test_clients_are_told_the_models_name_never_a_path():
     from ernie_ft.inference.outputs import model_name
 
     assert model_name("/srv/models/sentiment/") == "sentiment"
-    assert model_name("runs/cs/best") == "cs/best" and model_name("/runs/cs/last") == "cs/last"
+    assert model_name("runs/cs/best") == model_name("runs/cs") == "cs" and model_name("/runs/cs/last") == "cs/last"
 
 
 def test_exported_engine_answers_like_dygraph(classifier, tmp_path):

@@ -324,6 +324,11 @@ class Classification(TaskHooks):
         self.thresholds = json.dumps(chosen, ensure_ascii=False)
         return {"thresholds": chosen}
 
+    def threshold_of(self, output):
+        if not self.decides_by_threshold:
+            return None
+        return self.threshold_map().get(output, thresholds_module.probability(self.threshold))
+
     def use_threshold(self, threshold):
         if not self.decides_by_threshold:
             super().use_threshold(threshold)

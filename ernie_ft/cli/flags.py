@@ -88,6 +88,16 @@ def add_task(parser) -> None:
     )
 
 
+def add_label_config(parser) -> None:
+    parser.add_argument(
+        "--label-config",
+        metavar="FILE",
+        help="with --format label-studio: the project's labelling config (the XML of Settings > Labeling Interface "
+        "> Code); the tasks take its text fields (both, for a sentence pair) and tag names, and only the labels it "
+        "offers (default: Label Studio's template names, data.text and label)",
+    )
+
+
 def add_threshold(parser) -> None:
     parser.add_argument(
         "--threshold",

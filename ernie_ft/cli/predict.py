@@ -59,6 +59,7 @@ def build_parser(prog: str) -> Parser:
         "with the answers as predictions, to import; doccano: doccano's JSON Lines with the answers as labels "
         "(default: answers)",
     )
+    flags.add_label_config(parser)
     flags.add_engine(parser)
     flags.add_threshold(parser)
     parser.add_argument(
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace, fill_mask: bool = False, task: Optional[str] =
             input=args.input,
             output=args.output,
             format=args.format,
+            label_config=args.label_config,
             batch_size=args.batch_size,
             text_column=args.text_column,
             text_pair_column=args.text_pair_column,

@@ -31,6 +31,7 @@ def build_parser(prog: str) -> Parser:
     )
     parser.add_argument("--diverse", action="store_true", help="skip texts that nearly repeat a chosen one")
     parser.add_argument("--format", default="label-studio", choices=FORMATS, help="the tool (default: label-studio)")
+    flags.add_label_config(parser)
     parser.add_argument("--seed", type=int, default=0, help="the shuffle of --strategy random (default: 0)")
     flags.add_batch_size(parser)
     flags.add_text_columns(parser)

@@ -11,10 +11,13 @@ Label Studio (its JSON import): one task per text, ``{"data": {"text": ...}, "pr
 relation a ``relation`` result between two regions (a class may go to a ``<Taxonomy>`` instead, as a ``taxonomy``
 result whose label paths are lists of their parts). Offsets are Label Studio's, counted in UTF-16 code units
 (``label_studio.utf16_to_index`` reads them back). ``from_name`` and ``to_name`` are the names of the project's
-control and object tags (``<Choices name="label" toName="text">``); the defaults are Label Studio's templates'.
+control and object tags (``<Choices name="label" toName="text">``), and the keys of ``data`` the ones its ``<Text>``
+tags show (a sentence pair's second text under a second key); the defaults are Label Studio's templates' (``text``,
+and ``text_pair`` for a pair). ``label_config.LabelConfig`` reads all of them from a project's labelling config.
 
-doccano (its JSONL import): classification ``{"text", "label": [names]}``, sequence labelling ``{"text", "label":
-[[start, end, type], ...]}``, relations ``{"text", "entities": [{"id", "label", "start_offset", "end_offset"}],
+doccano (its JSONL import): classification ``{"text", "label": [names]}`` (a sentence pair's second text as
+``text_pair``, which doccano keeps as the text's metadata), sequence labelling ``{"text", "label": [[start, end,
+type], ...]}``, relations ``{"text", "entities": [{"id", "label", "start_offset", "end_offset"}],
 "relations": [{"id", "from_id", "to_id", "type"}]}``; offsets in characters.
 """
 
@@ -83,11 +86,13 @@ def label_studio_task(
     names: tuple[str, str] = ("label", "text"),
     separator: str | None = None,
     taxonomy: bool = False,
+    fields: tuple[str, ...] = ("text", "text_pair"),
 ) -> dict:
     """One Label Studio task with the record's prediction; ``names``: (from_name, to_name) of the project's tags;
     ``separator``: the label paths' separator (only their ends are written); ``taxonomy``: classes as a
     ``<Taxonomy>`` result (each label a path of its parts: ``体育-篮球`` -> ``["体育", "篮球"]``) instead of
-    ``<Choices>``."""
+    ``<Choices>``; ``fields``: the keys of the task's ``data`` for the text and a sentence pair's second text
+    (``label_config.text_fields``)."""
     what, text = kind(record), record["text"]
     result, scores = [], []
     if what == "classes":
@@ -125,14 +130,25 @@ def label_studio_task(
             )
             scores.append(relation.get("score", 0.0))
     prediction = {"model_version": model_version, "score": round(min(scores, default=0.0), 6), "result": result}
-    return {"data": {"text": text}, "predictions": [prediction]}
+    return {"data": _data(record, fields), "predictions": [prediction]}
+
+
+def _data(record: dict, fields: tuple[str, ...]) -> dict:
+    """A task's ``data``: the record's text, and a sentence pair's second text (``text_pair``), under ``fields``."""
+    texts = [record["text"]] + ([record["text_pair"]] if record.get("text_pair") is not None else [])
+    if len(fields) < len(texts):
+        raise UserError(
+            "this sentence-pair model's tasks hold two texts, the labelling config shows one: add a second <Text> "
+            "tag to the project's config (and to --label-config)"
+        )
+    return dict(zip(fields, texts))
 
 
 def doccano_record(record: dict, separator: str | None = None) -> dict:
     """One doccano JSONL record with the record's prediction as its labels."""
     what, text = kind(record), record["text"]
-    if what == "classes":
-        return {"text": text, "label": leaves(_classes(record)[0], separator)}
+    if what == "classes":  # a sentence pair's second text goes with it: doccano keeps other keys as the text's meta
+        return {**_data(record, ("text", "text_pair")), "label": leaves(_classes(record)[0], separator)}
     if what == "entities":
         return {"text": text, "label": [[e["start"], e["end"], e["type"]] for e in record["entities"]]}
     entities, relations, ids = [], [], {}

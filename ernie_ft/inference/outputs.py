@@ -267,10 +267,10 @@ def _array_items(path: str) -> int:
 
 
 class Converted:
-    """A writer whose answers are first made into something else (``convert``, one answer at a time): an annotation
-    tool's import record."""
+    """A writer whose answers are first made into something else (``convert``, one answer at a time, a
+    ``tool_imports.ToolImport``): an annotation tool's import record; closed, it says its ``note``."""
 
-    def __init__(self, inner, convert: Callable[[dict], dict]):
+    def __init__(self, inner, convert):
         self.inner, self.convert = inner, convert
 
     @property
@@ -286,6 +286,9 @@ class Converted:
 
     def close(self) -> None:
         self.inner.close()
+        note = self.convert.note()
+        if note:
+            print(note, file=sys.stderr)
 
 
 FORMATS = ("answers", "label-studio", "doccano")
@@ -295,24 +298,23 @@ with them as pre-annotations (``data.pre_annotations``)."""
 
 def model_name(model_dir: str) -> str:
     """What a model is called where others see it (``serve``'s clients, an import's ``model_version``): its
-    directory's last part (with the run's name before a ``best`` or ``last`` checkpoint), never a path of this
-    machine's filesystem."""
+    directory's last part, never a path of this machine's filesystem. A run's ``best/`` is called by the run's name,
+    as ``--model RUN`` loads it (``runs/cs`` and ``runs/cs/best`` are both ``cs``); its ``last/`` is ``cs/last``."""
     parts = os.path.normpath(os.path.abspath(model_dir)).split(os.sep)
-    return "/".join(parts[-2:]) if parts[-1] in ("best", "last") and len(parts) > 2 else parts[-1]
+    if parts[-1] == "best" and len(parts) > 2:
+        return parts[-2]
+    return "/".join(parts[-2:]) if parts[-1] == "last" and len(parts) > 2 else parts[-1]
 
 
-def tool_import(fmt: str, loaded) -> Optional[Callable[[dict], dict]]:
-    """The function making an answer of the ``loaded`` checkpoint into ``fmt``'s import record (None for 'answers'):
-    a Label Studio task whose prediction carries the model's version (``model_name``), or a doccano record;
-    a label path is written by its end."""
-    from ernie_ft.data import pre_annotations
+def tool_import(fmt: str, loaded, label_config: Optional[str] = None):
+    """The ``tool_imports.ToolImport`` making answers of the ``loaded`` checkpoint into ``fmt``'s import records, in
+    the names of the Label Studio labelling config in the file ``label_config`` (``--label-config``); None for
+    'answers', which refuses a ``label_config``."""
+    from ernie_ft.inference.tool_imports import ToolImport, read_label_config
 
-    separator = (loaded.run or {}).get("task", {}).get("hierarchy_separator")
-    if fmt == "label-studio":
-        version = model_name(loaded.directory)
-        return lambda answer: pre_annotations.label_studio_task(answer, version, separator=separator)
-    if fmt == "doccano":
-        return lambda answer: pre_annotations.doccano_record(answer, separator)
+    if fmt in ("label-studio", "doccano"):
+        return ToolImport(fmt, loaded, label_config)
+    read_label_config(label_config, fmt)
     return None
 
 

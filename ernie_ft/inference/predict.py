@@ -66,6 +66,9 @@ class PredictOptions:
     pre-annotations."""
     shard: Optional[str] = None
     """"K/N": answer only the K-th of N contiguous parts of the input, K from 1 (``inference.shards``); None: all."""
+    label_config: Optional[str] = None
+    """With ``format`` label-studio: a file of the project's labelling config, whose names the tasks take
+    (``inference.tool_imports``)."""
 
 
 def resolve_engine(model_dir: str | ModelDir, engine: str) -> str:
@@ -271,7 +274,8 @@ def predict_whole(loaded, data: DataConfig, options: PredictOptions, why: str) -
     print(f"note: --input {options.input} is read whole: {why}", file=sys.stderr)
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
-    out = outputs.writer(options.output, False, options.format, outputs.tool_import(options.format, loaded))
+    convert = outputs.tool_import(options.format, loaded, options.label_config)
+    out = outputs.writer(options.output, False, options.format, convert)
     try:
         out.write(records)
     finally:

@@ -3,16 +3,19 @@
 Each of the model's ``predict`` records gets an uncertainty, higher for a text whose labels would teach the model more:
 
 - classification (a softmax): ``entropy`` of its probabilities, ``margin`` 1 - (best - second best),
-  ``least-confidence`` 1 - best; with a sigmoid per label (``--multi-label``) the sum of each label's binary entropy,
-  and for margin and least confidence the label nearest 0.5 (1 - 2 |p - 0.5|);
+  ``least-confidence`` 1 - best; with a sigmoid per label (``--multi-label``, label paths) the sum of each label's
+  binary entropy, and for margin and least confidence the label nearest its threshold;
 - NER and relation extraction, from the predicted spans' or triples' scores p (the model's probability of each):
-  ``entropy`` the sum of their binary entropies, ``margin`` and ``least-confidence`` the one nearest 0.5. A text with
-  no predicted entity or triple scores 0: the model found nothing to doubt (span-level uncertainty cannot see the
-  entities it missed);
+  ``entropy`` the sum of their binary entropies, ``margin`` and ``least-confidence`` the one nearest its threshold. A
+  text with no predicted entity or triple scores 0: the model found nothing to doubt (span-level uncertainty cannot
+  see the entities it missed);
 - ``random``: a seeded shuffle, the baseline every strategy has to beat.
 
-``--diverse`` skips a text whose character 3-grams overlap a chosen one's by more than ``NEAR_DUPLICATE`` (Jaccard),
-so that near-duplicates are not all picked.
+"Nearest its threshold" is 1 at the probability t where the model decides (``TaskHooks.threshold_of``: the tuned,
+given or default one; 0.5 for a model that decides by no threshold) and falls to 0 at 0 and at 1: p / t below it,
+(1 - p) / (1 - t) above. A text given twice in the pool (both texts, for a sentence pair) is chosen once; ``--diverse``
+also skips a text whose character 3-grams overlap a chosen one's by more than ``NEAR_DUPLICATE`` (Jaccard), so that
+near-duplicates are not all picked.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
+from ernie_ft import thresholds
 from ernie_ft.data.pre_annotations import kind
 
 STRATEGIES = ("entropy", "margin", "least-confidence", "random")
@@ -34,22 +38,29 @@ def _binary_entropy(p: float) -> float:
     return -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
-def _scores(record: dict) -> tuple[list[float], bool]:
-    """(the probabilities the record's decision rests on, whether they are one softmax)."""
+def _scores(record: dict) -> tuple[list[tuple[float, str]], bool]:
+    """([(a probability the record's decision rests on, the output it is of)], whether they are one softmax)."""
     what = kind(record)
     if what == "classes":
-        probs = list(record.get("probs", {}).values())
-        return probs, "labels" not in record  # a label set: a sigmoid per label
+        probs = list(record.get("probs", {}).items())
+        return [(p, label) for label, p in probs], "labels" not in record  # a label set: a sigmoid per label
     if what == "entities":
-        return [e["score"] for e in record["entities"]], False
-    return [r["score"] for r in record["relations"]], False
+        return [(e["score"], e["type"]) for e in record["entities"]], False
+    return [(r["score"], r["predicate"]) for r in record["relations"]], False
 
 
-def uncertainty(record: dict, strategy: str) -> float:
-    """How unsure the model is of ``record`` under ``strategy`` (not 'random'); higher: label it sooner."""
-    probs, softmax = _scores(record)
-    if not probs:
+def _near(p: float, t: float) -> float:
+    """How near the probability ``p`` is to the threshold ``t``: 1 at t, 0 at 0 and at 1."""
+    return p / t if p < t else (1 - p) / (1 - t)
+
+
+def uncertainty(record: dict, strategy: str, threshold_of: Optional[Callable[[str], Optional[float]]] = None) -> float:
+    """How unsure the model is of ``record`` under ``strategy`` (not 'random'); higher: label it sooner.
+    ``threshold_of``: the probability at which an output counts (``TaskHooks.threshold_of``; None: 0.5)."""
+    scored, softmax = _scores(record)
+    if not scored:
         return 0.0
+    probs = [p for p, _ in scored]
     if softmax:
         ranked = sorted(probs, reverse=True) + [0.0]
         if strategy == "entropy":
@@ -57,28 +68,39 @@ def uncertainty(record: dict, strategy: str) -> float:
         return 1 - (ranked[0] - ranked[1]) if strategy == "margin" else 1 - ranked[0]
     if strategy == "entropy":
         return sum(_binary_entropy(p) for p in probs)
-    return 1 - 2 * min(abs(p - 0.5) for p in probs)
+    given = threshold_of or (lambda output: None)
+    return max(_near(p, thresholds.probability(given(output))) for p, output in scored)
 
 
 def _grams(text: str) -> set:
     return {text[i : i + 3] for i in range(max(len(text) - 2, 1))}
 
 
-def choose(records: list[dict], size: int, strategy: str, diverse: bool = False, seed: int = 0) -> list[int]:
-    """The indices into ``records`` of the ``size`` texts to label next, most useful first."""
+def choose(
+    records: list[dict],
+    size: int,
+    strategy: str,
+    diverse: bool = False,
+    seed: int = 0,
+    threshold_of: Optional[Callable[[str], Optional[float]]] = None,
+) -> list[int]:
+    """The indices into ``records`` of the ``size`` texts to label next, most useful first: a text given more than
+    once only the first time (``threshold_of``: see ``uncertainty``)."""
     if strategy == "random":
         order = random.Random(seed).sample(range(len(records)), len(records))
     else:
-        scores = [uncertainty(r, strategy) for r in records]
+        scores = [uncertainty(r, strategy, threshold_of) for r in records]
         order = sorted(range(len(records)), key=lambda i: (-scores[i], i))
-    if not diverse:
-        return order[:size]
-    chosen, seen = [], []
+    chosen, seen, texts = [], [], set()
     for i in order:
-        grams = _grams(records[i]["text"])
+        text = (records[i]["text"], records[i].get("text_pair"))
+        if text in texts:
+            continue
+        grams = _grams(records[i]["text"]) if diverse else set()
         if all(len(grams & other) / len(grams | other) <= NEAR_DUPLICATE for other in seen):
             chosen.append(i)
-            seen.append(grams)
+            texts.add(text)
+            seen += [grams] if diverse else []
             if len(chosen) == size:
                 break
     return chosen
@@ -114,6 +136,8 @@ class SelectOptions:
     threshold: Optional[float] = None
     trust_pickle: bool = False
     task: Optional[str] = None
+    label_config: Optional[str] = None
+    """A Label Studio labelling config (a file of its XML): the import in its text fields and tag names."""
 
 
 def select(options: SelectOptions) -> None:
@@ -128,19 +152,29 @@ def select(options: SelectOptions) -> None:
     engine = resolve_engine(source, options.engine)
     columns = {"text_column": options.text_column, "text_pair_column": options.text_pair_column}
     loaded, data = load_for_inference(
-        source, options.device, columns, engine, options.trust_pickle, options.task, options.threshold, options.threads
+        source,
+        device=options.device,
+        overrides=columns,
+        engine=engine,
+        trust_pickle=options.trust_pickle,
+        task=options.task,
+        threshold=options.threshold,
+        threads=options.threads,
     )
+    convert = outputs.tool_import(options.format, loaded, options.label_config)  # a bad config said before predicting
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
-    chosen = choose(records, options.size, options.strategy, options.diverse, options.seed)
-    convert = outputs.tool_import(options.format, loaded)
+    chosen = choose(records, options.size, options.strategy, options.diverse, options.seed, loaded.task.threshold_of)
     out = outputs.writer(options.output, False, options.format, convert)
     try:
         out.write([records[i] for i in chosen])
     finally:
         out.close()
+    unique = len({(r["text"], r.get("text_pair")) for r in records})
+    repeated = f", {len(records) - unique} repeats of a text not counted" if unique < len(records) else ""
     print(
-        f"chose {len(chosen)} of {len(records)} texts by {options.strategy}{' (diverse)' if options.diverse else ''}; "
-        f"wrote {options.output} ({options.format} import with the model's predictions; {engine_line(engine)})",
+        f"chose {len(chosen)} of {unique} texts{repeated} by {options.strategy}"
+        f"{' (diverse)' if options.diverse else ''}; wrote {options.output} ({options.format} import with the "
+        f"model's predictions; {engine_line(engine)})",
         file=sys.stderr,
     )

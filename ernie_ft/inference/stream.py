@@ -148,14 +148,15 @@ def input_chunks(loaded, data, options):
 def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, pool=None) -> Optional[int]:
     """The answers to a streamed input, each chunk's written as made (``pool``: by its workers); with
     ``options.output``, its progress file beside it and ``--resume``. None: a resumed output was finished already."""
-    convert = outputs.tool_import(options.format, loaded)
+    convert = outputs.tool_import(options.format, loaded, options.label_config)
     if not options.output:
         out = outputs.writer(None, False, options.format, convert)
         try:
             return stream(loaded, data, chunks, out, options.batch_size, pool=pool)
         finally:
             out.close()
-    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column", "shard", "format")
+    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column", "shard", "format",
+                "label_config")  # fmt: skip
     now = outputs.identity(model_path, options.input, {k: getattr(options, k) for k in settings} | {"engine": engine})
     wrote = outputs.read_progress(options.output) if options.resume else None
     if options.resume and wrote is None and os.path.exists(options.output):

@@ -5,8 +5,9 @@ registered on ``serve``'s application by ``add_routes``: health, setup, predict,
 import sys
 from typing import Optional
 
+from ernie_ft.data.label_config import MissingText, task_record, text_fields
 from ernie_ft.errors import UserError
-from ernie_ft.serving.label_studio import ConfigError, LabelConfig, Projects, answer_tasks
+from ernie_ft.serving.label_studio import ConfigError, Projects, answer_tasks
 from ernie_ft.serving.retrain import Retrainer, project_number
 from ernie_ft.serving.schemas import INPUTS, BadRequest, error_response, parse_json
 
@@ -82,9 +83,9 @@ async def predict(service, raw: bytes, projects: Projects):
             message = "no labelling config: connect this backend to the project in Label Studio (POST /setup)"
             raise BadRequest(422, "label_config", message)
         try:
-            field_name = next(iter(LabelConfig.texts(xml).values()))
             async with service.model() as served:  # its version names the model that predicted
-                records = [record(task, field_name, i, served) for i, task in enumerate(body.get("tasks", []))]
+                fields = text_fields(xml, len(text_inputs(served)))
+                records = [record(task, fields, i, served) for i, task in enumerate(body.get("tasks", []))]
                 inputs = service.schema.validate({INPUTS: records}) if records else []
                 predictions = await service.predictions(inputs, served=served) if records else []
             separator = served.loaded.run.get("task", {}).get("hierarchy_separator")
@@ -99,18 +100,25 @@ async def predict(service, raw: bytes, projects: Projects):
     return {"results": results, "model_version": served.name}
 
 
-def record(task, field_name: str, i: int, served) -> dict:
-    """The input record of Label Studio task ``i``: its ``data[field_name]`` as the text field of the model
-    ``served``."""
-    text = task.get("data", {}).get(field_name) if isinstance(task, dict) else None
-    if not isinstance(text, str):
-        raise BadRequest(422, f"tasks[{i}].data.{field_name}", "missing: the labelling config's <Text> shows it")
-    return {served.required[0]: text}
+def text_inputs(served) -> tuple[str, ...]:
+    """The text inputs of the model ``served``: those it was trained with (a sentence pair's ``text`` and
+    ``text_pair``), its required ones for a checkpoint that does not record them."""
+    return tuple(served.trained_with or served.required)
+
+
+def record(task, fields: tuple[str, ...], i: int, served) -> dict:
+    """The input record of Label Studio task ``i``: its ``data`` under ``fields`` (``text_fields``: both texts of
+    a sentence pair) as the text inputs of the model ``served``."""
+    try:
+        return task_record(task, fields, text_inputs(served), f"tasks[{i}]")
+    except MissingText as e:
+        raise BadRequest(422, e.where, "missing: the labelling config's <Text> shows it") from None
 
 
 def text_field(xml: Optional[str]) -> Optional[str]:
-    """The key of a task's data that a labelling config's ``<Text>`` shows, None without one."""
+    """The key of a task's data that the labelling config ``xml`` shows a model of one text (``text_fields``), None
+    without a config or with one that shows none."""
     try:
-        return next(iter(LabelConfig.texts(xml).values())) if xml else None
+        return text_fields(xml)[0] if xml else None
     except ConfigError:
         return None
