@@ -25,15 +25,19 @@ FEW_EXAMPLES = 5
 
 def warn_rare_labels(counts: dict, source: str, noun: str = "label") -> None:
     """One ``warning:`` line on stderr naming the labels of ``counts`` ({label: training examples}) with fewer than
-    ``FEW_EXAMPLES`` examples in ``source``, rarest first; nothing when there are none."""
+    ``FEW_EXAMPLES`` examples in ``source``, rarest first, and how many are never positive (0: a label column that
+    holds no 1); nothing when there are none."""
     rare = sorted((n, label) for label, n in counts.items() if n < FEW_EXAMPLES)
     if not rare:
         return
     shown = ", ".join(f"{label} {n}" for n, label in rare[:8]) + (", ..." if len(rare) > 8 else "")
     nouns = noun + ("es" if noun.endswith("s") else "s")
+    zero = sum(n == 0 for n, _ in rare)
+    never = f", {zero} never positive (a model learns never to predict {'them' if zero > 1 else 'it'})" if zero else ""
     print(
         f"warning: {source}: {len(rare)} of {len(counts)} {nouns} have fewer than {FEW_EXAMPLES} training examples "
-        f"({shown}); a model rarely learns such a {noun}: label more examples of it, or merge it into a related one",
+        f"({shown}){never}; a model rarely learns such a {noun}: label more examples of it, or merge it into a related "
+        "one",
         file=sys.stderr,
     )
 

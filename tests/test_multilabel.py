@@ -56,6 +56,19 @@ def test_each_label_source_parses(tmp_path, capsys):
     assert read(Classification(), one) == [("甲", "体育"), ("乙", "财经")]
 
 
+def test_a_label_column_without_a_one_stays_a_label_with_a_warning(tmp_path, capsys):
+    """A column --label-columns matches that holds no 1 is still a label of the model (it disappeared, and a dev
+    file's 1 in it then was a label the model never had), named by the warning as never positive."""
+    columns = write(tmp_path / "c.csv", "text,category_a,category_b,category_z\n甲,1,0,0\n乙,0,1,0\n丙,1,1,0\n")
+    task = Classification(multi_label=True, label_columns="category_*")
+    examples = task.read(columns, DataConfig(label_names="category_z=zed"), "--train")
+    capsys.readouterr()
+    assert task.fit_labels(examples) == ["category_a", "category_b", "zed"]
+    warning = capsys.readouterr().err
+    assert "zed 0" in warning and "1 never positive" in warning, warning
+    task.check_labels(examples, ["category_a", "category_b", "zed"], DataConfig(label_names="category_z=zed"), "--dev")
+
+
 @pytest.mark.parametrize(
     "name, content, flags, fragments",
     [

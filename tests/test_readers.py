@@ -40,6 +40,22 @@ def test_csv_with_quoted_commas_and_columns_in_other_order(tmp_path):
     ]
 
 
+def test_a_review_column_is_the_text(tmp_path):
+    path = write(tmp_path, "r.csv", "id,review,stars\n1,房间很干净,5\n2,送餐太慢了,1\n")
+    assert [(e.text, e.label) for e in read_examples(path, label_column="stars")] == [("房间很干净", "5"), ("送餐太慢了", "1")]
+    headed = write(tmp_path, "h.csv", "review\n房间很干净\n送餐太慢了\n")  # a header by its name alone
+    assert [e.text for e in read_examples(headed, require_label=False)] == ["房间很干净", "送餐太慢了"]
+
+
+def test_a_file_of_0_1_label_columns_without_a_label_column_names_label_columns(tmp_path):
+    path = write(tmp_path, "c.csv", "text,category_体育,category_娱乐,other\n甲,1,0,x\n乙,0,1,y\n")
+    assert "--multi-label --label-columns 'category_*'" in error_of(read_examples, path)
+    mixed = write(tmp_path, "m.csv", "text,a,b\n甲,1,0\n乙,0,1\n")
+    assert "--label-columns 'a,b'" in error_of(read_examples, mixed)
+    one = write(tmp_path, "o.csv", "text,flag\n甲,1\n乙,0\n")
+    assert "--label-columns" not in error_of(read_examples, one, label_column="label")
+
+
 def test_csv_record_spanning_lines_reports_its_first_line(tmp_path):
     path = write(tmp_path, "a.csv", 'text,label\n"第一行\n第二行",1\n好,0\n')
     examples = read_examples(path)
@@ -122,11 +138,11 @@ def test_unknown_extension_is_sniffed(tmp_path):
 
 
 def test_caller_header_names_mark_a_header(tmp_path):
-    path = write(tmp_path, "a.tsv", "review\tstars\n好\t5\n")
+    path = write(tmp_path, "a.tsv", "comment\tstars\n好\t5\n")
     assert read_records(path)[0] == ["0", "1"]
-    assert read_records(path, header_names=["review"])[0] == ["review", "stars"]
+    assert read_records(path, header_names=["comment"])[0] == ["comment", "stars"]
     # Naming a column on the command line also marks the header that holds it.
-    assert read_examples(path, text_column="review", label_column="stars")[0] == Example("好", None, "5", 2, path)
+    assert read_examples(path, text_column="comment", label_column="stars")[0] == Example("好", None, "5", 2, path)
 
 
 # --- encodings and line endings ------------------------------------------------------------
@@ -263,10 +279,10 @@ def test_missing_default_label_column(tmp_path):
 
 
 def test_no_text_column_asks_for_text_column_flag(tmp_path):
-    path = write(tmp_path, "a.jsonl", '{"review": "好", "label": 1}\n')
+    path = write(tmp_path, "a.jsonl", '{"comment": "好", "label": 1}\n')
     message = error_of(read_examples, path)
-    assert "--text-column" in message and "review, label" in message
-    assert read_examples(path, text_column="review")[0].text == "好"
+    assert "--text-column" in message and "comment, label" in message
+    assert read_examples(path, text_column="comment")[0].text == "好"
 
 
 def test_invalid_json_line_reports_line_and_column(tmp_path):

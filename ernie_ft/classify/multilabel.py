@@ -25,7 +25,8 @@ def read_sets(task, path: str, data, flag: str, columns: dict, labelled: bool) -
     from_columns = bool(task.label_columns) and labelled
     spec, allow_new = task.label_columns, data.allow_new_labels
     on, by_line = read_label_columns(path, flag, spec, columns) if from_columns else ((), {})
-    task._columns[path] = list(on)
+    names = data.label_name_map()
+    task._columns[path] = list(path_nodes(tuple(names.get(c, c) for c in on), task.hierarchy_separator))
     if from_columns and flag != "--train" and data.train:  # dev and test: the training file's columns
         check_split_columns(spec, on, f"{flag}: {path}", data.train, columns, allow_new)
     require = labelled and not task.multi_label and not from_columns
@@ -39,7 +40,6 @@ def read_sets(task, path: str, data, flag: str, columns: dict, labelled: bool) -
         predictions_as_labels=data.predictions_as_labels,
         hierarchy_separator=task.hierarchy_separator,
     )
-    names = data.label_name_map()
     result = []
     for e in examples:
         labels = by_line.get(e.line, ()) if from_columns else as_labels(e.label, task.label_separator)

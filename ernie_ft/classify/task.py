@@ -105,7 +105,8 @@ class Classification(TaskHooks):
     _codes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     """Name -> code of --label-names (set by ``read``): named labels keep their codes' order."""
     _columns: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
-    """File -> the label columns ``label_columns`` found in it (set by ``read``): ``check_labels`` checks them."""
+    """File -> the labels of the columns ``label_columns`` found in it (named by --label-names, with their path nodes;
+    set by ``read``): training learns each, even one that holds no 1, and ``check_labels`` checks them."""
     _weights: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
     """The class weights per label (set by ``fit_labels`` with ``class_weights``)."""
     _prior: Optional[np.ndarray] = dataclasses.field(default=None, init=False, repr=False)
@@ -183,13 +184,15 @@ class Classification(TaskHooks):
         return split_dev(train, data.dev_split, lambda e: e.label if isinstance(e.label, tuple) else (e.label,))
 
     def fit_labels(self, train):
+        nodes = [node for e in train for node in e.label] if self.sets else [e.label for e in train]
+        counts = Counter(nodes)
         if self.sets:
-            labels = label_order([node for e in train for node in e.label])
+            counts.update(dict.fromkeys(self._columns.get(getattr(train[0], "source", None), ()) if train else (), 0))
+            labels = label_order(list(counts))
             self._check_paths(train, labels)
         else:
             labels = self._single_labels(train)
-        nodes = [node for e in train for node in e.label] if self.sets else [e.label for e in train]
-        warn_rare_labels(Counter(nodes), getattr(train[0], "source", "--train") if train else "--train")
+        warn_rare_labels(counts, getattr(train[0], "source", "--train") if train else "--train")
         if self.sets:
             self._prior = multilabel.targets(train, labels).mean(axis=0)
         if self.class_weights:
@@ -249,14 +252,12 @@ class Classification(TaskHooks):
 
         check_known_labels(examples, labels_of, labels, data.allow_new_labels, flag)
         if self.label_columns and examples and examples[0].source in self._columns:
-            self._check_columns(self._columns[examples[0].source], labels, data, flag, examples[0].source)
+            self._check_columns(self._columns[examples[0].source], labels, flag, examples[0].source)
 
-    def _check_columns(self, columns: list, labels: list, data: DataConfig, flag: str, path: str) -> None:
+    def _check_columns(self, columns: list, labels: list, flag: str, path: str) -> None:
         """A labelled file read by ``label_columns`` holds a column for every label of the model (``evaluate`` of a
         file without one would score that label as never occurring)."""
-        names = data.label_name_map()
-        held = set(label_sources.path_nodes(tuple(names.get(c, c) for c in columns), self.hierarchy_separator))
-        missing = [label for label in labels if label not in held]
+        missing = [label for label in labels if label not in set(columns)]
         if missing:
             raise UserError(
                 f"--label-columns {self.label_columns}: {flag}: {path} has no column for the model's label"

@@ -6,6 +6,7 @@ the line (`path:LINE:`), saying what is wrong and what to do about it.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from ernie_ft.data.loading_line import count
 from ernie_ft.data.sources import Location, check_records, column_key, parse_file, record_keys
 from ernie_ft.errors import UserError
 
-TEXT_COLUMNS = ("text_a", "text", "sentence", "sentence1", "content")
+TEXT_COLUMNS = ("text_a", "text", "sentence", "sentence1", "content", "review")
 PAIR_COLUMNS = ("text_b", "text_pair", "sentence2")  # text_pair: the field serve and HF pipelines name
 LABEL_SET_COLUMNS = ("label", "labels")
 """Where label sets are looked for by default (``label_sets``): a file has one of them or names its column."""
@@ -203,9 +204,20 @@ def _examples(
         if label is None and require_label:
             raise UserError(
                 f'{where} has no "{label_column}" column{label_note}; columns '
-                f"found: {', '.join(columns)}. Name the label column with --label-column"
+                f"found: {', '.join(columns)}. Name the label column with --label-column{_one_hot(columns, rows)}"
             )
     return _build(source, rows, text, pair, label, require_label, locate, check)
+
+
+def _one_hot(columns: list[str], rows: list) -> str:
+    """The hint for a file without a label column whose labels are 0/1 columns, one per label (at least two):
+    ``--multi-label --label-columns`` with their common prefix as a pattern, or their names; else ""."""
+    binary = [c for c in columns if all(str(r.get(c, "")).strip() in ("0", "1") for _, r in rows)]
+    if len(binary) < 2:
+        return ""
+    prefix = os.path.commonprefix(binary)
+    spec = f"{prefix}*" if prefix and all(c in binary for c in columns if c.startswith(prefix)) else ",".join(binary)
+    return f"; or, as its columns {', '.join(binary[:4])} hold 0/1 labels: --multi-label --label-columns '{spec}'"
 
 
 def _build(source, rows, text, pair, label, require_label, locate, check) -> list[Example]:

@@ -19,7 +19,8 @@ from ernie_ft.data import annotations, tables
 from ernie_ft.data.loading_line import count
 from ernie_ft.errors import UserError
 
-KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2", "query", "title", "content")
+KNOWN_COLUMNS = ("text_a", "text", "text_b", "label", "sentence", "sentence1", "sentence2", "query", "title",
+                 "content", "review")  # fmt: skip
 _FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".jsonlines": "jsonl", ".txt": "lines"}
 # Characters frequent in both simplified and traditional Chinese: the right legacy decoding of a
 # file hits them often, the wrong one (GBK bytes read as Big5 or back) almost never.
