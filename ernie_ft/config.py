@@ -109,6 +109,13 @@ class ModelConfig:
     trust_pickle: bool = False
     """Load a --model directory whose weights are a pickle (model_state.pdparams), which can run code: only for a
     source you trust."""
+    new_head: bool = False
+    """Start the task head from random weights, the rest from --model: to fine-tune a fine-tuned checkpoint on
+    another label set (its head was trained for its own labels)."""
+
+    def __post_init__(self):
+        if self.new_head and self.model.startswith("scratch:"):
+            raise UserError(f"--new-head is for a --model checkpoint; a --model {self.model} head is new anyway")
 
 
 SCRATCH_LR = 1e-3

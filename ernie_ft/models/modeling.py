@@ -17,7 +17,7 @@ import numpy as np
 from ernie_ft.config import DataConfig, ModelConfig
 from ernie_ft.data.batching import LengthGroupedSampler, collate
 from ernie_ft.errors import UserError
-from ernie_ft.models import hf
+from ernie_ft.models import hf, weights
 from ernie_ft.models.model_dir import ModelDir
 from ernie_ft.models.model_source import (
     FILE_ERRORS,
@@ -161,6 +161,8 @@ def build_model(
     if found is not None:
         check_directory(found)
     net, loading = _pretrained(cls, model, found, head, overrides)
+    if model.new_head:
+        loading = weights.new_head(net, cls)
     if loading:
         print(f"--model {model.model}: {loading}", file=sys.stderr)
     if pipeline.extension is not None and not (found is not None and found.tokenizer.get("vocab_extension")):
@@ -178,18 +180,20 @@ def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, over
     PaddleNLP or transformers: ``found``, as read) or a PaddleNLP name (``found`` None)."""
     if found is not None and found.hf_config is not None:
         return hf.load(cls, model.model, head, source=found, **overrides)
+    loose = {"ignore_mismatched_sizes": True} if model.new_head else {}  # --new-head: another head's shapes
     try:
         if found is not None:
-            net = from_pretrained(cls, model.model, model.trust_pickle, files=found.files, **overrides)
+            net = from_pretrained(cls, model.model, model.trust_pickle, files=found.files, **overrides, **loose)
             return net, describe_loading(net, model.model, files=found.files)
-        return cls.from_pretrained(model.model, **overrides), None
+        return cls.from_pretrained(model.model, **overrides, **loose), None
     except UserError:
         raise
     except (*FILE_ERRORS, RuntimeError) as e:
         if isinstance(e, RuntimeError) and not str(e).startswith(SHAPE_MISMATCH):
             raise  # a bug of ours or of a library: its traceback
         if found is not None:
-            raise UserError(
+            labels, n = found.labels, overrides.get("num_labels")
+            raise weights.head_mismatch(model.model, str(e), cls.base_model_prefix, labels, n) or UserError(
                 f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
             ) from None
         raise offline_hint(model.model, str(e)) from None

@@ -7,6 +7,7 @@ only tensors. Every ernie_ft command that opens a model directory asks ``weights
 from __future__ import annotations
 
 import os
+import re
 
 from ernie_ft.errors import UserError
 
@@ -95,6 +96,33 @@ def loading_line(loaded: int, total: int, new: list[str], unused: list[str], sou
     if unused:
         line += f"; not used: {heads(unused)} ({len(unused)} tensors)"
     return line
+
+
+def new_head(net, cls) -> str | None:
+    """Give ``net``'s task head (its weights outside the encoder, ``base_model_prefix``) the random weights a new
+    model of ``cls`` starts with (``--new-head``: the checkpoint's head was trained for other labels); returns the
+    loading line that says so."""
+    own, fresh = net.state_dict(), cls(net.config).state_dict()
+    head = {name: fresh[name] for name in own if not name.startswith(net.base_model_prefix + ".") and name in fresh}
+    net.set_state_dict(head)
+    return loading_line(len(own) - len(head), len(own), list(head), [])
+
+
+def head_mismatch(spec: str, error: str, prefix: str, labels: list | None, num_labels: int | None) -> UserError | None:
+    """The error for a checkpoint whose head alone has other shapes than this run's (``error``: Paddle's message
+    naming each weight it skipped): it was trained for other labels, and ``--new-head`` is the fix. None when an
+    encoder weight differs too (another model's checkpoint: not this)."""
+    skipped = re.findall(r"Skip loading for (\S+)\. ", error)
+    if not skipped or any(name.startswith(prefix + ".") for name in skipped):
+        return None
+    trained = " has other shapes than this run needs"
+    if labels is not None:
+        shown = ", ".join(map(str, labels[:6])) + (", ..." if len(labels) > 6 else "")
+        trained = f" was trained on {len(labels)} labels ({shown}), this run learns {num_labels or 'others'}"
+    return UserError(
+        f"--model {spec}: its task head{trained}; to fine-tune it on "
+        "another label set, pass --new-head (the head starts from random weights, the encoder from the checkpoint)"
+    )
 
 
 def layer_norm_eps(config) -> float:
