@@ -157,6 +157,17 @@ def build_config(
     )
 
 
+def changed(section: str, values: dict) -> dict:
+    """The settings of a run config's ``section`` (``values``: name -> value) that differ from their defaults, the
+    ones a recipe names (a task refuses a data setting it does not read, even one left at its default); a section
+    of no dataclass (``task``) whole."""
+    if section not in SECTIONS:
+        return dict(values)
+    fields = dataclasses.fields(SECTIONS[section])
+    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    return {k: v for k, v in values.items() if k not in defaults or defaults[k] != v}
+
+
 def load_recipe(path: str) -> dict:
     """Parse a YAML recipe; a missing file or bad YAML is a UserError."""
     import yaml

@@ -255,14 +255,19 @@ QUIET_OWNERS = {
 """Where the process-wide quiet may be put in place: in the processes ernie_ft owns, never in a library function."""
 
 
-def quiet_calls(source: str) -> list[str]:
-    """The functions (``<module>`` for the module's own code) in ``source`` that call one of ``QUIETS``."""
+def quiet_calls(source: str, names=QUIETS) -> list[str]:
+    """The functions (``<module>`` for the module's own code) in ``source`` that call one of ``names`` (a function's
+    name, or its end after a dot: ``logging.set_verbosity`` is ``optuna.logging.set_verbosity`` too)."""
     callers = []
+
+    def calls(node) -> bool:
+        callee = isinstance(node, ast.Call) and ast.unparse(node.func)
+        return bool(callee) and any(callee == name or callee.endswith("." + name) for name in names)
 
     def visit(node, function):
         for child in ast.iter_child_nodes(node):
             name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
-            call = isinstance(child, ast.Call) and ast.unparse(child.func).split(".")[-1] in QUIETS
+            call = calls(child)
             callers.extend([function] if call else [])
             visit(child, name)
 
@@ -283,6 +288,32 @@ def test_only_the_processes_ernie_ft_owns_quiet_the_libraries():
     }
     assert ("ernie_ft/cli/__init__.py", "run_guarded") in found
     assert not found - QUIET_OWNERS.keys(), f"library functions that quiet the process: {found - QUIET_OWNERS.keys()}"
+
+
+PROCESS_WIDE = ("matplotlib.use", "logging.set_verbosity", "set_num_threads")
+"""Calls that set something for the whole process: matplotlib's backend, Optuna's log level, the math threads."""
+PROCESS_WIDE_OWNERS = {
+    ("ernie_ft/cli/tune.py", "own_process"): "the tune command's process: Optuna's log level, the pictures' backend",
+    ("ernie_ft/training/runtime.py", "set_threads"): "the one place of the math threads: Paddle has no count per "
+    "call and none to restore, so training and Paddle's dygraph engine set it as their ``threads`` argument asks",
+}
+"""Where a process-wide switch may be set: the processes ernie_ft owns, and one function for the thread count."""
+
+
+def test_only_the_processes_ernie_ft_owns_set_process_wide_switches():
+    """A Python caller of ``tuning.search.tune`` keeps its Optuna log level and its matplotlib backend
+    (tests/test_tune_study.py); the command sets them for its own process."""
+    planted = "def draw(x):\n    import matplotlib\n    matplotlib.use('Agg')\noptuna.logging.set_verbosity(30)\n"
+    assert quiet_calls(planted, PROCESS_WIDE) == ["draw", "<module>"]
+    found = {
+        (str(path.relative_to(ROOT)), caller)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for caller in quiet_calls(path.read_text(encoding="utf-8"), PROCESS_WIDE)
+    }
+    assert ("ernie_ft/cli/tune.py", "own_process") in found
+    assert not found - PROCESS_WIDE_OWNERS.keys(), (
+        f"library code sets the process: {found - PROCESS_WIDE_OWNERS.keys()}"
+    )
 
 
 # ---------------------------------------------------------------- the folders sorted by kind

@@ -91,6 +91,7 @@ def test_a_second_call_goes_on_to_the_larger_count_and_prunes(study_dir):
     trials = load(out).trials
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4 + ["PRUNED"] * 2, second.stderr[-3000:]
     assert "4 trial(s) so far, --trials 6" in second.stderr
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == 6  # the second call drew none of the first's
     for t in trials[4:]:
         reported = list(t.intermediate_values)  # hundredths of an epoch: steps 4 and 8 of 11
         assert reported == [round(100 * 4 / 11), round(100 * 8 / 11)]

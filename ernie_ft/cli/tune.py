@@ -75,7 +75,11 @@ def add_search_flags(group) -> None:
         help="epochs of its own a trial trains before any pruner may stop it (e.g. 0.5); default 0",
     )
     group.add_argument("--sampler", choices=("tpe", "random"), default="tpe", help="default tpe")
-    group.add_argument("--sampler-seed", type=int, help="the sampler's seed. Default: --seed")
+    group.add_argument(
+        "--sampler-seed",
+        type=int,
+        help="the sampler's seed, with each trial's number (no trial draws another's settings). Default: --seed",
+    )
     group.add_argument(
         "--heartbeat",
         type=int,
@@ -84,6 +88,17 @@ def add_search_flags(group) -> None:
         help="a running trial's heartbeat in the study; one silent twice as long (its tune killed) is failed by the "
         "next call, and its parameters run again (default 60)",
     )
+
+
+def own_process() -> None:
+    """What the tune command sets for its whole process, as its owner (a library call of ``tuning.search.tune``
+    leaves them to its caller): Optuna's log level (its INFO line per trial says again what tune prints) and
+    matplotlib's backend (the pictures are files: no window, no display needed)."""
+    import matplotlib
+    import optuna
+
+    matplotlib.use("Agg")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def run(argv: list[str], prog: str) -> int:
@@ -114,5 +129,6 @@ def run(argv: list[str], prog: str) -> int:
         raise UserError("--trials and --workers must be at least 1")
     if tune["sampler_seed"] is None:
         tune["sampler_seed"] = config.train.seed
+    own_process()
     search.tune(spec, task_cls, config, **tune)
     return 0

@@ -61,7 +61,10 @@ def set_threads(threads: int, processes: int = 1) -> int:
     """Give Paddle's CPU math library ``threads`` threads (default: the available cores shared by the processes).
 
     Paddle uses one math thread unless told otherwise, whatever OMP_NUM_THREADS says. The fused
-    kernels of ``ernie_ft.kernels`` get the same number.
+    kernels of ``ernie_ft.kernels`` get the same number. The count is the whole process's: Paddle has
+    none per call and none to read back and restore, so the training setup and Paddle's dygraph engine
+    call this for the ``threads`` their caller gives, and nothing else in ernie_ft sets it
+    (tests/test_layout.py).
     """
     n = threads or max(1, available_cores() // processes)
     paddle.base.core.set_num_threads(n)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ernie_ft.config import RunConfig, learning_rate
 from ernie_ft.errors import UserError
-from ernie_ft.recipes import SECTIONS, build_config
+from ernie_ft.recipes import SECTIONS, build_config, changed
 from ernie_ft.task import create_task, task_options, unused_data_settings
 
 MULTI_PROCESS = ("nproc", "gpus", "ips", "nnodes", "master", "node_rank")
@@ -45,13 +45,12 @@ class Plan:
         if not task_cls.reads_corpus and not (config.data.dev or config.data.dev_split):
             raise UserError("tune scores each trial on dev: give --dev FILE or --dev-split FRACTION")
         recipe = {}
-        for section, klass in SECTIONS.items():
-            values = getattr(config, section)
-            given = {
-                f.name: getattr(values, f.name)
-                for f in dataclasses.fields(klass)
-                if (getattr(values, f.name) != f.default or f.name == "model") and f.name != "output"
-            }  # the model always: a recipe names what it trains
+        for section in SECTIONS:
+            values = dataclasses.asdict(getattr(config, section))
+            values.pop("output", None)
+            given = changed(section, values)
+            if section == "model":  # always: a recipe names what it trains
+                given = {"model": values["model"], **given}
             if given:
                 recipe[section] = given
         if config.task:

@@ -101,28 +101,45 @@ def write_recipe(trial, spec: str, output: str) -> str:
 
 
 def draw(study, metric: str, output: str) -> list[str]:
-    """``history.png`` and ``params.png`` (Optuna's matplotlib pictures); [] before any trial is complete."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    """``history.png`` and ``params.png`` (Optuna's matplotlib pictures); [] before any trial is complete. Drawn
+    with pyplot (Optuna's pictures are) on whatever backend the caller's process has; each figure is closed once
+    saved."""
     from optuna.visualization import matplotlib as pictures
 
     if best_trial(study) is None:
         return []
-    paths = []
     with warnings.catch_warnings():  # Optuna calls its matplotlib pictures experimental
         warnings.simplefilter("ignore")
-        ax = pictures.plot_optimization_history(study, target_name=f"dev {metric}")
-        paths.append(_save(ax.figure, os.path.join(output, HISTORY), plt))
+        history = pictures.plot_optimization_history(study, target_name=f"dev {metric}").figure
+    return [
+        _save(history, os.path.join(output, HISTORY)),
+        _save(params_figure(study, metric), os.path.join(output, PARAMS)),
+    ]
+
+
+def params_figure(study, metric: str):
+    """Optuna's slice plot (each parameter against the dev metric, coloured by trial), its log axes labelled so that
+    the labels do not run into each other. Not laid out again: ``tight_layout`` takes no account of the colour bar
+    Optuna puts beside the panels, and laid the last panel under it; ``_save`` cuts the picture to what is drawn."""
+    import numpy as np
+    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+    from optuna.visualization import matplotlib as pictures
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         axes = np.ravel(pictures.plot_slice(study, target_name=f"dev {metric}"))
-        paths.append(_save(axes[0].figure, os.path.join(output, PARAMS), plt))
-    return paths
+    for ax in axes:  # a log axis labels its minor ticks too (2x10^-4, 3x10^-4...), one over the other
+        if ax.get_xscale() == "log":
+            ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            ax.xaxis.set_major_formatter(StrMethodFormatter("{x:.0e}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.tick_params(axis="x", labelrotation=45)
+    return axes[0].figure
 
 
-def _save(figure, path: str, plt) -> str:
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+def _save(figure, path: str) -> str:
+    import matplotlib.pyplot as plt
+
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return path

@@ -23,7 +23,7 @@ from typing import Any, Optional
 from ernie_ft.errors import UserError
 from ernie_ft.tuning.plan import Plan
 from ernie_ft.tuning.space import Space
-from ernie_ft.tuning.study import INTERRUPTED, beat, beating, counted, report_step
+from ernie_ft.tuning.study import INTERRUPTED, Heartbeat, counted, report_step
 
 TRIAL_LOG = os.path.join("logs", "tune.log")
 """A trial's console, in its run directory (``logs/`` may exist before a run starts)."""
@@ -45,6 +45,7 @@ class Search:
     space: Space
     metric: str
     study: Any
+    heartbeat: Heartbeat
     output: str
     trials: int
     workers: int
@@ -119,7 +120,7 @@ class Runner:
         with self.lock:
             while not self.stopping.is_set() and counted(s.study) < s.trials:
                 trial = s.study.ask()
-                beat(s.study, trial)  # from now on a killed search leaves it to be found stale
+                s.heartbeat.beat(trial)  # from now on a killed search leaves it to be found stale
                 params = s.space.suggest(trial)
                 try:
                     s.plan.config(params)  # a combination the flags refuse (each value alone was checked)
@@ -137,7 +138,7 @@ class Runner:
         return None
 
     def _run(self, trial, params: dict, recipe: dict) -> None:
-        with beating(self.search.study, trial):
+        with self.search.heartbeat.beating(trial):
             self._train(trial, params, recipe)
 
     def _train(self, trial, params: dict, recipe: dict) -> None:

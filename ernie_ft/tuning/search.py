@@ -59,7 +59,7 @@ def tune(
         output, storage, study, sampler, sampler_seed, pruner, prune_after, prune_warmup, heartbeat
     )
     searched = {"task": spec, "metric": metric, "space": ",".join(p.describe() for p in parsed.params)}
-    the_study = open_study(settings, searched, direction)
+    the_study, beats = open_study(settings, searched, direction)
     enqueue_given(the_study, {p.name: plan.given(p.name) for p in parsed.params})
     elsewhere = running_elsewhere(the_study)
     if elsewhere:
@@ -77,7 +77,7 @@ def tune(
     )
     os.makedirs(output, exist_ok=True)
     try:
-        Runner(Search(plan, parsed, metric, the_study, output, trials, workers, threads)).run()
+        Runner(Search(plan, parsed, metric, the_study, beats, output, trials, workers, threads)).run()
     finally:
         best = finish(the_study, metric, spec, output)
     return best

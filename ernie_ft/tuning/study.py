@@ -15,6 +15,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
+from typing import Any, Optional
 
 from ernie_ft.errors import UserError
 
@@ -60,11 +61,11 @@ def report_step(epochs: float) -> int:
 
 
 def _sampler(settings: StudySettings):
-    import optuna
+    """``--sampler`` seeded per trial (``sampler.PerTrialSampler``): no call, process or machine on the study draws
+    what another drew."""
+    from ernie_ft.tuning.sampler import PerTrialSampler
 
-    if settings.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=settings.sampler_seed)
-    return optuna.samplers.TPESampler(seed=settings.sampler_seed)
+    return PerTrialSampler(settings.sampler, settings.sampler_seed)
 
 
 def check_pruner(pruner: str) -> None:
@@ -98,24 +99,43 @@ def _pruner(settings: StudySettings, direction: str):
 
 
 def open_study(settings: StudySettings, search: dict, direction: str):
-    """The study at ``settings``' storage and name: created, or loaded when it exists and ``search`` (task, metric,
-    space: what it records) is the same; UserError for a storage Optuna cannot open or another search's study."""
+    """(The study at ``settings``' storage and name, its ``Heartbeat``): created, or loaded when it exists and
+    ``search`` (task, metric, space: what it records) is the same; UserError for a storage Optuna cannot open (a
+    corrupted study.db too) or another search's study."""
     import optuna
+    from sqlalchemy.exc import SQLAlchemyError
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     if settings.storage is None:
         os.makedirs(settings.output, exist_ok=True)
     try:
+        storage = _storage(settings)
         study = optuna.create_study(
-            storage=_storage(settings),
+            storage=storage,
             study_name=settings.study_name(),
             sampler=_sampler(settings),
             pruner=_pruner(settings, direction),
             direction=direction,
             load_if_exists=True,
         )
-    except (ImportError, ValueError, optuna.exceptions.StorageInternalError) as e:
-        raise UserError(f"--storage {settings.url()}: Optuna cannot open it ({e})") from None
+        _check_search(study, settings, search, direction)
+        with warnings.catch_warnings():  # Optuna calls the function experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        heartbeat = Heartbeat(storage, storage.get_study_id_from_name(study.study_name)) if _beats(storage) else None
+    except (ImportError, ValueError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as e:
+        reason = " ".join(str(getattr(e, "orig", None) or e).split("\n")[0].split())
+        if settings.storage is None:
+            path = os.path.join(settings.output, STUDY_FILE)
+            raise UserError(
+                f"{path}: Optuna cannot read it as a study ({reason}); move it away to start a new study there, or "
+                "give another --output"
+            ) from None
+        raise UserError(f"--storage {settings.url()}: Optuna cannot open it ({reason})") from None
+    return study, heartbeat or Heartbeat()
+
+
+def _check_search(study, settings: StudySettings, search: dict, direction: str) -> None:
+    """Record ``search`` in a new study; refuse another search's study, warn for another space."""
     recorded = study.user_attrs
     for key, value in search.items():
         if key in recorded and recorded[key] != value and key != "space":
@@ -134,10 +154,6 @@ def open_study(settings: StudySettings, search: dict, direction: str):
         study.set_user_attr("space", search["space"])
     if study.direction.name.lower() != direction:
         raise UserError(f"the study {settings.study_name()!r} is to {study.direction.name.lower()} its metric")
-    with warnings.catch_warnings():  # Optuna calls the function experimental
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
-    return study
 
 
 def _storage(settings: StudySettings):
@@ -157,6 +173,11 @@ def _storage(settings: StudySettings):
         )
 
 
+def _beats(storage) -> bool:
+    """Whether ``storage`` (``_storage``'s) keeps heartbeats."""
+    return not isinstance(storage, str) and bool(storage.get_heartbeat_interval())
+
+
 def _run_again(study, trial) -> None:
     """A trial whose heartbeats stopped: failed by Optuna; its parameters queued to run again, as Ctrl-C's are."""
     study.enqueue_trial(trial.params, user_attrs={"again": trial.number})
@@ -167,37 +188,42 @@ def _run_again(study, trial) -> None:
     )
 
 
-def beat(study, trial) -> float | None:
-    """Record ``trial``'s heartbeat now; the seconds between heartbeats, None where the storage keeps none. Called as
-    soon as the trial is asked for: a trial never beaten is never found stale."""
-    storage = study._storage
-    interval = storage.get_heartbeat_interval() if hasattr(storage, "get_heartbeat_interval") else None
-    if interval:
-        storage.record_heartbeat(trial._trial_id)
-    return interval
+@dataclass
+class Heartbeat:
+    """A study's heartbeats: its storage (one that keeps them, else None) and the study's id in it."""
 
+    storage: Any = None
+    study_id: Optional[int] = None
 
-@contextlib.contextmanager
-def beating(study, trial):
-    """While the block runs, record ``trial``'s heartbeat in the study's storage every ``heartbeat`` seconds (from a
-    thread; nothing where the storage keeps none)."""
-    interval = beat(study, trial)
-    if not interval:
-        yield
-        return
-    stop = threading.Event()
+    def beat(self, trial) -> Optional[float]:
+        """Record ``trial``'s heartbeat now; the seconds between heartbeats, None where the storage keeps none.
+        Called as soon as the trial is asked for: a trial never beaten is never found stale."""
+        if self.storage is None:
+            return None
+        self.storage.record_heartbeat(self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number))
+        return self.storage.get_heartbeat_interval()
 
-    def beats() -> None:
-        while not stop.wait(interval):
-            beat(study, trial)
+    @contextlib.contextmanager
+    def beating(self, trial):
+        """While the block runs, record ``trial``'s heartbeat every interval (from a thread; nothing where the
+        storage keeps none)."""
+        interval = self.beat(trial)
+        if not interval:
+            yield
+            return
+        stop = threading.Event()
 
-    thread = threading.Thread(target=beats, name=f"heartbeat of trial {trial.number}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+        def beats() -> None:
+            while not stop.wait(interval):
+                self.beat(trial)
+
+        thread = threading.Thread(target=beats, name=f"heartbeat of trial {trial.number}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 def counted(study) -> int:
