@@ -32,7 +32,7 @@ from ernie_ft.cli import serve as serve_command
 from ernie_ft.cli import train as train_command
 from ernie_ft.cli import tune as tune_command
 from ernie_ft.cli import vocab as vocab_command
-from ernie_ft.errors import Interrupted, UserError
+from ernie_ft.errors import Interrupted, UserError, missing_install
 from ernie_ft.task import BUILTIN, resolve_task, with_hooks
 
 
@@ -62,6 +62,11 @@ def run_guarded(action: Callable) -> int:
         return status if isinstance(status, int) else 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # the runtime install, asked to train or export: which install has it
+        if missing_install(e) is None:
+            raise
+        print(f"error: {missing_install(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)

@@ -1,4 +1,4 @@
-"""Batching: a length-grouped sampler and dynamic padding with PaddleNLP's Pad/Stack."""
+"""Batching: a length-grouped sampler and dynamic padding (numpy)."""
 
 from __future__ import annotations
 
@@ -84,21 +84,28 @@ def padding_fraction(batches: list[list[int]], lengths) -> float:
     return 1.0 - real / padded if padded else 0.0
 
 
+def pad(sequences, value, dtype: str = "int64") -> np.ndarray:
+    """``sequences`` as one array, each padded on the right with ``value`` to the longest (PaddleNLP's ``Pad``, which
+    needs PaddleNLP's import: running an export does without it)."""
+    out = np.full((len(sequences), max((len(s) for s in sequences), default=0)), value, dtype=dtype)
+    for row, sequence in zip(out, sequences):
+        row[: len(sequence)] = sequence
+    return out
+
+
 def collate(features: list[dict], pad_id: int, token_labels: bool = False, label_pad: int = -100) -> dict:
     """Features -> numpy batch: inputs padded to the longest, targets stacked (or padded when per token)."""
-    from paddlenlp.data import Pad, Stack
-
     batch = {
-        "input_ids": Pad(pad_val=pad_id, dtype="int64")([f["input_ids"] for f in features]),
-        "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
+        "input_ids": pad([f["input_ids"] for f in features], pad_id),
+        "token_type_ids": pad([f["token_type_ids"] for f in features], 0),
     }
     for key in features[0]:
         if key in MODEL_INPUTS or key in METADATA or key.startswith("_"):
             continue  # "doc" and "_"-prefixed keys are bookkeeping for post-processing, not tensors
         values = [f[key] for f in features]
         if token_labels and key == "labels":
-            batch[key] = Pad(pad_val=label_pad, dtype="int64")(values)
+            batch[key] = pad(values, label_pad)
         else:
-            stacked = Stack()(values)
+            stacked = np.stack(values)
             batch[key] = stacked.astype(np.float32) if stacked.dtype == np.float64 else stacked
     return batch

@@ -18,3 +18,20 @@ def runtime_and_precision(engine: str) -> tuple[str, str]:
     """(what runs the model, its weights' precision) for a concrete engine, as ``/v1/info``, the page, ``predict`` and
     ``evaluate`` name them: ('onnxruntime', 'int8') for 'onnxruntime-int8', ('inference', 'fp32') for 'inference'."""
     return engine.split("-")[0], PRECISION.get(engine, "fp32")
+
+
+def check_installed(model: str, engine: str) -> None:
+    """A UserError when ``engine`` (concrete) runs on Paddle and this install has none (the runtime's, which runs
+    exports): what ``model`` is, and how to export it where ernie_ft's training install is."""
+    import importlib.util
+
+    from ernie_ft.errors import TRAIN_INSTALL, UserError
+
+    if engine.startswith("onnxruntime") or importlib.util.find_spec("paddle") is not None:
+        return
+    what = "a Paddle Inference export" if engine == "inference" else "a checkpoint, not an ONNX export"
+    raise UserError(
+        f"--model {model} is {what}, which runs on Paddle; this install runs ONNX exports: export it where "
+        f"{TRAIN_INSTALL} is installed (python -m ernie_ft export --model {model} --output DIR --format onnx "
+        "--quantize int8) and give DIR, or install that here"
+    )

@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 
-from ernie_ft.errors import UserError
+from ernie_ft.errors import UserError, missing_install
 
 LOG = "export.log"
 """The file in an export that holds what the libraries printed while it was written."""
@@ -151,7 +151,12 @@ in constraints.txt. One missing stops the export with a line naming it: nothing 
 
 
 def check_dependencies(quantize: str | None = None) -> None:
-    """UserError naming the first of ``REQUIRED`` that cannot be imported, and how to install it."""
+    """UserError naming the first of ``REQUIRED`` that cannot be imported, and how to install it (the install that
+    exports, where Paddle too is missing: the runtime's)."""
+    import importlib.util
+
+    if importlib.util.find_spec("paddle") is None:
+        raise missing_install(ModuleNotFoundError(name="paddle"))
     for module, package, why, quantizing in REQUIRED:
         if quantizing and not quantize:
             continue

@@ -298,11 +298,13 @@ class OnnxModel:
     """An ONNX Runtime session that the prediction code calls like the dygraph model."""
 
     training = False
+    takes_arrays = True
+    """numpy arrays in and out (``modeling.compute_logits``): running an export needs no Paddle."""
 
     def __init__(self, directory: str, precision: str = "fp32", threads: int = 0, source=None):
         onnxruntime = _import_onnxruntime(f"--engine {ENGINE[precision]}")
         path = check_belongs(directory, precision, source)
-        from ernie_ft.training.runtime import available_cores
+        from ernie_ft.training.cores import available_cores
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or available_cores()
@@ -319,8 +321,6 @@ class OnnxModel:
         return self
 
     def __call__(self, input_ids, token_type_ids, position_ids=None):
-        import paddle
-
-        feed = {"input_ids": input_ids.numpy(), "token_type_ids": token_type_ids.numpy()}
-        outputs = [paddle.to_tensor(o) for o in self.session.run(None, {k: feed[k] for k in self.inputs})]
+        feed = {"input_ids": input_ids, "token_type_ids": token_type_ids}
+        outputs = self.session.run(None, {k: feed[k] for k in self.inputs})
         return outputs[0] if len(outputs) == 1 else outputs

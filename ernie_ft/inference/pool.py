@@ -45,7 +45,7 @@ def worker_devices(nproc: int, gpus: Optional[str], device: str) -> Optional[lis
 
 def threads_each(devices: list[str]) -> int:
     """The CPU threads of each worker: the available cores shared between them (at least one)."""
-    from ernie_ft.training.runtime import available_cores
+    from ernie_ft.training.cores import available_cores
 
     return max(1, available_cores() // len(devices))
 

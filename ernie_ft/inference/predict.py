@@ -12,13 +12,12 @@ from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
-from ernie_ft.inference import ENGINES, PRECISION, outputs, runtime_and_precision
+from ernie_ft.inference import ENGINES, PRECISION, check_installed, outputs, runtime_and_precision
 from ernie_ft.inference.stream import device_name, input_chunks, predict_stream
-from ernie_ft.models.fast_layers import enable_fast_kernels
 from ernie_ft.models.model_dir import ModelDir
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import task_options, unused_data_settings
-from ernie_ft.training import checkpoint, runtime
+from ernie_ft.training import checkpoint
 
 
 @dataclass(frozen=True)
@@ -117,10 +116,14 @@ def load_for_inference(
     with instead of its own (``--threshold``). ``threads``: the engine's CPU threads (0: the available cores).
     ``weights=False``: the task, labels and text pipeline only, no engine (``predict --nproc``'s parent).
     """
-    device = runtime.select_device(device)
-    runtime.set_threads(threads)
     source = model_dir if isinstance(model_dir, ModelDir) else checkpoint.checkpoint_dir(model_dir)
     engine = _engine(source, engine)
+    check_installed(source.given, engine)
+    if not (engine.startswith("onnxruntime") and device in ("auto", "cpu")):  # ONNX Runtime on the CPU: no Paddle
+        from ernie_ft.training import runtime
+
+        device = runtime.select_device(device)
+        runtime.set_threads(threads)
     dygraph = weights and engine == "dygraph"
     loaded = checkpoint.load_model(source, weights=dygraph, trust_pickle=trust_pickle, task=task)
     if threshold is not None:
@@ -136,6 +139,8 @@ def load_for_inference(
 
         loaded.model = OnnxModel(loaded.directory, PRECISION.get(engine, "fp32"), threads, source=source)
     else:
+        from ernie_ft.models.fast_layers import enable_fast_kernels
+
         enable_fast_kernels(loaded.model)
     return loaded, inference_data(loaded.run["data"], overrides, loaded.task)
 

@@ -45,7 +45,7 @@ class InferenceModel:
         else:
             config.disable_gpu()
             config.enable_mkldnn()
-            from ernie_ft.training.runtime import available_cores
+            from ernie_ft.training.cores import available_cores
 
             config.set_cpu_math_library_num_threads(threads or available_cores())
         self.predictor = inference.create_predictor(config)

@@ -190,10 +190,10 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, 
 
 
 def device_name() -> str:
-    """The device Paddle runs on, with the CPU's or GPU's model: 'cpu (AMD EPYC 7B13)'."""
-    import paddle
-
-    device = paddle.device.get_device()
+    """The device Paddle runs on, with the CPU's or GPU's model: 'cpu (AMD EPYC 7B13)'; the CPU where Paddle is not
+    imported (ONNX Runtime runs on the CPU)."""
+    paddle = sys.modules.get("paddle")
+    device = paddle.device.get_device() if paddle is not None else "cpu"
     if device.startswith("gpu"):
         return f"{device} ({paddle.device.cuda.get_device_name()})"
     try:

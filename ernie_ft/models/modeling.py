@@ -237,8 +237,6 @@ def to_tensors(batch: dict) -> dict:
 
 def forward(model, batch: dict):
     """Logits for a batch; span heads' (start, end) pair is stacked on the last axis."""
-    import paddle
-
     extra = {k: batch[k] for k in MODEL_EXTRAS if k in batch}
     out = model(
         input_ids=batch["input_ids"],
@@ -246,7 +244,13 @@ def forward(model, batch: dict):
         position_ids=batch.get("position_ids"),
         **extra,
     )
-    return paddle.stack(out, axis=-1) if isinstance(out, (tuple, list)) else out
+    if not isinstance(out, (tuple, list)):
+        return out
+    if isinstance(out[0], np.ndarray):  # an engine of numpy arrays (``takes_arrays``)
+        return np.stack(out, axis=-1)
+    import paddle
+
+    return paddle.stack(out, axis=-1)
 
 
 def task_batching(task, pipeline, seed: int = 0) -> dict:
@@ -272,10 +276,12 @@ def compute_logits(
     with one [tokens, outputs] array per feature, cut to the feature's own length; with
     ``summarize(outputs, batch)`` (a task's, see ``task_batching``) returning rows, the list holds its row
     per input. ``collate_fn(features)`` replaces the usual batching unless it returns None. ``parallel``
-    lays the batches out for a tensor-parallel model (whose every rank runs every batch).
+    lays the batches out for a tensor-parallel model (whose every rank runs every batch). A model whose
+    ``takes_arrays`` is true (ONNX Runtime's) takes and gives numpy arrays: nothing here imports Paddle for it.
     """
-    import paddle
-
+    arrays = getattr(model, "takes_arrays", False)
+    if not arrays:
+        import paddle
     per_token = head in PER_TOKEN
     was_training = model.training
     model.eval()
@@ -284,11 +290,12 @@ def compute_logits(
     sampler = LengthGroupedSampler(lengths, batch_size, shuffle=False)
     outputs = [None] * len(features)
     summarized = False
-    with paddle.no_grad():
+    with contextlib.nullcontext() if arrays else paddle.no_grad():
         for indices in sampler.batches():
             chosen = [features[i] for i in indices]
             batch = collate_fn(chosen) if collate_fn else None
-            batch = to_tensors(collate(chosen, pad_id, head == "token") if batch is None else batch)
+            batch = collate(chosen, pad_id, head == "token") if batch is None else batch
+            batch = batch if arrays else to_tensors(batch)
             if parallel is not None:
                 batch = parallel.distribute(batch, split=False)
             with precision.autocast() if precision else contextlib.nullcontext():
@@ -296,7 +303,9 @@ def compute_logits(
             logits = parallel.dense(logits) if parallel is not None else logits
             rows = summarize(logits, batch) if summarize else None
             summarized |= rows is not None
-            rows = logits.astype("float32").numpy() if rows is None else rows
+            if rows is None:
+                rows = logits.astype("float32")
+                rows = rows if arrays else rows.numpy()
             for row, i in enumerate(indices):
                 outputs[i] = rows[row][: len(chosen[row]["input_ids"])] if per_token else rows[row]
     model.train(was_training)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict
 from typing import Optional
 
@@ -30,19 +31,24 @@ class ServedModel(Predictor):
         name: Optional[str] = None,
         threshold: Optional[float] = None,
     ):
-        import paddle
-
         from ernie_ft.thresholds import REQUEST_LOWEST
 
         super().__init__(model_dir, engine, device, trust_pickle, task, threshold=threshold)
+        self.device, self.trust_pickle, self.task_spec, self.threshold = device, trust_pickle, task, threshold
         if self.task.decides_by_threshold:  # a request may decide lower than the model: keep those scores
             self.task.keep_scores_above(REQUEST_LOWEST)
         self.name = name or model_name(model_dir)
-        self.on_gpu = paddle.device.get_device().startswith("gpu")
+        paddle = sys.modules.get("paddle")  # an ONNX export runs on the CPU, without it
+        self.on_gpu = paddle is not None and paddle.device.get_device().startswith("gpu")
         self.required, self.optional = self.task.input_fields
         self.trained_with = self.loaded.run.get("inputs")
         """The input fields the training examples used (``trainer.trained_inputs``), None for a checkpoint that does
         not record them: the page shows these, while the API takes every field of the task."""
+
+    def like(self, model_dir: str, name: str) -> ServedModel:
+        """The checkpoint or export ``model_dir``, called ``name``, loaded as this one was: its engine, device,
+        ``--task``, ``--trust-pickle`` and ``--threshold`` (what a swap keeps)."""
+        return ServedModel(model_dir, self.engine, self.device, self.trust_pickle, self.task_spec, name, self.threshold)
 
     def example_input(self) -> dict:
         """The input the model warms up with: the task's ``example_input``, else a greeting in each required field."""

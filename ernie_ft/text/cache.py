@@ -4,6 +4,7 @@ process pool that tokenises in several processes."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def _encode_chunk(job: tuple) -> list[Encoding]:
 COLUMNS = ("ids", "starts", "ends", "word_ids")
 BATCH_ROWS = 8192
 """Rows in one record batch: its Arrow columns are all that writing holds beside the encodings."""
+
+
+def can_store() -> bool:
+    """Whether pyarrow, which the cache's files need, is installed (the runtime install, which runs exports, has
+    none: it tokenises without a cache)."""
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 def write_table(path: Path, encodings: list[Encoding]) -> None:

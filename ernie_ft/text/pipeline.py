@@ -24,7 +24,7 @@ import jieba
 import tokenizers
 
 from ernie_ft.errors import UserError
-from ernie_ft.text.cache import encode_in_processes, read_table, write_table
+from ernie_ft.text.cache import can_store, encode_in_processes, read_table, write_table
 from ernie_ft.text.encoding import Encoding
 from ernie_ft.text.hf_tokenizer import write_hf_tokenizer
 from ernie_ft.text.rules import (
@@ -270,6 +270,7 @@ class TextPipeline:
         """
         texts = list(texts)
         self.last_cache_hit = False
+        cache_dir = cache_dir if can_store() else None
         path = Path(cache_dir) / f"{self._cache_key(texts, word_ids)}.arrow" if cache_dir is not None else None
         if path is not None and path.is_file():
             cached = read_table(path, len(texts))
