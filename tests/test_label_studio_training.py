@@ -37,11 +37,12 @@ def classifier(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def backend(studio, classifier, tmp_path_factory):  # noqa: F811
-    """serve for the classifier (its URL and the Server), Label Studio up."""
-    server = Server(str(classifier), tmp_path_factory.mktemp("serve_train"))
+    """serve for the classifier (its URL and the Server), Label Studio up, training from it on."""
+    studio.wait_up()
+    server = Server(str(classifier), tmp_path_factory.mktemp("serve_train"), "--label-studio-url", studio.url,
+                    env={"LABEL_STUDIO_API_KEY": TOKEN})  # fmt: skip
     try:
         server.wait_ready()
-        studio.wait_up()
         yield server
     finally:
         server.stop()
@@ -169,4 +170,4 @@ def test_a_swap_waits_for_the_requests_of_the_old_model_and_holds_new_ones(class
         event = http.post("/label-studio/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 1}})
         assert event.json() == {"status": "ignored", "action": "ANNOTATION_CREATED"}
         unknown = http.post("/label-studio/webhook", json={"action": "START_TRAINING", "project": {"id": 9}})
-        assert unknown.status_code == 422 and "LABEL_STUDIO_URL" in unknown.text
+        assert unknown.status_code == 403 and "LABEL_STUDIO_URL" in unknown.text  # training off

@@ -570,7 +570,7 @@ class Server:
     "serving ... on http://HOST:PORT/" line (no port found free here, released and handed over: another process could
     take it in between)."""
 
-    def __init__(self, model_dir, tmp_path, *extra):
+    def __init__(self, model_dir, tmp_path, *extra, env=None):
         self.url = None
         self.log = open(tmp_path / "serve.log", "w+")
         self.proc = subprocess.Popen(
@@ -589,6 +589,7 @@ class Server:
             ],
             stdout=self.log,
             stderr=self.log,
+            env=None if env is None else {**os.environ, **env},  # env: variables set for serve (BASIC_AUTH_USER...)
         )
 
     def wait_ready(self, timeout=120):

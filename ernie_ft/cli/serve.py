@@ -11,12 +11,14 @@ from ernie_ft.cli.parsers import Parser, add_field_flags
 
 def build_parser(prog: str) -> Parser:
     from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.security import MAX_EXPORT_MB
 
     parser = Parser(
         prog=prog,
         allow_abbrev=False,
         description="Serve a trained checkpoint over HTTP: POST /v1/predict, GET /v1/info, /healthz, "
-        "/readyz, a page to try the model at /, the OpenAPI page at /docs.",
+        "/readyz, a page to try the model at /, the OpenAPI page at /docs. With BASIC_AUTH_USER and "
+        "BASIC_AUTH_PASS set, every route but /healthz and /readyz needs them (HTTP Basic authentication).",
     )
     flags.add_model(parser)
     parser.add_argument(
@@ -48,12 +50,33 @@ def build_parser(prog: str) -> Parser:
     flags.add_trust_pickle(parser)
     flags.add_task(parser)
     add_field_flags(parser.add_argument_group("limits"), Limits, typed=True)
+    label_studio = parser.add_argument_group("training from Label Studio (off unless --label-studio-url is given)")
+    label_studio.add_argument(
+        "--label-studio-url",
+        metavar="URL",
+        help="turn on Label Studio's Start training: fetch the project's annotations from this Label Studio only "
+        "(http://HOST:PORT or https://HOST), with the access token in LABEL_STUDIO_API_KEY, train a new model and "
+        "swap it in (default: LABEL_STUDIO_URL; neither: off)",
+    )
+    label_studio.add_argument(
+        "--label-studio-max-export-mb",
+        type=float,
+        default=MAX_EXPORT_MB,
+        metavar="MB",
+        help=f"the largest project export a run reads; a larger one stops the run (default: {MAX_EXPORT_MB})",
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
     from ernie_ft.serving import serve
     from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.security import BasicAuth, LabelStudioAccess
+
+    auth = BasicAuth.from_environ(os.environ)
+    label_studio = LabelStudioAccess.from_environ(args.label_studio_url, os.environ, args.label_studio_max_export_mb)
 
     return serve(
         args.model,
@@ -68,4 +91,6 @@ def run(args: argparse.Namespace) -> int:
         task=args.task,
         name=args.name,
         threshold=args.threshold,
+        label_studio=label_studio,
+        auth=auth,
     )

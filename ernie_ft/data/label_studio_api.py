@@ -7,6 +7,10 @@ The token is sent as ``Authorization: Token ...`` (Label Studio's legacy tokens)
 Label Studio's default since 1.16) is first exchanged for an access token at ``/api/token/refresh`` and sent as
 ``Bearer``. An unreachable host, a refused token (401) and a missing project (404) are each one error naming the URL
 and what to do.
+
+The token goes to the project's address only: a redirect is followed to the same scheme, host and port, never to
+another (``origin``); https is verified against the system's certificates (``SSL_CERT_FILE`` names others). A
+project may carry the largest export read (``Project.max_bytes``, serve's ``--label-studio-max-export-mb``).
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
+from urllib.parse import urlsplit
 
 from ernie_ft.errors import UserError
 
@@ -30,17 +36,22 @@ TIMEOUT = 120.0
 
 @dataclass(frozen=True)
 class Project:
-    """A project named by ``label-studio://HOST:PORT/PROJECT``."""
+    """A project named by ``label-studio://HOST:PORT/PROJECT`` (http), or given by serve (``serving.security``)."""
 
     host: str
     port: int
     project: int
+    scheme: str = "http"
+    max_bytes: Optional[int] = None
+    """The largest export read, in bytes (None: any)."""
 
     @property
     def base(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def __str__(self) -> str:
+        if self.scheme != "http":  # no label-studio:// form: the project's page
+            return f"{self.base}/projects/{self.project}"
         return f"{SCHEME}{self.host}:{self.port}/{self.project}"
 
 
@@ -49,8 +60,11 @@ def is_project(value) -> bool:
     return isinstance(value, str) and value.startswith(SCHEME)
 
 
-def parse(value: str, flag: str) -> Project:
-    """The project of ``label-studio://HOST:PORT/PROJECT`` (``flag``: the flag it came from, for the error)."""
+def parse(value, flag: str) -> Project:
+    """The project of ``label-studio://HOST:PORT/PROJECT`` (``flag``: the flag it came from, for the error); a
+    ``Project`` as it is (serve's runs: its scheme and export limit are the ones serve started with)."""
+    if isinstance(value, Project):
+        return value
     found = re.fullmatch(r"label-studio://([^:/\s]+):(\d+)/(\d+)/?", value)
     if not found:
         raise UserError(
@@ -98,6 +112,26 @@ def _authorization(project: Project, token: str, flag: str) -> str:
     return f"Bearer {answer['access']}"
 
 
+def origin(url: str) -> Optional[tuple[str, str, int]]:
+    """(scheme, host, port) of ``url``, the port filled in; None for an address without a host."""
+    try:
+        address = urlsplit(url)
+        port = address.port or {"http": 80, "https": 443}.get(address.scheme)
+    except ValueError:
+        return None
+    return (address.scheme, address.hostname, port) if address.hostname else None
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the scheme, host and port asked: the token is never sent to another host, nor over
+    http after https. Any other redirect is the HTTPError of its status (``_refused`` names where it pointed)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if origin(newurl) != origin(req.full_url):
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def _request(project: Project, path: str, authorization: Optional[str], flag: str, body: Optional[dict] = None):
     headers = {"Accept": "application/json"}
     if authorization:
@@ -107,12 +141,18 @@ def _request(project: Project, path: str, authorization: Optional[str], flag: st
         data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
     request = urllib.request.Request(project.base + path, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            return json.loads(response.read().decode("utf-8"))
+        # an opener per request: its https context reads the system's certificates (SSL_CERT_FILE) as they are now
+        with urllib.request.build_opener(_SameOrigin).open(request, timeout=TIMEOUT) as response:
+            return json.loads(_read(response, project, flag).decode("utf-8"))
     except urllib.error.HTTPError as e:
-        raise UserError(_refused(project, flag, e.code)) from None
+        raise UserError(_refused(project, flag, e.code, e.headers.get("Location"))) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            raise UserError(
+                f"{flag} {project}: the TLS certificate of {project.base} is not trusted ({reason.verify_message}); "
+                "if your own authority signed it, name its certificate file in SSL_CERT_FILE"
+            ) from None
         raise UserError(
             f"{flag} {project}: cannot reach Label Studio at {project.base} ({reason}); is it running, and are the "
             "host and port the ones in its address?"
@@ -121,7 +161,30 @@ def _request(project: Project, path: str, authorization: Optional[str], flag: st
         raise UserError(f"{flag} {project}: {project.base}{path} did not answer JSON; is it Label Studio?") from None
 
 
-def _refused(project: Project, flag: str, status: int) -> str:
+def _read(response, project: Project, flag: str) -> bytes:
+    """The answer's body; UserError once it is over ``project.max_bytes`` (by Content-Length, or while it comes)."""
+    limit = project.max_bytes
+    declared = response.headers.get("Content-Length", "")
+    over = limit is not None and declared.isdigit() and int(declared) > limit
+    chunks, size = [], 0
+    while not over and (chunk := response.read(1 << 20)):
+        chunks.append(chunk)
+        size += len(chunk)
+        over = limit is not None and size > limit
+    if not over:
+        return b"".join(chunks)
+    raise UserError(
+        f"{flag} {project}: Label Studio's export is over {limit / 2**20:g} MB, serve's limit; raise it with serve "
+        "--label-studio-max-export-mb, or train by hand from an export file"
+    )
+
+
+def _refused(project: Project, flag: str, status: int, location: Optional[str] = None) -> str:
+    if 300 <= status < 400:
+        return (
+            f"{flag} {project}: {project.base} redirected to {location}, another address, which is never sent the "
+            "token; give Label Studio's own address (the one its pages are at)"
+        )
     if status in (401, 403):
         return (
             f"{flag} {project}: Label Studio refused the token in {TOKEN_VARIABLE} ({status}); copy the access token "

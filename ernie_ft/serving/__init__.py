@@ -15,7 +15,12 @@ windows or ``max_wait_ms`` after the first one arrived (dynamic batching; no wai
 being read), on one model thread. A full queue answers 503 with Retry-After; bad requests get a 4xx whose
 JSON names the field. uvicorn drains in-flight requests on SIGTERM, then the process exits 0.
 
+Security (docs/security.md): 127.0.0.1 by default; with ``BASIC_AUTH_USER`` and ``BASIC_AUTH_PASS`` set every route
+but ``/healthz`` and ``/readyz`` needs them; Label Studio's "Start training" is off unless serve starts with the Label
+Studio to fetch from (``--label-studio-url``, ``LABEL_STUDIO_URL``).
+
 Modules: ``limits`` (every limit, a ``serve`` flag), ``settings`` (what a ``--workers`` process starts with),
+``security`` (basic authentication, the Label Studio to train from),
 ``model`` (the loaded checkpoint), ``batcher`` (dynamic batching and its counters), ``schemas`` (the request and error
 bodies), ``app`` (routes, body limit, page), ``label_studio`` and ``label_studio_routes`` (Label Studio's ML backend
 protocol under ``/label-studio``), ``retrain`` (its "Start training").
@@ -29,6 +34,7 @@ from typing import Optional
 
 from ernie_ft.errors import UserError
 from ernie_ft.serving.limits import Limits
+from ernie_ft.serving.security import BasicAuth, LabelStudioAccess
 from ernie_ft.serving.settings import WorkerSettings
 
 __all__ = ["Limits", "WorkerSettings", "app_from_env", "serve"]
@@ -37,7 +43,8 @@ __all__ = ["Limits", "WorkerSettings", "app_from_env", "serve"]
 def app_from_env():
     """The application of one ``--workers`` process, from the ``WorkerSettings`` that ``serve`` left in the
     environment (uvicorn's factory). The worker is a process ernie_ft starts, so it hides the libraries' noise
-    (PaddleNLP's INFO lines, Paddle's import warnings) as the command line does."""
+    (PaddleNLP's INFO lines, Paddle's import warnings) as the command line does. Its basic authentication is read from
+    the environment it inherited, as ``serve`` read it."""
     from ernie_ft.training.quiet import quiet_process
 
     quiet_process()
@@ -54,7 +61,7 @@ def app_from_env():
         settings.name,
         settings.threshold,
     )
-    return create_app(served, settings.limits)
+    return create_app(served, settings.limits, auth=BasicAuth.from_environ(os.environ))
 
 
 def serve(
@@ -71,6 +78,8 @@ def serve(
     log_level: str = "info",
     name: Optional[str] = None,
     threshold: Optional[float] = None,
+    label_studio: Optional[LabelStudioAccess] = None,
+    auth: Optional[BasicAuth] = None,
 ) -> int:
     """Load the model (with ``export``, one of ``EXPORTS``, after exporting it), then serve it until SIGTERM or
     Ctrl-C; returns 0.
@@ -79,7 +88,9 @@ def serve(
     the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
     (``file.py:Class``) passed on to the loader. ``name``: what clients are told the model is called (default: the
     directory's last part, ``inference.outputs.model_name``). ``threshold``: the probability a model that decides by one
-    decides with instead of its own (a request may give its own).
+    decides with instead of its own (a request may give its own). ``label_studio``: the Label Studio whose "Start
+    training" trains a new model (one worker only; None: off). ``auth``: the credentials every route but the probes
+    needs (``security``; the ``--workers`` processes read them from the environment, as ``BasicAuth.from_environ``).
     """
     import uvicorn
 
@@ -93,6 +104,11 @@ def serve(
         model_dir = exported_model(model_dir, trust_pickle, task, "paddle" if export is True else export)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
+    if label_studio is not None and workers > 1:
+        raise UserError(
+            f"--label-studio-url with --workers {workers}: each worker would train and swap in its own model; serve "
+            "with --workers 1 to train from Label Studio"
+        )
     served = ServedModel(model_dir, engine, device, trust_pickle, task, name, threshold)
     sock = listen(host, port)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again to the handler it
@@ -100,7 +116,7 @@ def serve(
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     options = {"host": host, "port": port, "log_level": log_level, "timeout_graceful_shutdown": 30}
     if workers == 1:
-        config = uvicorn.Config(create_app(served, limits), **options)
+        config = uvicorn.Config(create_app(served, limits, label_studio, auth=auth), **options)
     else:
         settings = WorkerSettings(model_dir, served.engine, device, limits, trust_pickle, task, name, threshold)
         os.environ[WorkerSettings.ENV] = settings.to_json()
@@ -111,6 +127,8 @@ def serve(
         flush=True,
     )
     del served
+    for line in exposure(host, auth, label_studio):
+        print(line, flush=True)
     with sock:
         if workers == 1:
             uvicorn.Server(config).run(sockets=[sock])
@@ -119,6 +137,30 @@ def serve(
 
             Multiprocess(config, sockets=[sock]).run()
     return 0
+
+
+def exposure(host: str, auth: Optional[BasicAuth], label_studio: Optional[LabelStudioAccess]) -> list[str]:
+    """What ``serve`` says at start about who can use it: training from Label Studio, when on, and a warning for an
+    address other machines reach without basic authentication."""
+    lines = []
+    if label_studio is not None:
+        lines.append(f"Start training in Label Studio trains from {label_studio.url} (--label-studio-url)")
+    if auth is None and not is_loopback(host):
+        lines.append(
+            f"warning: --host {host}: any machine that reaches this port can use the model and every route; set "
+            "BASIC_AUTH_USER and BASIC_AUTH_PASS (docs/security.md)"
+        )
+    return lines
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is an address of this machine only (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def listen(host: str, port: int):

@@ -6,7 +6,6 @@ the field (``schemas.error_body``).
 """
 
 import asyncio
-import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -20,8 +19,8 @@ from ernie_ft.serving.batcher import Batcher, QueueFull, Stats
 from ernie_ft.serving.hf_tasks import KINDS, TaskAPI
 from ernie_ft.serving.limits import CPU_FORWARD_BATCH, Limits
 from ernie_ft.serving.model import ServedModel
-from ernie_ft.serving.schemas import BadRequest, RequestBody, error_body, error_response, named_field, parse_json
-from ernie_ft.serving.settings import WorkerSettings
+from ernie_ft.serving.schemas import BadRequest, RequestBody, error_response, named_field, parse_json
+from ernie_ft.serving.security import BasicAuth, BasicAuthMiddleware, LabelStudioAccess, send_error
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 HF_ROUTE = (
@@ -63,15 +62,7 @@ class BodyLimit:
             f"the request body is over {self.limit} bytes; send fewer or shorter inputs, or raise serve "
             "--max-body-bytes"
         )
-        body = json.dumps(error_body("body", message)).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 413, "body", message)
 
 
 class _TooLarge(Exception):
@@ -238,12 +229,16 @@ def groups(inputs: list, max_chars: int):
 
 
 def create_app(
-    served: ServedModel, limits: Optional[Limits] = None, retrain: Optional[bool] = None, runs: Optional[str] = None
+    served: ServedModel,
+    limits: Optional[Limits] = None,
+    label_studio: Optional[LabelStudioAccess] = None,
+    runs: Optional[str] = None,
+    auth: Optional[BasicAuth] = None,
 ):
-    """The FastAPI application serving ``served`` (default limits unless given). ``retrain``: Label Studio's "Start
-    training" trains and swaps in a new model (``retrain``); by default it does unless this is one of several
-    ``serve --workers`` processes, each of which would swap its own. ``runs``: where those runs go (default:
-    ``label-studio-runs`` beside the served checkpoint)."""
+    """The FastAPI application serving ``served`` (default limits unless given). ``label_studio``: the Label Studio
+    whose "Start training" trains and swaps in a new model (``retrain``), fetching from that address only; None (the
+    default): training from Label Studio is refused. ``runs``: where those runs go (default: ``label-studio-runs``
+    beside the served checkpoint). ``auth``: the credentials every route but the probes needs (``security``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import FileResponse
 
@@ -265,8 +260,7 @@ def create_app(
     app.state.service = service
     shapes = {"schema": service.schema.openapi(), "examples": service.schema.openapi_examples(served.example_input())}
     request_body = {"required": True, "content": {"application/json": shapes}}
-    retrain = not WorkerSettings.in_worker() if retrain is None else retrain
-    retrainer = label_studio_routes.add_routes(app, service, retrain, runs)
+    retrainer = label_studio_routes.add_routes(app, service, label_studio, runs)
 
     @app.post("/v1/predict", openapi_extra={"requestBody": request_body})
     async def predict(request: Request):
@@ -300,4 +294,6 @@ def create_app(
         return FileResponse(os.path.join(STATIC, "index.html"), media_type="text/html")
 
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    if auth is not None:  # added last: the outermost, before the body is read
+        app.add_middleware(BasicAuthMiddleware, auth=auth)
     return app

@@ -1,6 +1,9 @@
 """The routes of Label Studio's ML backend protocol under ``/label-studio`` (``label_studio`` says what they answer),
 registered on ``serve``'s application by ``add_routes``: health, setup, predict, and the training webhook whose runs
-(``retrain``) swap a new model in."""
+(``retrain``) swap a new model in, when serve was started with the Label Studio to train from (``security``).
+
+The routes Label Studio posts to take only ``application/json`` (415 otherwise: a web page's form or ``text/plain``
+post, which needs no CORS preflight, never reaches them); a body that is not a JSON object is a 400."""
 
 import sys
 from typing import Optional
@@ -10,19 +13,22 @@ from ernie_ft.errors import UserError
 from ernie_ft.serving.label_studio import ConfigError, Projects, answer_tasks
 from ernie_ft.serving.retrain import Retrainer, project_number
 from ernie_ft.serving.schemas import INPUTS, BadRequest, error_response, parse_json
+from ernie_ft.serving.security import TRAINING_OFF, LabelStudioAccess
 
 PREFIX = "/label-studio"
 """Where the protocol's routes are: a project's backend URL is ``http://HOST:PORT/label-studio``."""
 
 
-def add_routes(app, service, retrain: bool, runs: Optional[str] = None) -> Optional[Retrainer]:
+def add_routes(app, service, access: Optional[LabelStudioAccess], runs: Optional[str] = None) -> Optional[Retrainer]:
     """Register the ``/label-studio`` routes on the FastAPI ``app`` answering with ``service`` (``app.Service``).
-    ``retrain``: "Start training" trains and swaps in a new model, in runs under ``runs`` (``retrain.Retrainer``);
-    else it is refused. Returns the retrainer (None without), which the application stops when it stops."""
+    ``access``: the Label Studio "Start training" fetches from, in runs under ``runs`` that train and swap in a new
+    model (``retrain.Retrainer``); None: training is refused. Returns the retrainer (None without), which the
+    application stops when it stops."""
     from fastapi import Request  # FastAPI reads the routes' annotations: no ``from __future__ import annotations`` here
 
     projects = Projects()
-    retrainer = Retrainer(lambda: service.served, service.swap_in, runs) if retrain else None
+    retrainer = Retrainer(lambda: service.served, service.swap_in, access, runs) if access else None
+    told: set[str] = set()  # the other addresses /setup named, each said once
 
     @app.get(f"{PREFIX}/health", summary="Label Studio ML backend: health")
     @app.get(f"{PREFIX}/", include_in_schema=False)
@@ -32,38 +38,78 @@ def add_routes(app, service, retrain: bool, runs: Optional[str] = None) -> Optio
 
     @app.post(f"{PREFIX}/setup", summary="Label Studio ML backend: a project's labelling config")
     async def label_studio_setup(request: Request):
-        body = await request.json()
-        projects.config(body.get("project"), body.get("schema"))
-        if retrainer is not None:
-            retrainer.connect(body.get("project"), body.get("hostname"), body.get("access_token"))
+        try:
+            body = await json_object(request)
+            config_of(projects, body.get("project"), body.get("schema"), "schema")
+        except BadRequest as e:
+            return error_response(e.status, e.field, e.message, e.headers)
+        hostname = body.get("hostname")
+        if access is not None and hostname and not access.is_at(hostname) and str(hostname) not in told:
+            told.add(str(hostname))
+            print(f"label-studio: /setup named Label Studio at {hostname}; runs fetch from {access.url} only, the "
+                  "address serve started with (--label-studio-url)", file=sys.stderr, flush=True)  # fmt: skip
         return {"model_version": service.served.name}
 
     @app.post(f"{PREFIX}/webhook", summary="Label Studio ML backend: events; START_TRAINING trains a new model")
     @app.post(f"{PREFIX}/train", summary="Label Studio ML backend: train (Label Studio before its webhook)")
     async def label_studio_train(request: Request):
-        body = parse_json(await request.body())
-        body = body if isinstance(body, dict) else {}
+        try:
+            body = await json_object(request)
+        except BadRequest as e:
+            return error_response(e.status, e.field, e.message, e.headers)
         action = body.get("action", "START_TRAINING" if request.url.path.endswith("/train") else None)
         if action != "START_TRAINING":  # Label Studio sends every project event here: only training is ours
-            return {"status": "ignored", "action": action}
+            return {"status": "ignored", "action": action if isinstance(action, str) else None}
         return start_training(body, retrainer, projects)
 
     @app.post(f"{PREFIX}/predict", summary="Label Studio ML backend: predictions for tasks")
     async def label_studio_predict(request: Request):
+        if not is_json(request):
+            return error_response(415, "content-type", NOT_JSON)
         return await service.counted(lambda raw: predict(service, raw, projects), request)
 
     return retrainer
 
 
+NOT_JSON = "send the body as JSON with Content-Type: application/json (as Label Studio does)"
+
+
+def is_json(request) -> bool:
+    """Whether ``request`` says its body is JSON (``application/json``, any parameters)."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower() == "application/json"
+
+
+async def json_object(request) -> dict:
+    """The JSON object ``request`` carries: BadRequest 415 when it is not sent as JSON, 400 when it is not an object."""
+    if not is_json(request):
+        raise BadRequest(415, "content-type", NOT_JSON)
+    body = parse_json(await request.body())
+    if not isinstance(body, dict):
+        raise BadRequest(400, "body", "expected a JSON object")
+    return body
+
+
+def config_of(projects: Projects, project, xml, key: str) -> Optional[str]:
+    """The labelling config of ``project``, ``xml`` when given (and kept for it); BadRequest 422 when either is of a
+    type Label Studio never sends."""
+    if isinstance(project, bool) or project is not None and not isinstance(project, (str, int)):
+        raise BadRequest(422, "project", 'expected the project as Label Studio sends it: "N.TIMESTAMP"')
+    if xml is not None and not isinstance(xml, str):
+        raise BadRequest(422, key, "expected the labelling config as a string: <View>...</View>")
+    return projects.config(project, xml)
+
+
 def start_training(body: dict, retrainer: Optional[Retrainer], projects: Projects):
-    """The answer to a START_TRAINING ``body``: the run started (``Retrainer.start``), or the error response."""
+    """The answer to a START_TRAINING ``body``: the run started (``Retrainer.start``), or the error response (403
+    saying how to turn training on, when it is off)."""
+    if retrainer is None:
+        return error_response(403, "action", TRAINING_OFF)
     project = project_number(body.get("project"))
     if project is None:
         return error_response(422, "project", 'expected the project: {"project": {"id": N}} (or "N.TIMESTAMP")')
-    if retrainer is None:
-        message = "serve with several --workers cannot train from Label Studio: each worker would swap its own"
-        return error_response(409, "action", message + "; run serve --workers 1")
     sent = body["project"].get("label_config") if isinstance(body["project"], dict) else body.get("label_config")
+    if sent is not None and not isinstance(sent, str):
+        return error_response(422, "label_config", "expected the labelling config as a string: <View>...</View>")
     xml = sent or next((x for k, x in projects.configs.items() if project_number(k) == project), None)
     try:
         return retrainer.start(project, text_field(xml))
@@ -78,7 +124,7 @@ async def predict(service, raw: bytes, projects: Projects):
         body = parse_json(raw)
         if not isinstance(body, dict) or not isinstance(body.get("tasks", []), list):
             raise BadRequest(422, "tasks", 'expected {"tasks": [...], "label_config": "<View>...</View>"}')
-        xml = projects.config(body.get("project"), body.get("label_config"))
+        xml = config_of(projects, body.get("project"), body.get("label_config"), "label_config")
         if not xml:
             message = "no labelling config: connect this backend to the project in Label Studio (POST /setup)"
             raise BadRequest(422, "label_config", message)

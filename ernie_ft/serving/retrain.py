@@ -5,8 +5,9 @@ Label Studio posts ``{"action": "START_TRAINING", "project": {"id": N, ...}}`` t
 versions post ``{"project": "N.TIMESTAMP", "annotations": [...]}`` to ``/train``). A run (``Retrainer.start``), in
 ``RUNS/NNN`` beside the served model's directory:
 
-1. fetches the project's export through Label Studio's API (``data.label_studio_api``; the address and token
-   ``/setup`` received, else ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``) and splits its annotated tasks into
+1. fetches the project's export through Label Studio's API (``data.label_studio_api``) from the address and
+   with the token serve started with (``security.LabelStudioAccess``, never one a request names) and splits its
+   annotated tasks into
    ``data/train.json`` and ``data/dev.json`` (every ``DEV_EVERY``-th task by id), Label Studio exports both;
 2. trains ``python -m ernie_ft TASK --config recipe.yaml`` into ``model/``: the served model's recipe (its
    ``ernie_ft.yaml``) with these files (log: ``train.log``);
@@ -24,20 +25,19 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Callable, Optional
-from urllib.parse import urlparse
 
 import yaml
 
 from ernie_ft.data import label_studio_api
 from ernie_ft.errors import UserError
+from ernie_ft.serving.security import LabelStudioAccess
 
 RUNS = "label-studio-runs"
 DEV_EVERY = 5
 """Every 5th annotated task (by id) is dev: a fifth, the same tasks on every run of a project that only grows."""
-URL_VARIABLE = "LABEL_STUDIO_URL"
 RECIPE_SECTIONS = ("data", "model", "train", "parallel", "task")
 """The sections of a checkpoint's run config (its ``ernie_ft.yaml``) that a recipe takes."""
 
@@ -59,29 +59,21 @@ class Scores:
 
 class Retrainer:
     """Runs for Label Studio projects of the model ``current()`` serves; ``swap(model_dir, version)`` puts a new
-    model in its place (loaded and swapped by the app). ``runs``: where the runs go (default: ``RUNS`` beside the
-    served model's directory)."""
+    model in its place (loaded and swapped by the app). ``access``: the Label Studio the projects are fetched from
+    (fixed when serve starts). ``runs``: where the runs go (default: ``RUNS`` beside the served model's directory)."""
 
     def __init__(
         self,
         current: Callable,
         swap: Callable[[str, str], Awaitable[None]],
+        access: LabelStudioAccess,
         runs: Optional[str] = None,
-        environ: Optional[Mapping[str, str]] = None,
     ):
-        self.current, self.swap = current, swap
+        self.current, self.swap, self.access = current, swap, access
         self.runs = runs or os.path.join(os.path.dirname(os.path.abspath(current().loaded.directory)), RUNS)
-        self.environ = os.environ if environ is None else environ
-        self.hosts: dict[int, tuple[str, str]] = {}  # project -> (Label Studio's address, token), from /setup
         self.running: dict[int, str] = {}  # project -> its run's directory
         self.tasks: set[asyncio.Task] = set()
         self.children: set = set()
-
-    def connect(self, project, hostname, token) -> None:
-        """What ``/setup`` received: the project (``"N.TIMESTAMP"``), Label Studio's address and a token."""
-        number = project_number(project)
-        if number is not None and hostname and token:
-            self.hosts[number] = (str(hostname), str(token))
 
     def start(self, project: int, field: Optional[str] = None) -> dict:
         """Start a run for ``project`` unless one runs: ``{"status": "started" | "already training", "job"}``; a
@@ -102,19 +94,9 @@ class Retrainer:
         """What Label Studio and the predictions call the model of ``run``: ``label-studio-runs/001``."""
         return f"{RUNS}/{os.path.basename(run)}"
 
-    def source(self, project: int) -> tuple[str, str]:
-        """(``label-studio://HOST:PORT/PROJECT``, token) for ``project``."""
-        hostname, token = self.hosts.get(project, (self.environ.get(URL_VARIABLE), None))
-        token = token or self.environ.get(label_studio_api.TOKEN_VARIABLE)
-        address = urlparse(hostname or "")
-        if not (address.hostname and token):
-            raise UserError(
-                f"project {project}: Label Studio's address and token are unknown: connect this backend to the "
-                f"project in Label Studio (it sends them), or start serve with {URL_VARIABLE} (http://HOST:PORT) and "
-                f"{label_studio_api.TOKEN_VARIABLE} set"
-            )
-        port = address.port or (443 if address.scheme == "https" else 80)
-        return f"{label_studio_api.SCHEME}{address.hostname}:{port}/{project}", token
+    def source(self, project: int) -> tuple[label_studio_api.Project, str]:
+        """(``project`` of the Label Studio serve started with, with its scheme and export limit; the token)."""
+        return self.access.project(project), self.access.token
 
     async def run(self, project: int, source: str, token: str, run: str, field: Optional[str]) -> None:
         served = self.current()

@@ -1,11 +1,11 @@
 """What a ``serve --workers`` process is started with: ``WorkerSettings``, passed to uvicorn's worker processes as
-JSON in the environment. ``serve`` writes it, each worker's ``app_from_env`` reads it, and ``app.create_app`` asks
-whether it is set (one of several workers does not retrain from Label Studio)."""
+JSON in the environment. ``serve`` writes it and each worker's ``app_from_env`` reads it. The workers never train from
+Label Studio (each would swap its own model: ``serve`` refuses ``--label-studio-url`` with them); their basic
+authentication is the one ``serve`` read, from the same environment (``security.BasicAuth``), never written here."""
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from typing import ClassVar, Optional
 
@@ -39,8 +39,3 @@ class WorkerSettings:
     def from_json(cls, text: str) -> WorkerSettings:
         settings = json.loads(text)
         return cls(**{**settings, "limits": Limits(**settings["limits"])})
-
-    @classmethod
-    def in_worker(cls) -> bool:
-        """Whether this process is one of several ``serve --workers`` processes (``serve`` left the settings)."""
-        return cls.ENV in os.environ
