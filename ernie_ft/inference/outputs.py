@@ -313,7 +313,7 @@ def tool_import(fmt: str, loaded, label_config: Optional[str] = None):
     from ernie_ft.inference.tool_imports import ToolImport, read_label_config
 
     if fmt in ("label-studio", "doccano"):
-        return ToolImport(fmt, loaded, label_config)
+        return ToolImport(fmt, loaded, model_name(loaded.directory), label_config)
     read_label_config(label_config, fmt)
     return None
 

@@ -171,10 +171,10 @@ def select(options: SelectOptions) -> None:
     finally:
         out.close()
     unique = len({(r["text"], r.get("text_pair")) for r in records})
-    repeated = f", {len(records) - unique} repeats of a text not counted" if unique < len(records) else ""
+    repeats = f" ({len(records) - unique} repeats in the pool left out)" if unique < len(records) else ""
     print(
-        f"chose {len(chosen)} of {unique} texts{repeated} by {options.strategy}"
-        f"{' (diverse)' if options.diverse else ''}; wrote {options.output} ({options.format} import with the "
-        f"model's predictions; {engine_line(engine)})",
+        f"chose {len(chosen)} of {unique} texts by {options.strategy}{' (diverse)' if options.diverse else ''}"
+        f"{repeats}; wrote {options.output} ({options.format} import with the model's predictions; "
+        f"{engine_line(engine)})",
         file=sys.stderr,
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Optional
 
 from ernie_ft.errors import UserError
-from ernie_ft.inference.outputs import model_name
 
 LABEL_CONFIG = "--label-config"
 
@@ -34,18 +33,18 @@ def read_label_config(path: Optional[str], fmt: str) -> Optional[str]:
 
 class ToolImport:
     """Makes the ``loaded`` checkpoint's answers into ``fmt``'s import records: Label Studio tasks whose prediction
-    carries the model's version (``model_name``), in the names of the labelling config in the file ``label_config``
-    (``data.label_config``: its text fields, both of a sentence pair, its tag names, the labels it offers; without
-    one Label Studio's template names), or doccano records; a label path is written by its end. ``left_out`` counts
-    the labels the config does not offer."""
+    carries the model's ``version`` (``outputs.model_name``), in the names of the labelling config in the file
+    ``label_config`` (``data.label_config``: its text fields, both of a sentence pair, its tag names, the labels it
+    offers; without one Label Studio's template names), or doccano records; a label path is written by its end.
+    ``left_out`` counts the labels the config does not offer."""
 
-    def __init__(self, fmt: str, loaded, label_config: Optional[str] = None):
+    def __init__(self, fmt: str, loaded, version: str, label_config: Optional[str] = None):
         from ernie_ft.data import label_config as configs
 
         self.fmt, self.path, self.left_out, self.config = fmt, label_config, 0, None
         self.xml = read_label_config(label_config, fmt)
         self.separator = (loaded.run or {}).get("task", {}).get("hierarchy_separator")
-        self.version = model_name(loaded.directory)
+        self.version = version
         if self.xml is not None:  # the file's faults said before any answer is made: its XML and its texts
             texts = len((loaded.run or {}).get("inputs") or configs.PAIR[:1])
             self._config(lambda: configs.text_fields(self.xml, min(texts, len(configs.PAIR))))
