@@ -1,7 +1,7 @@
 """Prediction answers written as they are made: JSON Lines (one answer a line, in input order), or Parquet when the
 output ends in ``.parquet``, or an annotation tool's import (``--format``: Label Studio's JSON array of tasks,
-doccano's JSON Lines) with the answers as pre-annotations; the progress file beside an output that ``--resume``
-checks before it continues one."""
+doccano's JSON Lines) with the answers as pre-annotations. What wrote an output, and the lock while it is written,
+are ``inference.progress``'s."""
 
 from __future__ import annotations
 
@@ -12,77 +12,6 @@ from collections.abc import Callable
 from typing import Optional
 
 from ernie_ft.errors import UserError
-
-PROGRESS = ".progress.json"
-"""The progress file is the output's path with this added: what wrote the output (``identity``), and whether it
-finished."""
-
-
-def progress_path(output: str) -> str:
-    return output + PROGRESS
-
-
-def identity(model_path: str, input_path: str, options: dict) -> dict:
-    """What makes an output's answers what they are: the model directory (each file's size and modification time,
-    from one listing), the input file (its size and modification time) and the options that change an answer."""
-    files = {}
-    with os.scandir(model_path) as entries:
-        for entry in entries:
-            if entry.is_file():
-                stat = entry.stat()
-                files[entry.name] = [stat.st_size, stat.st_mtime_ns]
-    stat = os.stat(input_path)
-    return {
-        "model": os.path.realpath(model_path),
-        "model_files": files,
-        "input": os.path.realpath(input_path),
-        "input_size": stat.st_size,
-        "input_mtime_ns": stat.st_mtime_ns,
-        "options": options,
-    }
-
-
-def check_resumable(output: str, wrote: dict, now: dict) -> None:
-    """UserError unless ``now`` (``identity`` of this run) is what ``wrote`` (the progress file's) records."""
-    again = f"give the same model, input and flags, or run without --resume to write {output} again"
-    if (wrote["model"], wrote["model_files"]) != (now["model"], now["model_files"]):
-        files = [{name: tuple(stat) for name, stat in side["model_files"].items()} for side in (wrote, now)]
-        changed = sorted(set(files[0].items()) ^ set(files[1].items()))
-        what = f"its {changed[0][0]} differs" if wrote["model"] == now["model"] and changed else "another model"
-        raise UserError(f"--resume: {output} was written by --model {wrote['model']}; this is {what}; {again}")
-    if (wrote["input"], wrote["input_size"], wrote["input_mtime_ns"]) != (
-        now["input"],
-        now["input_size"],
-        now["input_mtime_ns"],
-    ):
-        what = "another file" if wrote["input"] != now["input"] else "changed since (its size or modification time)"
-        raise UserError(f"--resume: {output} was written from --input {wrote['input']}; this input is {what}; {again}")
-    for key, value in now["options"].items():
-        if wrote["options"].get(key) != value:
-            flag = "--" + key.replace("_", "-")
-            given = wrote["options"].get(key)
-            raise UserError(f"--resume: {output} was written with {flag} {given}, not {value}; {again}")
-
-
-def read_progress(output: str) -> Optional[dict]:
-    """The progress file of ``output``, None without one."""
-    try:
-        with open(progress_path(output), encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise UserError(f"--resume: {progress_path(output)} cannot be read ({e}); run without --resume") from None
-
-
-def write_progress(output: str, wrote: dict, finished: bool, answers: Optional[int] = None) -> None:
-    """The progress file of ``output``, swapped in whole; ``answers``: how many a finished output holds (``merge``
-    checks a part against it)."""
-    path = progress_path(output)
-    counted = {"answers": answers} if answers is not None else {}
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({**wrote, "finished": finished, **counted}, f, ensure_ascii=False, indent=1)
-    os.replace(path + ".tmp", path)
 
 
 class JsonLines:

@@ -2,72 +2,83 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ernie_ft.config import DataConfig
 from ernie_ft.data.dataset import featurize
 from ernie_ft.data.readers import TrainedColumn
 from ernie_ft.errors import UserError
-from ernie_ft.inference import ENGINES, PRECISION, check_installed, outputs, runtime_and_precision
+from ernie_ft.inference import ENGINES, PRECISION, check_installed, outputs, progress, runtime_and_precision
 from ernie_ft.inference.stream import device_name, input_chunks, predict_stream
 from ernie_ft.models.model_dir import ModelDir
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.task import task_options, unused_data_settings
 from ernie_ft.training import checkpoint
 
+ANSWERS = {"answers": True}
+"""A ``PredictOptions`` field's metadata when its value changes an answer: ``--resume`` and ``merge`` refuse an
+output written with another value (``PredictOptions.answer_settings``); every other field says ``SAME``."""
+SAME = {"answers": False}
+
 
 @dataclass(frozen=True)
 class PredictOptions:
-    """What ``predict`` runs: the command line's flags as values."""
+    """What ``predict`` runs: the command line's flags as values. Each field's metadata says whether its value
+    changes an answer (``ANSWERS``) or not (``SAME``)."""
 
-    model: str
+    model: str = field(metadata=SAME)
     """Checkpoint directory: a run's output directory or its best/, or an export."""
-    input: str
+    input: str = field(metadata=SAME)
     """File of inputs, in any format the checkpoint's task reads."""
-    output: Optional[str] = None
+    output: Optional[str] = field(default=None, metadata=SAME)
     """JSONL file to write; None: standard output."""
-    batch_size: int = 64
+    batch_size: int = field(default=64, metadata=SAME)
     """Inputs per forward pass."""
-    text_column: Optional[str] = None
+    text_column: Optional[str] = field(default=None, metadata=ANSWERS)
     """Column or key with the text; None: as in training."""
-    text_pair_column: Optional[str] = None
+    text_pair_column: Optional[str] = field(default=None, metadata=ANSWERS)
     """Column or key with the second text; None: as in training."""
-    device: str = "auto"
+    device: str = field(default="auto", metadata=SAME)
     """cpu, gpu, gpu:N or auto."""
-    engine: str = "auto"
+    engine: str = field(default="auto", metadata=ANSWERS)
     """One of ``ENGINES``."""
-    threshold: Optional[float] = None
+    threshold: Optional[float] = field(default=None, metadata=ANSWERS)
     """A probability to decide with instead of the model's threshold (``TaskHooks.use_threshold``); None: its own."""
-    top_k: Optional[int] = None
+    top_k: Optional[int] = field(default=None, metadata=ANSWERS)
     """Tokens predicted per [MASK], for a task with a ``top_k`` option (fill-mask); None: the task's own."""
-    trust_pickle: bool = False
+    trust_pickle: bool = field(default=False, metadata=SAME)
     """Allow weights stored as a pickle (``weights.weights_format``)."""
-    task: Optional[str] = None
+    task: Optional[str] = field(default=None, metadata=ANSWERS)
     """A task spec that replaces the one the checkpoint recorded (``checkpoint.checkpoint_task``)."""
-    fill_mask: bool = False
+    fill_mask: bool = field(default=False, metadata=SAME)
     """Only a masked-language-model checkpoint fits (``python -m ernie_ft pretrain predict``)."""
-    chunk_size: int = 512
+    chunk_size: int = field(default=512, metadata=SAME)
     """Records read, tokenised and answered at a time (``inference.stream``): memory follows it, not the input."""
-    resume: bool = False
+    resume: bool = field(default=False, metadata=SAME)
     """Continue ``output`` after its last complete answer, when its progress file says this model, input and flags
     wrote it (``inference.outputs``)."""
-    nproc: int = 1
+    nproc: int = field(default=1, metadata=SAME)
     """Engine processes on this machine, each answering chunks of the input (``inference.pool``); the cores are shared
     between them."""
-    gpus: Optional[str] = None
+    gpus: Optional[str] = field(default=None, metadata=SAME)
     """GPU ids ("0,1"): one engine process per GPU (``inference.pool``); None: ``device`` and ``nproc``."""
-    format: str = "answers"
+    format: str = field(default="answers", metadata=ANSWERS)
     """What to write (``outputs.FORMATS``): the answers, or a Label Studio or doccano import with them as
     pre-annotations."""
-    shard: Optional[str] = None
+    shard: Optional[str] = field(default=None, metadata=ANSWERS)
     """"K/N": answer only the K-th of N contiguous parts of the input, K from 1 (``inference.shards``); None: all."""
-    label_config: Optional[str] = None
+    label_config: Optional[str] = field(default=None, metadata=ANSWERS)
     """With ``format`` label-studio: a file of the project's labelling config, whose names the tasks take
     (``inference.tool_imports``)."""
+
+    def answer_settings(self) -> dict:
+        """The fields whose value changes an answer (``ANSWERS``), by name: what an output's progress file records."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["answers"]}
 
 
 def resolve_engine(model_dir: str | ModelDir, engine: str) -> str:
@@ -280,9 +291,12 @@ def predict_whole(loaded, data: DataConfig, options: PredictOptions, why: str) -
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     convert = outputs.tool_import(options.format, loaded, options.label_config)
-    out = outputs.writer(options.output, False, options.format, convert)
-    try:
-        out.write(records)
-    finally:
-        out.close()
+    with progress.held(options.output) if options.output else contextlib.nullcontext():
+        if options.output:
+            progress.start_over(options.output)  # no progress file: what a later --resume finds is not this output's
+        out = outputs.writer(options.output, False, options.format, convert)
+        try:
+            out.write(records)
+        finally:
+            out.close()
     return len(records)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 from ernie_ft.errors import UserError
-from ernie_ft.inference import outputs
+from ernie_ft.inference import progress
 from ernie_ft.inference.chunks import Chunks, Rows
 
 
@@ -92,7 +92,8 @@ def merge_parts(output: str, parts: list[str]) -> int:
         if part.lower().endswith(".parquet") != parquet:
             kind = "Parquet" if parquet else "JSON Lines"
             raise UserError(f"merge: {part} is not {kind} as --output {output} is; give an --output of its format")
-    (_join_parquet if parquet else _join_lines)(output, ordered, counts)
+    with progress.held(output, "merge"):
+        (_join_parquet if parquet else _join_lines)(output, ordered, counts)
     total = sum(counts.values())
     print(f"merged {n} parts ({total} predictions) into {output}", file=sys.stderr)
     return total
@@ -102,13 +103,13 @@ def _part(part: str) -> tuple[str, tuple[int, int], dict]:
     """(part, (K, N), its progress file) of a finished part, else UserError naming it."""
     if not os.path.isfile(part):
         raise UserError(f"merge: {part} not found; check the path of each part")
-    progress = outputs.progress_path(part)
+    beside = progress.progress_path(part)
     try:
-        wrote = outputs.read_progress(part)
+        wrote = progress.read_progress(part)
     except UserError:
-        raise UserError(f"merge: {progress} cannot be read; run that part's predict --shard again") from None
+        raise UserError(f"merge: {beside} cannot be read; run that part's predict --shard again") from None
     if wrote is None:
-        raise UserError(f"merge: {part} has no {progress} beside it, so it is not a part written by predict --shard")
+        raise UserError(f"merge: {part} has no {beside} beside it, so it is not a part written by predict --shard")
     shard = wrote["options"].get("shard")
     if shard is None:
         raise UserError(f"merge: {part} was written without --shard: it is a whole input's answers, not a part")

@@ -9,13 +9,14 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from typing import Optional
 
 import numpy as np
 
 from ernie_ft.data.batching import LengthGroupedSampler
 from ernie_ft.errors import Interrupted, UserError
-from ernie_ft.inference import outputs
+from ernie_ft.inference import outputs, progress, records
 from ernie_ft.inference.chunks import Chunks, Rows, open_chunks
 from ernie_ft.models.modeling import compute_logits, task_batching
 from ernie_ft.training.trainer import StopRequest
@@ -69,9 +70,10 @@ def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "-
     holds every answer of the chunks before it."""
     seed = (loaded.run or {}).get("train", {}).get("seed", 0)
     progress = Progress(chunks.total, writer.done)
+    blank = Blank(records.Fields.of(loaded.task, data))
     try:
         with stop_request() as stop:
-            rows = chunks.read(writer.done)
+            rows = blank.counted(chunks.read(writer.done))
             if pool is not None:
                 answered = pool.answers(rows, stop)
             else:
@@ -86,11 +88,46 @@ def stream(loaded, data, chunks: Chunks, writer, batch_size: int, flag: str = "-
         progress.close()
     if stop.signum is not None:
         raise Interrupted(stop.signum)
+    if blank.count:
+        where = "row" if chunks.kind == "parquet" else "line"
+        print(f"note: {blank.count} records of {flag} {chunks.path} have an empty text (the first at {where} "
+              f"{blank.first}); each is answered in its place with no prediction", file=sys.stderr)  # fmt: skip
     return writer.done
 
 
+class Blank:
+    """Counts the records with an empty text (``records.Fields.is_blank``) as chunks are read."""
+
+    def __init__(self, fields: records.Fields):
+        self.fields, self.count, self.first = fields, 0, None
+
+    def counted(self, chunks: Iterator[Rows]) -> Iterator[Rows]:
+        for rows in chunks:
+            for n, record in rows:
+                if self.fields.is_blank(record):
+                    self.count += 1
+                    self.first = n if self.first is None else self.first
+            yield rows
+
+
 def answer_chunk(loaded, data, rows: Rows, path: str, flag: str, batch_size: int, seed: int, stop: StopRequest):
-    """The answers to one chunk's records, in their order; None when ``stop`` came before they were all made."""
+    """The answers to one chunk's records, in their order, each with the record's other columns (``records``); a
+    record with an empty text answered with none. None when ``stop`` came before they were all made."""
+    fields = records.Fields.of(loaded.task, data)
+    blank = [fields.is_blank(record) for _, record in rows]
+    asked = [row for row, empty in zip(rows, blank) if not empty]
+    made = _answers(loaded, data, asked, path, flag, batch_size, seed, stop) if asked else []
+    if made is None:
+        return None
+    answers = iter(made)
+    return [
+        fields.blank_answer(record) if empty else fields.with_columns(next(answers), record)
+        for (_, record), empty in zip(rows, blank)
+    ]
+
+
+def _answers(loaded, data, rows: Rows, path: str, flag: str, batch_size: int, seed: int, stop: StopRequest):
+    """The task's answers to ``rows``, none of them blank; None when ``stop`` came first."""
     task, pipeline = loaded.task, loaded.pipeline
     try:
         examples = task.read_records([record for _, record in rows], data, flag)
@@ -142,7 +179,7 @@ def input_chunks(loaded, data, options):
     def whole() -> None:
         task.read(options.input, data, "--input", labelled=False)
 
-    return open_chunks(options.input, options.chunk_size, required[0], columns, whole)
+    return open_chunks(options.input, options.chunk_size, required[0], columns, whole, blanks=True)
 
 
 def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, pool=None) -> Optional[int]:
@@ -155,22 +192,28 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, 
             return stream(loaded, data, chunks, out, options.batch_size, pool=pool)
         finally:
             out.close()
-    settings = ("engine", "threshold", "top_k", "task", "text_column", "text_pair_column", "shard", "format",
-                "label_config")  # fmt: skip
-    now = outputs.identity(model_path, options.input, {k: getattr(options, k) for k in settings} | {"engine": engine})
-    wrote = outputs.read_progress(options.output) if options.resume else None
+    with progress.held(options.output):
+        return _to_output(loaded, data, options, chunks, model_path, engine, convert, pool)
+
+
+def _to_output(loaded, data, options, chunks, model_path, engine, convert, pool) -> Optional[int]:
+    """``predict_stream`` to ``options.output``, held by this process."""
+    now = progress.identity(model_path, options.input, options.answer_settings() | {"engine": engine})
+    wrote = progress.read_progress(options.output) if options.resume else None
     if options.resume and wrote is None and os.path.exists(options.output):
         raise UserError(
-            f"--resume: {options.output} has no {outputs.progress_path(options.output)} beside it, so what wrote it "
+            f"--resume: {options.output} has no {progress.progress_path(options.output)} beside it, so what wrote it "
             "is unknown; run without --resume to write it again"
         )
     if wrote is not None:
-        outputs.check_resumable(options.output, wrote, now)
+        progress.check_resumable(options.output, wrote, now)
         if wrote.get("finished") and os.path.exists(options.output):
             print(f"--resume: {options.output} is complete; nothing to do", file=sys.stderr)
             return None
-    outputs.write_progress(options.output, now, finished=False)
-    out = outputs.writer(options.output, options.resume, options.format, convert)
+    else:
+        progress.start_over(options.output)
+    progress.write_progress(options.output, now, finished=False)
+    out = outputs.writer(options.output, wrote is not None, options.format, convert)
     if out.done:
         print(f"--resume: {out.done} predictions in {options.output}; continuing after them", file=sys.stderr)
     try:
@@ -185,7 +228,7 @@ def predict_stream(loaded, data, options, chunks, model_path: str, engine: str, 
         print(f"{out.done} of {chunks.total} predictions are in {options.output}; {then}", file=sys.stderr)
         raise
     out.close()
-    outputs.write_progress(options.output, now, finished=True, answers=count)
+    progress.write_progress(options.output, now, finished=True, answers=count)
     return count
 
 
