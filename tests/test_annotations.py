@@ -170,6 +170,28 @@ def test_label_studio_span_text_that_does_not_match_its_offsets_names_the_task(t
     assert path in message and "task 42" in message and "'上海'" in message and "'李四'" in message
 
 
+def test_messages_about_a_label_studio_example_name_its_task_not_line_1(tmp_path):
+    """Label Studio writes its export on one line: a message about an example read from it (a dev label that train
+    never had, a list of labels without --multi-label, an overlap) names the task, as the reader's own do."""
+    from ernie_ft.data.annotated import TaskLine
+    from ernie_ft.label_set import check_known_labels
+
+    ner = write(tmp_path, "ner.json", [ls_task(5, "李四去上海", [region("a", 0, 2, "李四", "PER")]),
+                                        ls_task(6, "王五在北京", [region("b", 3, 5, "北京", "GPE")])])  # fmt: skip
+    examples = read_ner(ner, "--dev")
+    with pytest.raises(UserError, match=rf"^{ner}:1: task 6: entity type 'GPE' \(--dev\)"):
+        check_known_labels(examples, lambda e: [t for *_, t in e.entities], ["PER"], False, "--dev", "entity type")
+    listed = write(tmp_path, "c.json", [ls_task(21, "好吃", [choice("正面")]), ls_task(22, "一般", [choice("中性", "正面")])])
+    assert f"{listed}:1: task 22: the label is a list of 2 labels" in error_of(
+        load_task("classify").read, listed, DataConfig(), "--dev"
+    )
+    overlap = [region("a", 0, 2, "李四", "PER"), region("b", 0, 5, "李四去上海", "EVT")]
+    nested = write(tmp_path, "overlap.json", [ls_task(7, "李四去上海", overlap)])
+    assert error_of(read_ner, nested, "--train").count("task 7") == 1
+    line = TaskLine(3, "9")  # the line number in every other use
+    assert line == 3 and json.dumps({"line": line}) == '{"line": 3}' and f"{line:>3}" == "  3" and line + 1 == 4
+
+
 def test_label_studio_image_export_and_unknown_json_array_are_one_error_line(tmp_path):
     image = shared(EXPORTS, "label_studio_min_example.json")
     message = error_of(read_ner, str(image), "--train")

@@ -10,12 +10,32 @@ from typing import Optional
 from ernie_ft.data.json_values import items, names
 from ernie_ft.data.loading_line import count
 
-__all__ = ["Annotated", "Export", "count", "items", "names"]
+__all__ = ["Annotated", "Export", "TaskLine", "count", "items", "names"]
+
+
+class TaskLine(int):
+    """The line a Label Studio task starts on, naming the task as well: a compact export holds every task on line 1,
+    so a message that says where an example is (``f"{path}:{example.line}: ..."``) reads ``export.json:1: task 13:
+    ...``. It is the line number in every other use (compared, sorted, counted, written to JSON)."""
+
+    task: str
+
+    def __new__(cls, line: int, task: Optional[str]):
+        value = super().__new__(cls, line)
+        value.task = task
+        return value
+
+    def __str__(self) -> str:
+        return f"{int(self)}: task {self.task}"
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else format(int(self), spec)
 
 
 @dataclass(frozen=True)
 class Annotated:
-    """One record (doccano) or task (Label Studio): ``line`` is where it starts in the file."""
+    """One record (doccano) or task (Label Studio): ``line`` is where it starts in the file (of a task, a
+    ``TaskLine``)."""
 
     line: int
     task: Optional[str]

@@ -10,11 +10,12 @@ while written, copied or downloaded) raises ``Truncated``, naming the line and c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Optional
 
-from ernie_ft.data.annotated import Annotated, Export, count, items
+from ernie_ft.data.annotated import Annotated, Export, TaskLine, count, items
 from ernie_ft.data.label_studio import PREDICTIONS_FLAG, read_label_studio
 from ernie_ft.errors import UserError
 
@@ -96,7 +97,9 @@ def load(
         except UserError:
             return None  # not JSON: the caller's own reader names what is wrong
         if tasks and isinstance(tasks[0][1], dict) and {"data", "annotations", "predictions"} & set(tasks[0][1]):
-            return read_label_studio(tasks, where, text_key, predictions_as_labels)
+            export = read_label_studio(tasks, where, text_key, predictions_as_labels)
+            export.records = [dataclasses.replace(r, line=TaskLine(r.line, r.task)) for r in export.records]
+            return export
         return None
     if not start.startswith("{"):
         return None
@@ -261,7 +264,7 @@ def _label_path(label, separator: Optional[str], where: str, record: Annotated) 
     its node."""
     if isinstance(label, str) or len(label) == 1:
         return label if isinstance(label, str) else label[0]
-    at = f"{where}:{record.line}: task {record.task}: the Taxonomy label path {' > '.join(label)}"
+    at = f"{where}:{record.line}: the Taxonomy label path {' > '.join(label)}"
     if separator is None:
         raise UserError(
             f"{at} has {len(label)} levels; pass --hierarchy-separator SEP (a string no node name holds, e.g. /) to "

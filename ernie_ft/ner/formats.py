@@ -236,7 +236,7 @@ def _annotation_examples(export, where: str, path: str, labelled: bool, overlapp
     records = annotations.labelled_records(export, where) if labelled else export.records
     examples, dropped = [], []
     for r in records:
-        at = f"{where}:{r.line}" + (f": task {r.task}" if export.tool == "Label Studio" else "")
+        at = f"{where}:{r.line}"  # a Label Studio task's line names the task (TaskLine)
         spans, lost = check_spans(list(r.spans), r.text, at, overlapping) if labelled else ((), [])
         dropped += [(r.line, r.text, span) for span in lost]
         examples.append(NerExample(r.text, spans, r.line, path, relations=r.relations if labelled else ()))

@@ -195,7 +195,7 @@ def _export_examples(export, where: str, source: str, labelled: bool, counts: Co
     records = annotations.labelled_records(export, where) if labelled else export.records
     examples = []
     for r in records:
-        at = f"{where}:{r.line}" + (f": task {r.task}" if export.tool == "Label Studio" else "")
+        at = f"{where}:{r.line}"  # a Label Studio task's line names the task (TaskLine)
         if r.dangling:
             raise UserError(
                 f"{at}: relation {r.dangling[0]} names a region that is not in the annotation (from_id or to_id); "
