@@ -299,7 +299,9 @@ class Relation(thresholds.OneThreshold, TaskHooks):
         floor = thresholds.logit(min(lowest, thresholds.probability(self.threshold)))
         lengths = batch.get("n_tokens")  # collate's; without, the padded length caps every input
         lengths = lengths.numpy() if hasattr(lengths, "numpy") else lengths
-        return decoding.summary_rows(outputs.astype("float32").numpy(), floor, thresholds.MAX_PER_TOKEN, lengths)
+        outputs = outputs.astype("float32")  # a Paddle tensor, or ONNX Runtime's numpy array
+        outputs = outputs.numpy() if hasattr(outputs, "numpy") else outputs
+        return decoding.summary_rows(outputs, floor, thresholds.MAX_PER_TOKEN, lengths)
 
     def decode(self, rows, features, examples, labels, threshold=None):
         """``decoding.decode`` at the probability ``threshold`` (None: the task's)."""
