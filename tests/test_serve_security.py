@@ -191,6 +191,21 @@ def test_a_half_set_up_serve_is_one_error_line_before_it_starts(environ, flags, 
     assert line.startswith("error: ") and message in line, line
 
 
+def test_serve_warns_when_it_listens_beyond_this_machine_without_a_password():
+    from ernie_ft.serving import exposure
+
+    auth, access = BasicAuth(USER, PASSWORD), LabelStudioAccess("https://ls.example.com", "t")
+    for host in ("0.0.0.0", "::", "192.168.1.7", "ernie.example.com"):
+        [line] = exposure(host, None, None)
+        assert line.startswith(f"warning: --host {host}: any machine that reaches this port") and "BASIC_AUTH" in line
+        assert exposure(host, auth, None) == []
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert exposure(host, None, None) == []
+    assert exposure("127.0.0.1", None, access) == [
+        "Start training in Label Studio trains from https://ls.example.com (--label-studio-url)"
+    ]
+
+
 # ------------------------------------------------------------------ JSON only, never a 500
 
 
