@@ -100,3 +100,30 @@ def test_label_studio_tasks_carry_scores_and_the_projects_tag_names():
 def test_a_record_of_another_task_is_refused():
     with pytest.raises(UserError, match="writes classification, NER and relation predictions"):
         pre_annotations.doccano_record({"id": "q1", "answer": "北京", "start": 3})
+
+
+PAIRS = [
+    {"text": "酸奶过期一天还能喝吗", "text_pair": "酸奶要放冰箱吗", "label": "0", "probs": {"0": 0.7, "1": 0.3}},
+    {"text": "去机场坐地铁方便吗", "text_pair": "坐地铁到机场方便不方便", "label": "1", "probs": {"0": 0.2, "1": 0.8}},
+]
+
+
+def test_a_sentence_pairs_tasks_come_back_as_pairs_for_retraining(tmp_path, capsys):
+    path = write(tmp_path, "pairs", PAIRS, "label-studio")
+    on = DataConfig(predictions_as_labels=True, text_pair_column="text_pair")
+    back = load_task("classify").read(path, on, "--train")
+    assert [(e.text, e.text_pair, e.label) for e in back] == [(r["text"], r["text_pair"], r["label"]) for r in PAIRS]
+    assert "text from data.text, data.text_pair" in capsys.readouterr().err
+    annotated = [  # a pair project's export, in its own keys (what Start training fetches)
+        {"id": 7 + k, "data": {"q1": r["text"], "q2": r["text_pair"]}, "annotations": [{"result": [
+            {"from_name": "相同", "to_name": "问题一", "type": "choices", "value": {"choices": [r["label"]]}}]}]}
+        for k, r in enumerate(PAIRS)
+    ]  # fmt: skip
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(annotated, ensure_ascii=False), encoding="utf-8")
+    columns = DataConfig(text_column="q1", text_pair_column="q2")
+    back = load_task("classify").read(str(export), columns, "--train")
+    assert [(e.text, e.text_pair, e.label) for e in back] == [(r["text"], r["text_pair"], r["label"]) for r in PAIRS]
+    with pytest.raises(UserError, match=r"task 7: no text under data.q3 .* with --text-pair-column"):
+        load_task("classify").read(str(export), DataConfig(text_column="q1", text_pair_column="q3"), "--train")
+    assert pre_annotations.doccano_record(PAIRS[0])["text_pair"] == PAIRS[0]["text_pair"]

@@ -46,6 +46,7 @@ class Annotated:
     labelled: bool = True  # False: the record carries no annotation at all
     dangling: tuple = ()  # ids of Label Studio relations whose from_id or to_id names no labelled region
     untyped: tuple = ()  # ids of relations without a label (Label Studio "labels": [], doccano no "type"), not read
+    text_pair: Optional[str] = None  # a sentence pair's second text (Label Studio: data under the pair's key)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Export:
     summary: str = ""
     text_key: str = "text"  # the key the text was under (Label Studio: of data), the column classify names it by
     predictions_only: int = 0  # Label Studio tasks read as unannotated whose predictions --predictions-as-labels takes
+    pair_key: Optional[str] = None  # the key of a sentence pair's second text, the column classify names it by
 
     @property
     def has_spans(self) -> bool:

@@ -82,12 +82,17 @@ def truncated(text: str, where: str, inside: str) -> Truncated:
 
 
 def load(
-    text: str, where: str, text_key: Optional[str] = None, predictions_as_labels: bool = False
+    text: str,
+    where: str,
+    text_key: Optional[str] = None,
+    predictions_as_labels: bool = False,
+    pair_key: Optional[str] = None,
 ) -> Optional[Export]:
     """The doccano or Label Studio export in ``text`` (a whole file; ``where`` is "FLAG: PATH"), or None when
     the content is neither. ``text_key``: the key of Label Studio's ``data`` that holds the text;
     ``predictions_as_labels``: a Label Studio task without an annotation is labelled by its predictions (else it
-    is unannotated, and counted). A truncated JSON file, whatever it holds, raises ``Truncated``."""
+    is unannotated, and counted); ``pair_key``: the key of a sentence pair's second text. A truncated JSON file,
+    whatever it holds, raises ``Truncated``."""
     start = text.lstrip()
     if start.startswith("["):
         try:
@@ -97,7 +102,7 @@ def load(
         except UserError:
             return None  # not JSON: the caller's own reader names what is wrong
         if tasks and isinstance(tasks[0][1], dict) and {"data", "annotations", "predictions"} & set(tasks[0][1]):
-            export = read_label_studio(tasks, where, text_key, predictions_as_labels)
+            export = read_label_studio(tasks, where, text_key, predictions_as_labels, pair_key)
             export.records = [dataclasses.replace(r, line=TaskLine(r.line, r.task)) for r in export.records]
             return export
         return None
@@ -251,12 +256,14 @@ def classification_rows(
             raise UserError(_unknown(export, where, r))
         key = export.text_key
         labels = [_label_path(label, separator, where, r) for label in r.labels]
-        rows.append((r.line, {key: r.text, "label": labels} if r.labelled else {key: r.text}))
+        texts = {key: r.text, export.pair_key: r.text_pair} if r.text_pair is not None else {key: r.text}
+        rows.append((r.line, {**texts, "label": labels} if r.labelled else texts))
     if not rows:
         raise UserError(_nothing_labelled(export, where))
     # a record's label list stays readable without required labels (classify --multi-label: a text may have none)
     has_labels = labelled or any("label" in row for _, row in rows)
-    return [export.text_key, "label"] if has_labels else [export.text_key], rows
+    keys = [export.text_key, export.pair_key] if export.pair_key else [export.text_key]
+    return [*keys, "label"] if has_labels else keys, rows
 
 
 def _label_path(label, separator: Optional[str], where: str, record: Annotated) -> str:

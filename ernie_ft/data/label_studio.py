@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from dataclasses import replace
 from typing import Callable, Optional
 
 from ernie_ft.data.annotated import Annotated, Export, count, items, names
@@ -16,9 +17,16 @@ from ernie_ft.errors import UserError
 PREDICTIONS_FLAG = "--predictions-as-labels"
 
 
-def read_label_studio(tasks: list, where: str, text_key: Optional[str], predictions_as_labels: bool = False) -> Export:
+def read_label_studio(
+    tasks: list,
+    where: str,
+    text_key: Optional[str],
+    predictions_as_labels: bool = False,
+    pair_key: Optional[str] = None,
+) -> Export:
     """The Export of Label Studio's tasks ``[(line, task), ...]``. A task without a non-cancelled annotation is
-    unlabelled, unless it has predictions and ``predictions_as_labels`` says to take them as its labels."""
+    unlabelled, unless it has predictions and ``predictions_as_labels`` says to take them as its labels.
+    ``pair_key``: the key of each task's data that holds a sentence pair's second text (None: no pair)."""
     records, counts, keys, mismatched = [], Counter(), set(), []
     for line, task in tasks:
         at = f"{where}:{line}: task {task.get('id', '?') if isinstance(task, dict) else '?'}"
@@ -27,6 +35,7 @@ def read_label_studio(tasks: list, where: str, text_key: Optional[str], predicti
         key = _text_key(task["data"], text_key, at)
         keys.add(key)
         text = task["data"][key]
+        pair = task["data"][_text_key(task["data"], pair_key, at, "--text-pair-column")] if pair_key else None
         annotations = [a for a in items(task.get("annotations")) if isinstance(a, dict)]
         done = [a for a in annotations if not a.get("was_cancelled")]
         counts["cancelled"] += len(annotations) - len(done)
@@ -37,14 +46,17 @@ def read_label_studio(tasks: list, where: str, text_key: Optional[str], predicti
         elif not done:
             counts["unannotated"] += 1
         if not done:
-            records.append(Annotated(line, str(task.get("id")), text, labelled=False))
+            records.append(Annotated(line, str(task.get("id")), text, labelled=False, text_pair=pair))
             continue
         result = items(_most_recent(done).get("result"))
-        records.append(_task_record(line, task, text, result, at, counts, mismatched))
+        record = _task_record(line, task, text, result, at, counts, mismatched)
+        records.append(replace(record, text_pair=pair) if pair_key else record)
     if mismatched:
         raise UserError(_mismatch_message(mismatched))
-    summary = _ls_summary(records, counts, keys)
-    return Export("Label Studio", records, summary, text_key or "text", predictions_only=counts["predictions only"])
+    summary = _ls_summary(records, counts, keys | ({pair_key} if pair_key else set()))
+    export = Export("Label Studio", records, summary, text_key or "text", predictions_only=counts["predictions only"])
+    export.pair_key = pair_key
+    return export
 
 
 def utf16_to_index(text: str) -> Callable[[int], Optional[int]]:
@@ -75,15 +87,15 @@ def _most_recent(annotations: list[dict]) -> dict:
     return annotations[max(range(len(annotations)), key=when)]
 
 
-def _text_key(data: dict, text_key: Optional[str], at: str) -> str:
-    """The key of ``data`` that holds the task's text: ``text_key``, else "text"."""
+def _text_key(data: dict, text_key: Optional[str], at: str, flag: str = "--text-column") -> str:
+    """The key of ``data`` that holds the task's text: ``text_key``, else "text" (``flag`` names the key)."""
     key = text_key or "text"
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
         found = ", ".join(data) or "none"
         raise UserError(
             f"{at}: no text under data.{key} (data keys: {found}); export a text labelling project (an image or "
-            "audio task has no text), or name the key that holds the text with --text-column (classify)"
+            f"audio task has no text), or name the key that holds the text with {flag} (classify)"
         )
     return key
 

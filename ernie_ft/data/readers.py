@@ -95,6 +95,7 @@ def read_examples(
     extra = (*LABEL_SET_COLUMNS, *label_columns) if label_sets else label_columns
     named = [c for c in (text_column, pair_column, label_column, *extra) if c and not str(c).isdigit()]
     key = str(text_column) if text_column and not str(text_column).isdigit() else None
+    pair_key = str(pair_column) if pair_column and not str(pair_column).isdigit() else None
     where = f"{flag}: {path}"
     given = (text_column, pair_column, label_column)
     labels = (label_sets, tuple(label_columns))
@@ -110,6 +111,7 @@ def read_examples(
             key=key,
             predictions_as_labels=predictions_as_labels,
             separator=hierarchy_separator,
+            pair_key=pair_key,
         )
 
         def locate(line: int) -> Location:

@@ -165,11 +165,13 @@ def parse_file(
     key=None,
     predictions_as_labels=False,
     separator=None,
+    pair_key=None,
 ):
     """read_records plus the layout ("header", "detected" (a header found by its content), "positional" (no
     header line) or "lines" (.txt)) and what the loading line says of the file ("" for plain JSONL and .txt).
     ``key``: the key of a Label Studio task's data that holds the text. ``predictions_as_labels``: a Label Studio
-    task without an annotation is labelled by its predictions (``--predictions-as-labels``). ``separator``: what joins
+    task without an annotation is labelled by its predictions (``--predictions-as-labels``); ``pair_key``: the key
+    of its data that holds a sentence pair's second text. ``separator``: what joins
     the nodes of a Label Studio Taxonomy label path (``--hierarchy-separator``)."""
     where = f"{flag}: {path}"
     if os.path.isdir(path) and _is_saved_dataset(path):
@@ -178,7 +180,7 @@ def parse_file(
     if kind is not None:
         return _name_fields(where, "Excel", tables.excel_rows(path, where, sheet), header_names, header)
     text = read_text_file(path, flag)
-    export = annotations.load(text, where, key, predictions_as_labels)
+    export = annotations.load(text, where, key, predictions_as_labels, pair_key)
     if export is not None:
         columns, rows = annotations.classification_rows(export, where, labelled, separator)
         return columns, rows, "header", export.summary
