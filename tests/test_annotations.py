@@ -181,7 +181,8 @@ def test_messages_about_a_label_studio_example_name_its_task_not_line_1(tmp_path
     examples = read_ner(ner, "--dev")
     with pytest.raises(UserError, match=rf"^{ner}:1: task 6: entity type 'GPE' \(--dev\)"):
         check_known_labels(examples, lambda e: [t for *_, t in e.entities], ["PER"], False, "--dev", "entity type")
-    listed = write(tmp_path, "c.json", [ls_task(21, "好吃", [choice("正面")]), ls_task(22, "一般", [choice("中性", "正面")])])
+    tasks = [ls_task(21, "好吃", [choice("正面")]), ls_task(22, "一般", [choice("中性", "正面")])]
+    listed = write(tmp_path, "c.json", tasks)
     assert f"{listed}:1: task 22: the label is a list of 2 labels" in error_of(
         load_task("classify").read, listed, DataConfig(), "--dev"
     )

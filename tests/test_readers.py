@@ -42,7 +42,8 @@ def test_csv_with_quoted_commas_and_columns_in_other_order(tmp_path):
 
 def test_a_review_column_is_the_text(tmp_path):
     path = write(tmp_path, "r.csv", "id,review,stars\n1,房间很干净,5\n2,送餐太慢了,1\n")
-    assert [(e.text, e.label) for e in read_examples(path, label_column="stars")] == [("房间很干净", "5"), ("送餐太慢了", "1")]
+    examples = read_examples(path, label_column="stars")
+    assert [(e.text, e.label) for e in examples] == [("房间很干净", "5"), ("送餐太慢了", "1")]
     headed = write(tmp_path, "h.csv", "review\n房间很干净\n送餐太慢了\n")  # a header by its name alone
     assert [e.text for e in read_examples(headed, require_label=False)] == ["房间很干净", "送餐太慢了"]
 
