@@ -1,71 +1,119 @@
-"""Label Studio's "Start training" against a real Label Studio (1.23.2, as tests/test_label_studio_real.py runs it):
-annotations made through its API, training started by its own call (``POST /api/ml/{id}/train``, which posts
-``{"action": "START_TRAINING", "project": {...}}`` to the backend's ``/webhook``), serve training a new model in
-``label-studio-runs/NNN`` beside the served checkpoint, and swapping it in only when it scores no worse on the run's
-dev tasks (every ``retrain.DEV_EVERY``-th annotated task by id), the predictions Label Studio stores afterwards
-carrying the new version; a run that fails leaves the served model, naming its log.
+"""Label Studio's "Start training" against a real Label Studio (1.23.2, as tests/test_label_studio_real.py runs it),
+one for the module: annotations made through its API, training started by its own call (``POST /api/ml/{id}/train``,
+which posts ``{"action": "START_TRAINING", "project": {...}}`` to the backend's ``/webhook``), for a classifier, an NER
+tagger and a relation extractor, each served by ``serve --label-studio-url`` (tests/test_retrain_runs.py tests the
+parts without Label Studio).
 
-The annotations decide the scores: a project labelled the opposite of what the served model predicts scores it 0 on
-dev, so the new model cannot score lower; one whose dev tasks carry the served model's own predictions (both labels
-among them) and whose training tasks carry the opposite scores it 1, which the new model trained on the opposite
-cannot reach."""
+The annotations decide the outcome, not luck: the classifier was trained on its file's labels flipped, and the project
+labels the same texts rightly, so the new model (the project's label replaces the file's on each text) is better on
+the held-out tasks by a margin; the NER project's held-out tasks carry the served tagger's own predictions, which no
+new model beats; the relation project has too few held-out tasks to decide anything."""
 
+import json
 import re
 import time
 
 import httpx
 import pytest
+import yaml
 from conftest import DATA
 from helpers.label_studio import TOKEN
 from test_label_studio_backend import TINY
-from test_label_studio_real import SENTIMENT, served_records, studio  # noqa: F401 (Label Studio, a module fixture)
+from test_label_studio_real import NER, SENTIMENT, served_records, studio  # noqa: F401 (Label Studio, a module fixture)
 from test_serve import Server
 
 from ernie_ft.cli import task_command
-from ernie_ft.serving.retrain import DEV_EVERY, RUNS
+from ernie_ft.serving.retrain import RUNS
+from ernie_ft.serving.run_data import slice_of
 
 FLIP = {"正面": "负面", "负面": "正面"}
+RELATIONS = """<View>
+  <Relations><Relation value="出生地"/><Relation value="毕业院校"/></Relations>
+  <Labels name="实体" toName="句子"><Label value="人物"/><Label value="地点"/><Label value="学校"/></Labels>
+  <Text name="句子" value="$sentence"/>
+</View>"""
+
+
+def rows(path, count: int) -> list[tuple[str, str]]:
+    """(text, label) of the first ``count`` rows of a sample TSV."""
+    lines = (DATA / path).read_text(encoding="utf-8").splitlines()
+    head = lines[0].split("\t")
+    return [(r[head.index("text_a")], r[head.index("label")]) for r in (line.split("\t") for line in lines[1:])][:count]
+
+
+def relation_lines(count: int, offset: int = 0) -> list[dict]:
+    """DuIE records: a person born in a city, or a graduate of a university."""
+    people, places, schools = "张伟李娜王芳刘洋陈静杨磊赵敏黄勇", "北京上海杭州成都", ["清华大学", "复旦大学"]
+    records = []
+    for i in range(offset, offset + count):
+        person, place = people[2 * (i % 8) : 2 * (i % 8) + 2], places[2 * (i % 4) : 2 * (i % 4) + 2]
+        predicate, kind, obj = ("出生地", "地点", place) if i % 2 else ("毕业院校", "学校", schools[i % 4 // 2])
+        text = f"{person}{'出生于' if kind == '地点' else '毕业于'}{obj}。"
+        records.append({"text": text, "spo_list": [{"subject": person, "subject_type": "人物", "predicate": predicate,
+                        "object": {"@value": obj}, "object_type": {"@value": kind}}]})  # fmt: skip
+    return records
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ls_train") / "classify"
-    flags = ["--train", str(DATA / "sentiment_train.tsv"), "--lr", "3e-3", *TINY]
-    assert task_command("classify")([*flags, "--output", str(out)]) == 0
-    return out
+def models(tmp_path_factory):
+    """{task: its served checkpoint} (tiny): a classifier trained on flipped labels, a tagger whose training file is
+    deleted before its run, a relation extractor."""
+    tmp = tmp_path_factory.mktemp("ls_train")
+    flipped = tmp / "flipped.tsv"
+    flipped.write_text("text_a\tlabel\n" + "".join(f"{t}\t{FLIP[y]}\n" for t, y in rows("sentiment_train.tsv", 120)),
+                       encoding="utf-8")  # fmt: skip
+    tagged, related = tmp / "ner.jsonl", tmp / "relation.jsonl"
+    tagged.write_text("".join((DATA / "ner_train.jsonl").read_text(encoding="utf-8").splitlines(True)[:160]), "utf-8")
+    related.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in relation_lines(40)), "utf-8")
+    found = {}
+    trainings = {"classify": (flipped, ["--lr", "3e-3", "--epochs", "3"]), "relation": (related, []),
+                 "ner": (tagged, ["--lr", "5e-3", "--epochs", "4"])}  # fmt: skip
+    for task, (train, flags) in trainings.items():
+        found[task] = tmp / task
+        assert task_command(task)(["--train", str(train), *TINY, *flags, "--output", str(found[task])]) == 0
+    return found
 
 
 @pytest.fixture(scope="module")
-def backend(studio, classifier, tmp_path_factory):  # noqa: F811
-    """serve for the classifier (its URL and the Server), Label Studio up, training from it on."""
-    studio.wait_up()
-    server = Server(str(classifier), tmp_path_factory.mktemp("serve_train"), "--label-studio-url", studio.url,
-                    env={"LABEL_STUDIO_API_KEY": TOKEN})  # fmt: skip
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
+def backends(studio, models, tmp_path_factory):  # noqa: F811
+    """{task: its serve (a Server)}, trained from the Label Studio started for the module."""
+    minimum = {"classify": "8", "ner": "3", "relation": "20"}
+    servers = {}
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LABEL_STUDIO_API_KEY", TOKEN)
+        studio.wait_up()
+        try:
+            for task, model in models.items():
+                flags = ["--label-studio-url", studio.url, "--min-dev-tasks", minimum[task], "--keep-runs", "3"]
+                servers[task] = Server(str(model), tmp_path_factory.mktemp(f"serve_{task}"), *flags)
+            for server in servers.values():
+                server.wait_ready()
+            yield servers
+        finally:
+            for server in servers.values():
+                server.stop()
 
 
-def reviews(count: int) -> list[str]:
-    lines = (DATA / "sentiment_train.tsv").read_text(encoding="utf-8").splitlines()
-    at = lines[0].split("\t").index("text_a")
-    return [line.split("\t")[at] for line in lines[1 : count + 1]]
-
-
-def project_with_backend(studio, url: str, title: str, texts: list[str]) -> tuple[int, int, list[dict]]:  # noqa: F811
-    """(project, its ML backend, its tasks in id order): ``texts`` imported, serve connected (its /setup)."""
-    project = studio.project(title, SENTIMENT)
-    studio.api("POST", f"/api/projects/{project}/import", [{"comment": t} for t in texts])
+def project_with_backend(studio, url: str, title: str, config: str, data: list[dict]) -> tuple[int, int, list]:  # noqa: F811
+    """(project, its ML backend, its tasks in id order): ``data`` imported, serve connected (its /setup)."""
+    project = studio.project(title, config)
+    studio.api("POST", f"/api/projects/{project}/import", data)
     backend = studio.api("POST", "/api/ml", {"url": url + "/label-studio", "project": project, "title": "ernie_ft"})
     return project, backend["id"], sorted(studio.tasks(project), key=lambda t: t["id"])
 
 
-def annotate(studio, tasks: list[dict], labels: list[str]) -> None:  # noqa: F811
-    for task, label in zip(tasks, labels):
-        result = [{"from_name": "情感", "to_name": "评论", "type": "choices", "value": {"choices": [label]}}]
+def annotate(studio, tasks: list[dict], results: list[list]) -> None:  # noqa: F811
+    for task, result in zip(tasks, results):
         studio.api("POST", f"/api/tasks/{task['id']}/annotations", {"result": result})
+
+
+def choices(label: str) -> list:
+    return [{"from_name": "情感", "to_name": "评论", "type": "choices", "value": {"choices": [label]}}]
+
+
+def region(key: str, text: str, start: int, end: int, kind: str) -> dict:
+    value = {"start": start, "end": end, "text": text[start:end], "labels": [kind]}
+    return {"id": key, "from_name": "实体", "to_name": "句子", "type": "labels", "value": value}
 
 
 def start_training(studio, ml: int) -> None:  # noqa: F811
@@ -76,9 +124,14 @@ def start_training(studio, ml: int) -> None:  # noqa: F811
     assert answer.status_code == 200, answer.text
 
 
-def finished(server: Server, project: int, timeout: float = 300) -> str:
+def webhook(server: Server, project: int) -> dict:
+    body = {"action": "START_TRAINING", "project": {"id": project}}
+    return httpx.post(server.url + "/label-studio/webhook", json=body, timeout=30).json()
+
+
+def finished(server: Server, project: int, timeout: float = 600) -> str:
     """serve's line on ``project``'s run once it ended (waits for it)."""
-    pattern = re.compile(rf"label-studio: project {project}: {RUNS}/\d+ (dev|failed).*")
+    pattern = re.compile(rf"label-studio: project {project}: {RUNS}/\d+ (dev|failed|trained).*")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = pattern.search(server.output())
@@ -92,54 +145,110 @@ def version(server: Server) -> str:
     return httpx.get(server.url + "/label-studio/health", timeout=30).json()["model_version"]
 
 
-def test_start_training_keeps_a_worse_model_and_swaps_in_one_no_worse(studio, backend, classifier):  # noqa: F811
-    texts = reviews(20)
-    served = [r["label"] for r in served_records(backend.url, texts)]
-    dev = [i for i in range(len(texts)) if i % DEV_EVERY == DEV_EVERY - 1]
-    assert {served[i] for i in dev} == set(FLIP), "dev holds one label: a constant model would score 1"
-    before = version(backend)
+def test_a_better_model_is_swapped_in_and_the_next_run_waits_and_beats_it(studio, backends, models):  # noqa: F811
+    server, before = backends["classify"], version(backends["classify"])
+    texts = rows("sentiment_train.tsv", 120)  # what the served model learnt with flipped labels
+    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft right", SENTIMENT,
+                                              [{"comment": t} for t, _ in texts])  # fmt: skip
+    gold = dict(texts)
+    annotate(studio, tasks, [choices(gold[t["data"]["comment"]]) for t in tasks])
+    decide = [t for t in tasks if slice_of(t["id"]) == "decide"]
+    assert len(decide) >= 8 and {gold[t["data"]["comment"]] for t in decide} == set(FLIP)
+    later = rows("sentiment_dev.tsv", 60)
+    second, ml2, tasks2 = project_with_backend(studio, server.url, "ernie_ft next", SENTIMENT,
+                                               [{"comment": t} for t, _ in later])  # fmt: skip
+    annotate(studio, tasks2, [choices(label) for _, label in later])
+    assert sum(slice_of(t["id"]) == "decide" for t in tasks2) >= 8
 
-    # dev carries the served model's predictions, training the opposite: the new model scores lower, it is kept
-    project, ml, tasks = project_with_backend(studio, backend.url, "ernie_ft kept", texts)
-    annotate(studio, tasks, [label if i in dev else FLIP[label] for i, label in enumerate(served)])
     start_training(studio, ml)  # Label Studio's "Start training": its webhook reaches serve
-    again = httpx.post(
-        backend.url + "/label-studio/webhook", json={"action": "START_TRAINING", "project": {"id": project}}
-    )
-    assert again.json() == {"status": "already training", "job": f"{RUNS}/001"}
-    line = finished(backend, project)
-    assert re.fullmatch(rf".*{RUNS}/001 dev accuracy 0\.\d+, the served {before} 1\.0000: kept {before} .*", line), line
-    assert version(backend) == before
+    start_training(studio, ml2)  # the second project's run waits for the first
+    assert webhook(server, project) == {"status": "already training", "job": f"{RUNS}/001"}
+    assert webhook(server, second) == {"status": "already training", "job": f"{RUNS}/002"}
+    line = finished(server, project)
+    found = re.fullmatch(rf".*{RUNS}/001 dev accuracy (\S+), the served {before} (\S+) on (\d+) held-out tasks: "
+                         rf"swapped in as model version {RUNS}/001", line)  # fmt: skip
+    assert found and float(found[1]) > float(found[2]) and int(found[3]) == len(decide), line
+    run = models["classify"] / RUNS / "001"
+    trained = json.loads((run / "data" / "train.json").read_text(encoding="utf-8"))
+    assert {t["data"]["text"] for t in trained} == {t["data"]["comment"] for t in tasks if slice_of(t["id"]) == "train"}
+    assert "header" not in yaml.safe_load((run / "recipe.yaml").read_text(encoding="utf-8"))["data"]
 
-    # everything labelled the opposite: the served model scores 0 on dev, the new one is swapped in
-    project, ml, tasks = project_with_backend(studio, backend.url, "ernie_ft swapped", texts)
-    annotate(studio, tasks, [FLIP[label] for label in served])
-    start_training(studio, ml)
-    line = finished(backend, project)
-    assert re.fullmatch(rf".*{RUNS}/002 dev accuracy \d\.\d+, the served {before} 0\.0000: swapped in .*", line), line
-    assert version(backend) == f"{RUNS}/002"
-    run = classifier / RUNS / "002"
-    assert {p.name for p in run.iterdir()} >= {"data", "recipe.yaml", "train.log", "model", "eval-served", "eval-new"}
+    # the second run compares against the model served at its end (001's), not the one served when it was started
+    line = finished(server, second)
+    assert re.fullmatch(rf".*{RUNS}/002 dev accuracy \S+, the served {RUNS}/001 \S+ on \d+ held-out tasks: .*", line)
+    swapped = line.endswith(f"swapped in as model version {RUNS}/002")
+    assert version(server) == f"{RUNS}/{'002' if swapped else '001'}"
+    trained = json.loads((models["classify"] / RUNS / "002" / "data" / "train.json").read_text(encoding="utf-8"))
+    assert len(trained) > sum(slice_of(t["id"]) == "train" for t in tasks2)  # 001's training data came along
     action = f"/api/dm/actions?id=retrieve_tasks_predictions&project={project}"
     studio.api("POST", action, {"selectedItems": {"all": True, "excluded": []}})
-    stored = studio.predictions(project)
-    assert set(stored) == {t["id"] for t in tasks}
-    assert {p["model_version"] for found in stored.values() for p in found} == {f"{RUNS}/002"}
+    assert {p["model_version"] for found in studio.predictions(project).values() for p in found} == {version(server)}
 
 
-def test_a_failed_run_is_one_line_naming_its_log_and_the_model_stays(studio, backend, classifier):  # noqa: F811
-    before = version(backend)
-    project, ml, tasks = project_with_backend(studio, backend.url, "ernie_ft one label", reviews(6))
-    annotate(studio, tasks, ["正面"] * len(tasks))  # a classifier needs two labels: training exits 2
+def test_an_ner_run_without_its_training_file_continues_from_the_served_weights(studio, backends, models):  # noqa: F811
+    server, before = backends["ner"], version(backends["ner"])
+    model = models["ner"]
+    (model.parent / "ner.jsonl").unlink()  # the served model's training file is gone
+    sentences = [json.loads(line)["text"] for line in (DATA / "ner_dev.jsonl").read_text(encoding="utf-8").splitlines()]
+    config = NER.format(labels="".join(f'<Label value="{t}"/>' for t in ("PER", "LOC", "ORG")))
+    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft tagged", config,
+                                              [{"sentence": s} for s in sentences[:30]])  # fmt: skip
+    predicted = {r["text"]: r["entities"] for r in served_records(server.url, [t["data"]["sentence"] for t in tasks])}
+    held = [t for t in tasks if slice_of(t["id"]) == "decide"]
+    assert len(held) >= 3 and any(predicted[t["data"]["sentence"]] for t in held), "the tagger found nothing to beat"
+    annotate(studio, tasks, [[region(f"r{k}", t["data"]["sentence"], e["start"], e["end"], e["type"])
+                              for k, e in enumerate(predicted[t["data"]["sentence"]])] for t in tasks])  # fmt: skip
     start_training(studio, ml)
-    line = finished(backend, project)
-    log = re.search(rf"see (\S*{RUNS}/\d+/train\.log)", line)
-    assert "failed: training exited with 2" in line and line.endswith(f"serving {before} still") and log, line
-    assert "a classifier needs at least two labels" in open(log[1], encoding="utf-8").read()
-    assert version(backend) == before
+    line = finished(server, project)
+    why = "(a tie keeps the served model|the new model scores worse)"
+    assert re.fullmatch(rf".*{RUNS}/001 dev f1 \S+, the served {before} 1\.0000 on {len(held)} held-out tasks: kept "
+                        rf"{before} \({why}\)", line), line  # fmt: skip
+    gone = re.search(rf"{RUNS}/001: the served model's training file \S*ner\.jsonl is gone: training continues from "
+                     rf"the served weights \({before}\)", server.output())  # fmt: skip
+    assert gone, server.output()[-3000:]
+    recipe = yaml.safe_load((model / RUNS / "001" / "recipe.yaml").read_text(encoding="utf-8"))
+    assert recipe["model"]["model"] == str(model / "best") and "header" not in recipe["data"]
+    assert version(server) == before
 
 
-def test_a_swap_waits_for_the_requests_of_the_old_model_and_holds_new_ones(classifier, monkeypatch):
+def test_a_relation_run_with_too_few_held_out_tasks_is_kept_on_disk(studio, backends, models):  # noqa: F811
+    server, before = backends["relation"], version(backends["relation"])
+    records = relation_lines(12, offset=3)
+    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft related", RELATIONS,
+                                              [{"sentence": r["text"]} for r in records])  # fmt: skip
+    results = []
+    for task in tasks:
+        text = task["data"]["sentence"]
+        [spo] = next(r["spo_list"] for r in records if r["text"] == text)
+        subject, obj = spo["subject"], spo["object"]["@value"]
+        s, o = text.index(subject), text.index(obj)
+        results.append([region("s", text, s, s + len(subject), "人物"), region("o", text, o, o + len(obj),
+                        spo["object_type"]["@value"]), {"from_id": "s", "to_id": "o", "type": "relation",
+                        "direction": "right", "labels": [spo["predicate"]]}])  # fmt: skip
+    annotate(studio, tasks, results)
+    held = sum(slice_of(t["id"]) == "decide" for t in tasks)
+    start_training(studio, ml)
+    line = finished(server, project)
+    assert re.fullmatch(rf".*{RUNS}/001 trained and kept on disk in \S+{RUNS}/001/model/best, not swapped in: {held} "
+                        rf"held-out tasks decide a swap and at least 20 are needed \(--min-dev-tasks\): annotate about "
+                        rf"\d+ more tasks; serving {before} still", line), line  # fmt: skip
+    assert (models["relation"] / RUNS / "001" / "model" / "best" / "ernie_ft.yaml").is_file()
+    assert version(server) == before
+
+
+def test_a_failed_run_is_one_line_naming_its_log_and_the_model_stays(studio, backends):  # noqa: F811
+    server = backends["relation"]
+    before = version(server)
+    project, ml, _ = project_with_backend(studio, server.url, "ernie_ft nothing", RELATIONS, [{"sentence": "张三。"}])
+    start_training(studio, ml)  # nothing is annotated
+    line = finished(server, project)
+    log = re.search(rf"see (\S*{RUNS}/\d+/data\.log)", line)
+    assert "failed: writing the run's data exited with 2 (error: " in line and line.endswith(f"serving {before} still")
+    assert log and "the project has no annotated task" in open(log[1], encoding="utf-8").read(), line
+    assert version(server) == before
+
+
+def test_a_swap_waits_for_the_requests_of_the_old_model_and_holds_new_ones(models, monkeypatch):
     import asyncio
 
     from fastapi.testclient import TestClient
@@ -148,7 +257,7 @@ def test_a_swap_waits_for_the_requests_of_the_old_model_and_holds_new_ones(class
     from ernie_ft.serving.limits import Limits
     from ernie_ft.serving.model import ServedModel
 
-    old, new = (ServedModel(str(classifier), "dygraph", "cpu", name=name) for name in ("old", "new"))
+    old, new = (ServedModel(str(models["classify"]), "dygraph", "cpu", name=name) for name in ("old", "new"))
 
     async def scenario():
         service = Service(old, Limits())
@@ -165,9 +274,31 @@ def test_a_swap_waits_for_the_requests_of_the_old_model_and_holds_new_ones(class
 
     asyncio.run(scenario())
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
-    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
-    with TestClient(create_app(old, runs=str(classifier / "unused"))) as http:
+    with TestClient(create_app(old, runs=str(models["classify"] / "unused"))) as http:
         event = http.post("/label-studio/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 1}})
         assert event.json() == {"status": "ignored", "action": "ANNOTATION_CREATED"}
-        unknown = http.post("/label-studio/webhook", json={"action": "START_TRAINING", "project": {"id": 9}})
-        assert unknown.status_code == 403 and "LABEL_STUDIO_URL" in unknown.text  # training off
+        off = http.post("/label-studio/webhook", json={"action": "START_TRAINING", "project": {"id": 9}})
+        assert off.status_code == 403 and "--label-studio-url" in off.text
+
+
+def test_a_swap_keeps_serves_engine_threshold_and_task(models, tmp_path):
+    """``swap_in`` loads the new model as the served one was loaded (``ServedModel.like``)."""
+    import asyncio
+
+    from ernie_ft.serving.app import Service
+    from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.model import ServedModel
+
+    served = ServedModel(str(models["relation"]), "dygraph", "cpu", task="relation", name="old", threshold=0.7)
+
+    async def scenario():
+        service = Service(served, Limits())
+        await (await service.start())
+        await service.swap_in(str(models["relation"] / "best"), f"{RUNS}/009")
+        await service.stop()
+        return service.served
+
+    swapped = asyncio.run(scenario())
+    assert (swapped.name, swapped.engine, swapped.threshold, swapped.task_spec) == (f"{RUNS}/009", "dygraph", 0.7,
+                                                                                     "relation")  # fmt: skip
+    assert swapped.task.threshold == 0.7 and swapped.model_dir == str(models["relation"] / "best")

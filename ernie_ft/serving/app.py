@@ -113,13 +113,11 @@ class Service:
             self.open.set()
 
     async def swap_in(self, model_dir: str, version: str) -> None:
-        """Load the checkpoint ``model_dir`` (off the event loop), called ``version``, and swap it in."""
+        """Load the checkpoint or export ``model_dir`` (off the event loop), called ``version``, as the served model
+        was loaded (its engine, device, ``--task``, ``--trust-pickle``, ``--threshold``: ``ServedModel.like``), and
+        swap it in."""
         old = self.served
-        device = "gpu" if old.on_gpu else "cpu"
-        loaded = await asyncio.get_running_loop().run_in_executor(
-            self.prepare_pool,
-            lambda: ServedModel(model_dir, "auto", device, name=version),
-        )
+        loaded = await asyncio.get_running_loop().run_in_executor(self.prepare_pool, old.like, model_dir, version)
         await self.swap(loaded)
 
     async def start(self) -> asyncio.Task:

@@ -27,7 +27,7 @@ def add_routes(app, service, access: Optional[LabelStudioAccess], runs: Optional
     from fastapi import Request  # FastAPI reads the routes' annotations: no ``from __future__ import annotations`` here
 
     projects = Projects()
-    retrainer = Retrainer(lambda: service.served, service.swap_in, access, runs) if access else None
+    retrainer = Retrainer(lambda: service.served, service.swap_in, access, runs, service.limits) if access else None
     told: set[str] = set()  # the other addresses /setup named, each said once
 
     @app.get(f"{PREFIX}/health", summary="Label Studio ML backend: health")

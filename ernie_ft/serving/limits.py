@@ -28,8 +28,16 @@ class Limits:
     """Longest text field, in characters (long texts are cut into windows, as in predict)."""
     max_body_bytes: int = 1_000_000
     """Largest request body."""
+    training_queue: int = 4
+    """Label Studio's Start training: most runs waiting behind the one that trains (one trains at a time); more are
+    answered "already training"."""
+    keep_runs: int = 5
+    """Label Studio's Start training: run directories kept on disk, the newest (and the served model's)."""
+    min_dev_tasks: int = 20
+    """Label Studio's Start training: fewest held-out tasks that decide a swap; with fewer the new model stays on
+    disk, not swapped in."""
 
     def check(self) -> None:
         for name, value in asdict(self).items():
-            if value < 0 or value == 0 and name not in ("max_wait_ms", "forward_batch_size"):
+            if value < 0 or value == 0 and name not in ("max_wait_ms", "forward_batch_size", "training_queue"):
                 raise UserError(f"--{name.replace('_', '-')} must be positive, not {value}")

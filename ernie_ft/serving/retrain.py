@@ -1,45 +1,51 @@
-"""Label Studio's "Start training" while ``serve`` serves: a new model trained from the project's annotations in
-separate processes, and swapped in when it scores no worse.
+"""Label Studio's "Start training" while ``serve`` serves: a new model trained on what the served model was trained on
+plus the project's annotations, in separate processes, and swapped in only when it scores better on tasks that no
+step of the run saw.
 
 Label Studio posts ``{"action": "START_TRAINING", "project": {"id": N, ...}}`` to the backend's ``/webhook`` (older
-versions post ``{"project": "N.TIMESTAMP", "annotations": [...]}`` to ``/train``). A run (``Retrainer.start``), in
-``RUNS/NNN`` beside the served model's directory:
+versions post ``{"project": "N.TIMESTAMP", "annotations": [...]}`` to ``/train``). Runs go one at a time, in the
+order started (``runs.RunQueue``: ``--training-queue`` wait behind the one that trains, more are answered "already
+training", as is a project already running or waiting), each in ``RUNS/NNN`` beside the served model's directory,
+the newest ``--keep-runs`` kept (and the served model's). A run (``Retrainer.run``):
 
-1. fetches the project's export through Label Studio's API (``data.label_studio_api``) from the address and
-   with the token serve started with (``security.LabelStudioAccess``, never one a request names) and splits its
-   annotated tasks into
-   ``data/train.json`` and ``data/dev.json`` (every ``DEV_EVERY``-th task by id), Label Studio exports both;
-2. trains ``python -m ernie_ft TASK --config recipe.yaml`` into ``model/``: the served model's recipe (its
-   ``ernie_ft.yaml``) with these files (log: ``train.log``);
-3. scores the served and the new model on ``dev.json`` with ``python -m ernie_ft evaluate`` (``eval-served/``,
-   ``eval-new/``), by the run's metric;
-4. swaps the new model in (``swap``) when its dev score is not lower, and says so in one line either way; a run
-   that fails is one line naming its log, and the served model stays.
-
-One run at a time per project: a second call while one runs is answered "already training".
+1. fetches the project's export through Label Studio's API (``data.label_studio_api``) from the address and with
+   the token serve started with (``security.LabelStudioAccess``, never one a request names): ``data/export.json``;
+2. writes its data and recipe (``run_data``, in a process of its own; log ``data.log``): the served model's
+   training files plus the project's training slice to train on, its dev file plus the project's ``select`` slice
+   to pick the checkpoint, the project's ``decide`` slice apart (tasks sliced by a hash of their id); when the served
+   model's training file is gone, one line says so and the run continues from the served weights;
+3. trains ``python -m ernie_ft TASK --config recipe.yaml`` into ``model/`` (log ``train.log``), and exports it as
+   the served model is exported (Paddle Inference, ONNX, int8) when it is not served by Paddle itself;
+4. with at least ``--min-dev-tasks`` decide tasks, scores the model served then and the new one on them with
+   ``python -m ernie_ft evaluate`` (``eval-served/``, ``eval-new/``: the served model's engine, ``--threshold``,
+   ``--task`` and ``--trust-pickle``), and swaps the new one in (``swap``) only when it is better by the run's metric
+   (lower for a loss; a tie keeps the served model). One line says what was decided and why; with fewer decide
+   tasks the new model stays on disk, and the line says how many more to annotate. A run that fails is one line
+   naming its log, and the served model stays.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import yaml
-
 from ernie_ft.data import label_studio_api
 from ernie_ft.errors import UserError
+from ernie_ft.serving.limits import Limits
+from ernie_ft.serving.run_data import DECIDE_SHARE, training_command
+from ernie_ft.serving.runs import RunQueue, new_run, prune
 from ernie_ft.serving.security import LabelStudioAccess
 
 RUNS = "label-studio-runs"
-DEV_EVERY = 5
-"""Every 5th annotated task (by id) is dev: a fifth, the same tasks on every run of a project that only grows."""
-RECIPE_SECTIONS = ("data", "model", "train", "parallel", "task")
-"""The sections of a checkpoint's run config (its ``ernie_ft.yaml``) that a recipe takes."""
+EXPORTS = {"inference": [], "onnxruntime": ["--format", "onnx"], "onnxruntime-int8": ["--format", "onnx",
+           "--quantize", "int8"]}  # fmt: skip
+"""``export``'s flags that make a new model run on each engine of an export (Paddle runs a checkpoint itself)."""
 
 
 class RunFailed(Exception):
@@ -48,19 +54,35 @@ class RunFailed(Exception):
 
 @dataclass(frozen=True)
 class Scores:
+    """The served and the new model's ``metric`` on the run's ``tasks`` decide tasks."""
+
     metric: str
     served: float
     new: float
 
-    @property
-    def better_or_equal(self) -> bool:
-        return self.new >= self.served
+    def better(self) -> bool:
+        """Whether the new model scores better: higher, or lower for a metric where lower is better (a loss); a tie
+        is not."""
+        from ernie_ft.evaluation import lower_is_better
+
+        return self.new < self.served if lower_is_better(self.metric) else self.new > self.served
+
+
+def too_few(tasks: int, minimum: int) -> Optional[str]:
+    """Why ``tasks`` decide tasks decide nothing (fewer than ``minimum``), with how many more tasks to annotate (the
+    decide slice is a share of them); None when they are enough."""
+    if tasks >= minimum:
+        return None
+    more = math.ceil((minimum - tasks) / DECIDE_SHARE)
+    return (f"{tasks} held-out tasks decide a swap and at least {minimum} are needed (--min-dev-tasks): annotate about "
+            f"{more} more tasks")  # fmt: skip
 
 
 class Retrainer:
     """Runs for Label Studio projects of the model ``current()`` serves; ``swap(model_dir, version)`` puts a new
     model in its place (loaded and swapped by the app). ``access``: the Label Studio the projects are fetched from
-    (fixed when serve starts). ``runs``: where the runs go (default: ``RUNS`` beside the served model's directory)."""
+    (fixed when serve starts). ``runs``: where the runs go (default: ``RUNS`` beside the served model's directory).
+    ``limits``: serve's (``training_queue``, ``keep_runs``, ``min_dev_tasks``)."""
 
     def __init__(
         self,
@@ -68,27 +90,31 @@ class Retrainer:
         swap: Callable[[str, str], Awaitable[None]],
         access: LabelStudioAccess,
         runs: Optional[str] = None,
+        limits: Optional[Limits] = None,
     ):
         self.current, self.swap, self.access = current, swap, access
         self.runs = runs or os.path.join(os.path.dirname(os.path.abspath(current().loaded.directory)), RUNS)
-        self.running: dict[int, str] = {}  # project -> its run's directory
-        self.tasks: set[asyncio.Task] = set()
+        self.limits = limits or Limits()
+        self.queue = RunQueue(self.limits.training_queue)
         self.children: set = set()
 
     def start(self, project: int, field: Optional[str] = None) -> dict:
-        """Start a run for ``project`` unless one runs: ``{"status": "started" | "already training", "job"}``; a
-        project whose Label Studio is not known raises UserError. ``field``: the key of a task's data that holds the
-        text (from the project's labelling config), else found from the tasks."""
-        if project in self.running:
-            return {"status": "already training", "job": self.name(self.running[project])}
+        """Start or queue a run for ``project``: ``{"status": "started" | "queued" | "already training", "job"}``
+        (already training: the project's run runs or waits, or the queue is full). ``field``: the key of a task's
+        data that holds the text (from the project's labelling config), else found from the tasks."""
+        job = self.queue.job_of(project)
+        if job is not None:
+            return {"status": "already training", "job": job}
+        if self.queue.full():
+            return {"status": "already training", "job": self.queue.names()[0], "waiting": self.queue.names()[1:],
+                    "message": f"{len(self.queue.pending)} runs wait already (--training-queue); start training "
+                               "again when one has ended"}  # fmt: skip
         source, token = self.source(project)
         run = new_run(self.runs)
-        self.running[project] = run
-        task = asyncio.get_running_loop().create_task(self.run(project, source, token, run, field))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        print(f"label-studio: project {project}: training {self.name(run)} from {source}", file=sys.stderr, flush=True)
-        return {"status": "started", "job": self.name(run)}
+        status = self.queue.add(project, self.name(run), lambda: self.run(project, source, token, run, field))
+        how = "training" if status == "started" else "queued"
+        print(f"label-studio: project {project}: {how} {self.name(run)} from {source}", file=sys.stderr, flush=True)
+        return {"status": status, "job": self.name(run)}
 
     def name(self, run: str) -> str:
         """What Label Studio and the predictions call the model of ``run``: ``label-studio-runs/001``."""
@@ -98,56 +124,102 @@ class Retrainer:
         """(``project`` of the Label Studio serve started with, with its scheme and export limit; the token)."""
         return self.access.project(project), self.access.token
 
-    async def run(self, project: int, source: str, token: str, run: str, field: Optional[str]) -> None:
-        served = self.current()
+    async def run(self, project: int, source, token: str, run: str, field: Optional[str]) -> None:
+        say = f"label-studio: project {project}: {self.name(run)}"
         try:
-            scores = await self.train_and_score(served, source, token, run, field)
-            line = (
-                f"label-studio: project {project}: {self.name(run)} dev {scores.metric} {scores.new:.4f}, the served "
-                f"{served.name} {scores.served:.4f}: "
-            )
-            if scores.better_or_equal:
-                await self.swap(os.path.join(run, "model", "best"), self.name(run))
-                print(line + f"swapped in as model version {self.name(run)}", file=sys.stderr, flush=True)
-            else:
-                print(line + f"kept {served.name} (the new model scores lower)", file=sys.stderr, flush=True)
+            line = await self.train_and_decide(say, source, token, run, field)
+            print(f"{say} {line}", file=sys.stderr, flush=True)
         except (RunFailed, UserError) as e:
-            print(f"label-studio: project {project}: {self.name(run)} failed: {e}; serving {served.name} still",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(f"{say} failed: {e}; serving {self.current().name} still", file=sys.stderr, flush=True)
         except Exception as e:  # a bug of ours: said as one line with its kind, serving goes on
-            print(f"label-studio: project {project}: {self.name(run)} failed ({type(e).__name__}: {e}); serving "
-                  f"{served.name} still", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"{say} failed ({type(e).__name__}: {e}); serving {self.current().name} still", file=sys.stderr,
+                  flush=True)  # fmt: skip
         finally:
-            self.running.pop(project, None)
+            prune(self.runs, self.limits.keep_runs, self.spared())
 
-    async def train_and_score(self, served, source: str, token: str, run: str, field: Optional[str]) -> Scores:
-        loop = asyncio.get_running_loop()
+    def spared(self) -> list[str]:
+        """The run directories never pruned: the served model's, and those of the runs running or waiting."""
+        served, runs = os.path.realpath(self.current().model_dir), os.path.realpath(self.runs)
+        held = [os.path.relpath(served, runs).split(os.sep)[0]] if served.startswith(runs + os.sep) else []
+        return [os.path.join(self.runs, n) for n in [*held, *(os.path.basename(j) for j in self.queue.names())]]
+
+    async def train_and_decide(self, say: str, source, token: str, run: str, field: Optional[str]) -> str:
+        """Steps 1-4 of a run; returns the line that says what was decided."""
+        from ernie_ft.data.label_config import task_text_fields
+
+        loop, started = asyncio.get_running_loop(), self.current()  # trained on what the model served now was
         environ = {label_studio_api.TOKEN_VARIABLE: token}
-        project = label_studio_api.parse(source, "--train")
-        tasks = await loop.run_in_executor(None, label_studio_api.fetch_export, project, "--train", environ)
+        tasks = await loop.run_in_executor(None, label_studio_api.fetch_export, source, "--train", environ)
+        export = os.path.join(run, "export.json")
+        with open(export, "w", encoding="utf-8") as f:
+            json.dump(tasks, f, ensure_ascii=False)
+        field = field or task_text_fields(None, tasks)[0]
+        spec = ["--task", started.task_spec] if started.task_spec else []
+        await self.child([sys.executable, "-m", "ernie_ft.serving.run_data", "--model", started.loaded.directory,
+                          "--export", export, "--field", field, "--output", run, *spec],
+                         os.path.join(run, "data.log"), "writing the run's data")  # fmt: skip
+        with open(os.path.join(run, "data", "summary.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+        if summary["gone"]:
+            print(f"{say}: {summary['gone']}: training continues from the served weights ({started.name}) on the "
+                  f"project's {summary['train']} training tasks", file=sys.stderr, flush=True)  # fmt: skip
+        recorded = started.task_spec or (started.loaded.source.run or {}).get("task") or started.task.name
+        recipe = os.path.join(run, "recipe.yaml")
+        await self.child(training_command(recorded, recipe), os.path.join(run, "train.log"), "training")
+        new = await self.like_served(started, os.path.join(run, "model", "best"), run)
+        served = self.current()  # the model served at the run's end is the one to beat
+        short = too_few(summary["decide"], self.limits.min_dev_tasks)
+        if short:
+            return f"trained and kept on disk in {new}, not swapped in: {short}; serving {served.name} still"
+        scores = await self.scores(served, new, run)
+        line = f"dev {scores.metric} {scores.new:.4f}, the served {served.name} {scores.served:.4f}"
+        if not scores.better():
+            why = "a tie keeps the served model" if scores.new == scores.served else "the new model scores worse"
+            return f"{line} on {summary['decide']} held-out tasks: kept {served.name} ({why})"
+        await self.swap(new, self.name(run))
+        return f"{line} on {summary['decide']} held-out tasks: swapped in as model version {self.name(run)}"
+
+    async def like_served(self, served, checkpoint: str, run: str) -> str:
+        """The new ``checkpoint`` as ``served`` is: itself when Paddle runs the served model, else exported for the
+        served model's engine (``EXPORTS``) into ``checkpoint-ENGINE``."""
+        if served.engine not in EXPORTS:
+            return checkpoint
+        out = f"{checkpoint}-{served.engine}"
+        spec = ["--task", served.task_spec] if served.task_spec else []
+        command = [sys.executable, "-m", "ernie_ft", "export", "--model", checkpoint, "--output", out, *spec]
+        await self.child([*command, *EXPORTS[served.engine]], os.path.join(run, "export.log"),
+                         f"exporting for {served.engine}")  # fmt: skip
+        return out
+
+    async def scores(self, served, new: str, run: str) -> Scores:
+        """Both models scored on the run's decide tasks as ``served`` serves: its engine, ``--threshold`` (each model's
+        own when serve has none), ``--task``, and ``--trust-pickle`` for the served one."""
+        from ernie_ft.task import unused_data_settings
+
         config = served.loaded.run or {}
-        field = field or text_field(tasks)
-        train, dev = write_split(tasks, os.path.join(run, "data"), source)
-        recipe = write_recipe(config, served.task.name, train, dev, field, run)
-        log = os.path.join(run, "train.log")
-        await self.child([sys.executable, "-m", "ernie_ft", served.task.name, "--config", recipe], log, "training")
         metric = (config.get("train") or {}).get("metric") or served.task.metric
-        columns = ["--text-column", field, "--label-column", "label"] if served.task.name == "classify" else []
+        decide = os.path.join(run, "data", "decide.json")
+        flags = ["--engine", served.engine, "--device", "gpu" if served.on_gpu else "cpu"]
+        flags += ["--task", served.task_spec] if served.task_spec else []
+        flags += ["--threshold", str(served.threshold)] if served.threshold is not None else []
+        flags += ["--text-column", "text"] if "text_column" not in unused_data_settings(served.task) else []
+        pickle = ["--trust-pickle"] if served.trust_pickle else []
         scores = await asyncio.gather(  # both at once: most of each is starting Python and loading a model
-            self.score(served.model_dir, dev, os.path.join(run, "eval-served"), columns, metric),
-            self.score(os.path.join(run, "model", "best"), dev, os.path.join(run, "eval-new"), columns, metric),
+            self.score(served.model_dir, decide, os.path.join(run, "eval-served"), [*flags, *pickle], metric),
+            self.score(new, decide, os.path.join(run, "eval-new"), flags, metric),
         )
         return Scores(metric, *scores)
 
-    async def score(self, model: str, dev: str, out: str, columns: list[str], metric: str) -> float:
+    async def score(self, model: str, dev: str, out: str, flags: list[str], metric: str) -> float:
         """``model``'s ``metric`` on ``dev`` (``python -m ernie_ft evaluate``, its output in ``out``)."""
-        command = [sys.executable, "-m", "ernie_ft", "evaluate", "--model", model, "--input", dev, *columns]
-        await self.child([*command, "--output-dir", out], out + ".log", "scoring on dev")
+        command = [sys.executable, "-m", "ernie_ft", "evaluate", "--model", model, "--input", dev, *flags]
+        await self.child([*command, "--output-dir", out], out + ".log", "scoring on the held-out tasks")
         with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
             return float(json.load(f)[metric])
 
     async def child(self, command: list[str], log: str, what: str) -> None:
-        """Run ``command`` with its output in ``log``; a non-zero exit raises RunFailed naming the log."""
+        """Run ``command`` with its output in ``log``; a non-zero exit raises RunFailed naming the log (and its last
+        ``error:`` line, when it has one)."""
         with open(log, "w", encoding="utf-8") as out:
             proc = await asyncio.create_subprocess_exec(*command, stdout=out, stderr=asyncio.subprocess.STDOUT,
                                                         stdin=asyncio.subprocess.DEVNULL)  # fmt: skip
@@ -157,16 +229,16 @@ class Retrainer:
             finally:
                 self.children.discard(proc)
         if code != 0:
-            raise RunFailed(f"{what} exited with {code}, see {log}")
+            with open(log, encoding="utf-8", errors="replace") as f:
+                said = [line.strip() for line in f if line.startswith("error: ")]
+            raise RunFailed(f"{what} exited with {code}{f' ({said[-1]})' if said else ''}, see {log}")
 
     async def stop(self) -> None:
-        """End the runs' processes (serve is stopping): their runs are left unfinished."""
+        """End the runs' processes (serve is stopping): the running run is left unfinished, the waiting ones dropped."""
         for proc in list(self.children):
             if proc.returncode is None:
                 proc.terminate()
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.queue.stop()
 
 
 def project_number(project) -> Optional[int]:
@@ -177,69 +249,3 @@ def project_number(project) -> Optional[int]:
     text = str(project).split(".", 1)[0] if project is not None else ""
     return int(text) if text.isdigit() else None
 
-
-def new_run(runs: str) -> str:
-    """A new directory ``runs/NNN``, the number after the highest there (made here: two servers never share one)."""
-    os.makedirs(runs, exist_ok=True)
-    taken = [int(name) for name in os.listdir(runs) if name.isdigit()]
-    number = max(taken, default=0) + 1
-    while True:
-        path = os.path.join(runs, f"{number:03d}")
-        try:
-            os.mkdir(path)
-            return path
-        except FileExistsError:
-            number += 1
-
-
-def text_field(tasks: list) -> str:
-    """The key of the tasks' data that holds the text: ``text`` when there, else the one string field."""
-    keys = {k for t in tasks if isinstance(t, dict) for k, v in (t.get("data") or {}).items() if isinstance(v, str)}
-    if "text" in keys or len(keys) != 1:
-        return "text"
-    return keys.pop()
-
-
-def write_split(tasks: list, directory: str, source: str) -> tuple[str, str]:
-    """``train.json`` and ``dev.json`` in ``directory``: the annotated tasks, every ``DEV_EVERY``-th by id dev."""
-    annotated = sorted((t for t in tasks if isinstance(t, dict) and t.get("annotations")), key=lambda t: t.get("id", 0))
-    if len(annotated) < 2:
-        raise RunFailed(f"{source} has {len(annotated)} annotated tasks; annotate at least {DEV_EVERY} to train")
-    dev = [t for i, t in enumerate(annotated) if i % DEV_EVERY == DEV_EVERY - 1] or annotated[-1:]
-    train = [t for t in annotated if not any(t is d for d in dev)]
-    os.makedirs(directory, exist_ok=True)
-    paths = []
-    for name, part in (("train.json", train), ("dev.json", dev)):
-        paths.append(os.path.join(directory, name))
-        with open(paths[-1], "w", encoding="utf-8") as f:
-            json.dump(part, f, ensure_ascii=False)
-    return paths[0], paths[1]
-
-
-def write_recipe(config: dict, task: str, train: str, dev: str, field: str, run: str) -> str:
-    """``run/recipe.yaml``: the served model's run config (``config``) training on ``train`` with ``dev``, into
-    ``run/model``."""
-    recipe = {section: changed(section, config.get(section) or {}) for section in RECIPE_SECTIONS}
-    data = recipe.setdefault("data", {})
-    data.update(train=train, dev=dev, test=None, dev_split=None, header=None, sheet=None)
-    if task == "classify":
-        data.update(text_column=field, text_pair_column=None, label_column="label")
-    recipe.setdefault("train", {})["output"] = os.path.join(run, "model")
-    path = os.path.join(run, "recipe.yaml")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(f"# python -m ernie_ft {task} --config {path}\n")
-        yaml.safe_dump(recipe, f, allow_unicode=True, sort_keys=False)
-    return path
-
-
-def changed(section: str, values: dict) -> dict:
-    """The settings of a run config's ``section`` that differ from their defaults: a recipe names only those (a
-    task refuses a data setting it does not read, even one left at its default)."""
-    from dataclasses import MISSING, fields
-
-    from ernie_ft.recipes import SECTIONS
-
-    if section not in SECTIONS:
-        return dict(values)
-    defaults = {f.name: f.default for f in fields(SECTIONS[section]) if f.default is not MISSING}
-    return {k: v for k, v in values.items() if k not in defaults or defaults[k] != v}

@@ -1,0 +1,206 @@
+"""The files a Label Studio run (``retrain``) trains and decides on, and its recipe, written in a process of its own:
+
+    python -m ernie_ft.serving.run_data --model SERVED --export EXPORT.json --field FIELD --output RUN
+
+The project's annotated tasks are cut into three slices by a hash of their id (``slice_of``), so that a task keeps its
+slice on every run however many tasks are annotated before or after it: ``decide`` (two in ten) is what the served
+and the new model are scored on to decide the swap, and nothing of the run sees it before; ``select`` (one in ten)
+joins the served model's own dev file as the run's ``--dev``, which picks the new model's best checkpoint and tunes
+its thresholds; the rest train.
+
+The run trains on what the served model was trained on (the files its ``ernie_ft.yaml`` names, read with its own
+settings) plus the project's training slice, in one Label Studio JSON file (``data/train.json``, the text under
+``data.text``); an example whose text the project annotated is left out (the annotation is the newer word on it).
+When the served model's training file is gone, it says so and the run continues from the served weights instead of
+its base model: never the project's tasks alone on a model that knows nothing. ``RUN/data/summary.json`` holds what
+was written (``Summary``) for ``retrain``; ``RUN/recipe.yaml`` is the training command's ``--config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from typing import Optional
+
+import yaml
+
+from ernie_ft.errors import UserError
+
+DECIDE, SELECT = (0, 1), (2,)
+"""The buckets (a task id's hash modulo 10) of the slice that decides the swap and of the one that picks the new
+model's checkpoint; the other seven train."""
+DECIDE_SHARE = len(DECIDE) / 10
+RECIPE_SECTIONS = ("data", "model", "train", "parallel", "task")
+"""The sections of a checkpoint's run config (its ``ernie_ft.yaml``) that a recipe takes."""
+
+
+@dataclasses.dataclass
+class Summary:
+    """What a run's data holds: tasks per slice, examples taken from the served model's files, and the note when
+    those are gone (the run then continues from ``continue_from``, the served weights)."""
+
+    train: int = 0
+    select: int = 0
+    decide: int = 0
+    original: int = 0
+    gone: Optional[str] = None
+    continue_from: Optional[str] = None
+
+
+def slice_of(task_id) -> str:
+    """'decide', 'select' or 'train' for a Label Studio task id: its SHA-256's bucket, the same on every run."""
+    bucket = int(hashlib.sha256(str(task_id).encode()).hexdigest()[:8], 16) % 10
+    return "decide" if bucket in DECIDE else "select" if bucket in SELECT else "train"
+
+
+def project_slices(tasks: list, field: str) -> dict[str, list]:
+    """The annotated tasks of an export by slice, each ``{"id", "data": {"text": ...}, "annotations"}`` (its text
+    under ``text`` whatever the project calls it; its predictions left out: people's labels only)."""
+    slices: dict[str, list] = {"train": [], "select": [], "decide": []}
+    for task in tasks:
+        data = task.get("data") if isinstance(task, dict) else None
+        if not (isinstance(data, dict) and task.get("annotations")):
+            continue
+        text = data.get(field)
+        if not isinstance(text, str):
+            raise UserError(f"task {task.get('id')}: no text under data.{field} (data keys: {', '.join(data)})")
+        slices[slice_of(task.get("id"))].append(
+            {"id": task.get("id"), "data": {"text": text}, "annotations": task["annotations"]}
+        )
+    return slices
+
+
+def as_task(example, separator: Optional[str]) -> dict:
+    """A training example of the classify, ner or relation task as a Label Studio task annotated with its labels."""
+    from ernie_ft.data.pre_annotations import label_studio_task
+    from ernie_ft.relation.formats import parse_label
+
+    if getattr(example, "text_pair", None):
+        raise UserError("the served model reads sentence pairs, which Label Studio tasks do not carry to training yet")
+    if hasattr(example, "triples"):
+        spans = lambda s: {"start": s[0], "end": s[1], "type": s[2]}  # noqa: E731
+        record = {"text": example.text, "relations": [
+            {"subject": spans(h), "object": spans(t), "predicate": parse_label(c)[0]} for h, c, t in example.triples
+        ]}  # fmt: skip
+    elif hasattr(example, "entities"):
+        record = {"text": example.text, "entities": [{"start": s, "end": e, "type": t} for s, e, t in example.entities]}
+    elif isinstance(getattr(example, "label", None), tuple):
+        record = {"text": example.text, "labels": list(example.label)}
+    elif hasattr(example, "label"):
+        record = {"text": example.text, "label": example.label}
+    else:
+        raise UserError(f"the served model's examples ({type(example).__name__}) are not classes, entities or "
+                        "relations, which a Label Studio run trains on")  # fmt: skip
+    task = label_studio_task(record, "", separator=separator)
+    return {"data": task["data"], "annotations": [{"result": task["predictions"][0]["result"]}]}
+
+
+def served_tasks(source, task, run: dict) -> tuple[dict[str, list], Optional[str]]:
+    """({"train": [...], "dev": [...]}: the examples the served model was trained and checked on as Label Studio
+    tasks, None) or ({}, why not: its training file is gone)."""
+    from ernie_ft.config import DataConfig
+
+    data = run.get("data") or {}
+    train = data.get("train")
+    if not isinstance(train, str) or not os.path.isfile(train):
+        return {}, f"the served model's training file {train} is gone"
+    known = {f.name for f in dataclasses.fields(DataConfig)}
+    settings = DataConfig(**{k: v for k, v in data.items() if k in known and k not in ("dev", "dev_split")})
+    separator = (run.get("task") or {}).get("hierarchy_separator")
+    found = {}
+    for name in ("train", "dev"):
+        path = data.get(name)
+        if isinstance(path, str) and os.path.isfile(path):
+            found[name] = [as_task(e, separator) for e in task.read(path, settings, f"--{name}")]
+    return found, None
+
+
+def write_data(model: str, export: str, field: str, output: str, spec: Optional[str] = None) -> Summary:
+    """``output/data/{train,dev,decide}.json``, ``output/recipe.yaml`` and ``output/data/summary.json`` for a run of
+    the served checkpoint ``model`` (``spec``: serve's ``--task``) on the project export ``export``."""
+    from ernie_ft.training import checkpoint
+
+    source = checkpoint.checkpoint_dir(model)
+    task = checkpoint.recorded_task(source.run, source.path, spec)
+    run = source.run["run"]
+    with open(export, encoding="utf-8") as f:
+        slices = project_slices(json.load(f), field)
+    if not any(slices.values()):
+        raise UserError("the project has no annotated task: annotate some, then start training again")
+    annotated = {t["data"]["text"] for part in slices.values() for t in part}
+    original, gone = served_tasks(source, task, run)
+    files = {"train": [*original.get("train", []), *slices["train"]], "dev": [*original.get("dev", []),
+             *slices["select"]], "decide": slices["decide"]}  # fmt: skip
+    for name in ("train", "dev"):  # the project's annotation replaces the served model's label of a text
+        files[name] = [t for t in files[name] if "id" in t or t["data"]["text"] not in annotated]
+    summary = Summary(len(slices["train"]), len(slices["select"]), len(slices["decide"]), len(files["train"]) -
+                      len(slices["train"]), gone, os.path.abspath(source.path) if gone else None)  # fmt: skip
+    if not files["train"]:
+        raise UserError("no annotated task of the project falls in the training slice: annotate more tasks")
+    os.makedirs(os.path.join(output, "data"), exist_ok=True)
+    paths = {}
+    for name, tasks in files.items():
+        paths[name] = os.path.join(output, "data", f"{name}.json") if tasks or name == "decide" else None
+        if paths[name]:
+            with open(paths[name], "w", encoding="utf-8") as f:
+                json.dump(tasks, f, ensure_ascii=False)
+    write_recipe(run, task, source.run["task"] if spec is None else spec, paths, summary, output)
+    with open(os.path.join(output, "data", "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(dataclasses.asdict(summary), f)
+    return summary
+
+
+def write_recipe(run: dict, task, spec: str, paths: dict, summary: Summary, output: str) -> str:
+    """``output/recipe.yaml``: the served model's run config (``run``) training on ``paths`` into ``output/model``,
+    from the served weights when ``summary.continue_from`` says so; only the settings that differ from their defaults
+    and that ``task`` reads."""
+    from ernie_ft.recipes import changed
+    from ernie_ft.task import unused_data_settings
+
+    recipe = {section: dict(run.get(section) or {}) for section in RECIPE_SECTIONS}
+    recipe["data"].update(train=paths["train"], dev=paths["dev"], test=None, dev_split=None, header=None, sheet=None,
+                          text_column="text", text_pair_column=None, predictions_as_labels=False)  # fmt: skip
+    unused = unused_data_settings(task)
+    recipe["data"] = {k: v for k, v in recipe["data"].items() if k not in unused}
+    if summary.continue_from:
+        recipe["model"].update(model=summary.continue_from, vocab=None, vocab_extension=None)
+    recipe["train"]["output"] = os.path.join(output, "model")
+    recipe = {section: changed(section, values) for section, values in recipe.items()}
+    path = os.path.join(output, "recipe.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"# python {' '.join(training_command(spec, path)[1:])}\n")
+        yaml.safe_dump({k: v for k, v in recipe.items() if v}, f, allow_unicode=True, sort_keys=False)
+    return path
+
+
+def training_command(spec: str, recipe: str) -> list[str]:
+    """The command that trains ``recipe`` for the task ``spec`` (a built-in's name, else ``--task SPEC train``)."""
+    from ernie_ft.task import BUILTIN
+
+    task = [spec] if spec in BUILTIN else ["--task", spec, "train"]
+    return [sys.executable, "-m", "ernie_ft", *task, "--config", recipe]
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ernie_ft.serving.run_data", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="the served checkpoint")
+    parser.add_argument("--export", required=True, help="the project's Label Studio JSON export")
+    parser.add_argument("--field", required=True, help="the key of a task's data that holds its text")
+    parser.add_argument("--output", required=True, help="the run's directory")
+    parser.add_argument("--task", help="serve's --task")
+    args = parser.parse_args(argv)
+    try:
+        summary = write_data(args.model, args.export, args.field, args.output, args.task)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(dataclasses.asdict(summary)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
