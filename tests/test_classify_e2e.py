@@ -107,7 +107,13 @@ def test_evaluate_reproduces_the_test_metrics_and_draws_the_confusion_matrix(tra
     assert "正面" in printed and "macro" in printed
 
 
-def test_default_evaluation_directories_never_replace_another_checkpoints_or_files(trained, tmp_path, capsys):
+def test_default_evaluation_directories_are_beside_the_input_and_never_replace_another_checkpoints(
+    trained, tmp_path, capsys
+):
+    """Without --output an evaluation goes to eval-<input name>/ beside the input, never into the model's or the
+    run's directory (an export or a checkpoint is shared as it is); a second checkpoint's goes to -2/, and the same
+    checkpoint on the same file again reuses its own. --output and its earlier name --output-dir choose the place, and
+    one that cannot be made is one error line naming --output."""
     from ernie_ft.cli import evaluate
 
     run = tmp_path / "run"
@@ -124,13 +130,26 @@ def test_default_evaluation_directories_never_replace_another_checkpoints_or_fil
     written = [
         line.split("metrics: ")[1] for line in capsys.readouterr().out.splitlines() if line.startswith("metrics: ")
     ]
-    assert written == [str(run / d / "metrics.json") for d in ("eval-test", "eval-test-2", "eval-test-3", "eval-test")]
-    for d, (model, source) in zip(("eval-test", "eval-test-2", "eval-test-3"), calls):
-        held = json.loads((run / d / "source.json").read_text(encoding="utf-8"))
+    places = [first.parent / "eval-test", second.parent / "eval-test", first.parent / "eval-test-2"]
+    assert written == [str(d / "metrics.json") for d in [*places, places[0]]]
+    assert sorted(p.name for p in run.iterdir()) == ["best", "best-epoch1"]  # nothing in the run or its models
+    assert not list(run.rglob("eval-*"))
+    for d, (model, source) in zip(places, calls):
+        held = json.loads((d / "source.json").read_text(encoding="utf-8"))
         assert held == {"model": str(model), "input": str(source)}
-    for d, reviews in (("eval-test", len(rows) - 1), ("eval-test-2", 2)):  # each file's evaluation, kept
-        per_class = json.loads((run / d / "metrics.json").read_text(encoding="utf-8"))["per_class"]
+    for d, reviews in ((places[0], len(rows) - 1), (places[1], 2)):  # each file's evaluation, kept
+        per_class = json.loads((d / "metrics.json").read_text(encoding="utf-8"))["per_class"]
         assert sum(c["support"] for c in per_class.values()) == reviews
+    for flag in ("--output", "--output-dir"):
+        assert evaluate(["--model", str(run / "best"), "--input", str(second), flag, str(tmp_path / flag)]) == 0
+        assert (tmp_path / flag / "metrics.json").is_file()
+    capsys.readouterr()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("", encoding="utf-8")
+    assert evaluate(["--model", str(run / "best"), "--input", str(second), "--output", str(blocked / "e")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    expected = f"cannot write the evaluation to {blocked / 'e'} (--output): Not a directory; give --output DIR"
+    assert last == f"error: {expected}"
 
 
 def _weights(path):

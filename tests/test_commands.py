@@ -187,7 +187,7 @@ def test_several_foreign_spellings_are_named_in_one_line_and_each_command_maps_t
     ]
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--model", "m", "--input", "i", "--output_dir", "e"])
-    assert error_lines(capsys) == ["error: unknown flag --output_dir; ernie_ft calls it --output-dir. See --help."]
+    assert error_lines(capsys) == ["error: unknown flag --output_dir; ernie_ft calls it --output. See --help."]
     with pytest.raises(SystemExit):  # no --lr in predict: a plain unknown flag
         cli.main(["predict", "--model", "m", "--input", "i", "--learning_rate", "1"])
     assert error_lines(capsys) == ["error: unknown flag --learning_rate. See --help."]

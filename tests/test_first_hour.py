@@ -5,6 +5,7 @@ the fields the model was trained with."""
 import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -95,7 +96,8 @@ def test_an_onnx_export_offline_installs_nothing_and_prints_only_our_lines(run, 
     """export --format onnx --quantize int8 with the package index unreachable, every pip a recorder and Polygraphy's
     auto-install asked for: it succeeds, nothing was installed, the terminal has ernie_ft's three lines, the libraries'
     lines are in export.log, and constant folding ran (onnx-graphsurgeon is a declared dependency): LayerNorms fuse.
-    Then evaluate and predict on the export: the evaluation stays inside it and both name the engine."""
+    Then evaluate and predict on the export: the evaluation goes beside the input, nothing inside the export, and
+    both name the engine."""
     from ernie_ft.cli import main
 
     bin_dir, installs = recorders(tmp_path)
@@ -115,24 +117,29 @@ def test_an_onnx_export_offline_installs_nothing_and_prints_only_our_lines(run, 
     assert "[Paddle2ONNX]" in log and "Folding Constants" in log
     assert "Running installation command" not in log
 
-    assert main(["evaluate", "--model", str(exported), "--input", str(DATA / "sentiment_dev.tsv"),
+    dev = tmp_path / "dev" / "sentiment_dev.tsv"
+    dev.parent.mkdir()
+    shutil.copy(DATA / "sentiment_dev.tsv", dev)
+    held = sorted(os.listdir(exported))
+    assert main(["evaluate", "--model", str(exported), "--input", str(dev),
                  "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
-    assert f"metrics: {exported / 'eval-sentiment_dev' / 'metrics.json'}" in printed
+    assert f"metrics: {dev.parent / 'eval-sentiment_dev' / 'metrics.json'}" in printed
     assert "sentiment_dev.tsv: 60 examples; engine onnxruntime, int8" in printed
-    assert sorted(os.listdir(exported.parent)) == ["s1-int8"]  # nothing written beside the export
+    assert sorted(os.listdir(exported.parent)) == ["s1-int8"] and sorted(os.listdir(exported)) == held
     assert main(["predict", "--model", str(exported), "--input", str(DATA / "predict.txt")]) == 0
     assert capsys.readouterr().err.splitlines()[-1] == "wrote 10 predictions (engine onnxruntime, int8)"
 
 
-def test_a_run_evaluates_into_its_directory_and_export_verbose_writes_no_log(run, tmp_path, capsys):
+def test_a_run_evaluates_to_its_output_and_export_verbose_writes_no_log(run, tmp_path, capsys):
     from ernie_ft.cli import main
 
     out = run[0]
-    assert main(["evaluate", "--model", str(out), "--input", str(DATA / "sentiment_dev.tsv"),
-                 "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
+    assert main(["evaluate", "--model", str(out), "--input", str(DATA / "sentiment_dev.tsv"), "--output",
+                 str(tmp_path / "scored"), "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
-    assert f"metrics: {out / 'eval-sentiment_dev' / 'metrics.json'}" in printed and "engine dygraph, fp32" in printed
+    assert f"metrics: {tmp_path / 'scored' / 'metrics.json'}" in printed and "engine dygraph, fp32" in printed
+    assert not list(out.glob("eval-*"))
     exported = tmp_path / "paddle"
     assert main(["export", "--model", str(out), "--output", str(exported), "--verbose"]) == 0
     assert (exported / "inference.json").is_file() and not (exported / "export.log").exists()

@@ -163,3 +163,15 @@ def test_the_backend_answers_a_pair_projects_tasks_for_both_texts(models, tmp_pa
         assert result["result"][0]["value"]["choices"] == [record["label"]]
         assert result["score"] == pytest.approx(record["probs"][record["label"]], abs=1e-5)
     assert alone.status_code == 422 and alone.json()["error"]["field"] == "tasks[0].data.q2", alone.text
+
+
+def test_select_refuses_a_config_without_the_models_control_before_writing(models, tmp_path, capsys):
+    xml = config(tmp_path, '<View><Text name="t" value="$review"/><Labels name="l" toName="t"/></View>')
+    out = tmp_path / "chosen.json"
+    capsys.readouterr()
+    args = ["select", "--model", str(models["classify"]), "--input", str(DATA / "predict.txt"), "--size", "3"]
+    assert cli([*args, "--label-config", xml, "--output", str(out)]) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert line == (f"error: --label-config {xml}: the labelling config has no <Choices> or <Taxonomy> tag on its "
+                    "text (data.review) for this model's classes")  # fmt: skip
+    assert not out.exists()

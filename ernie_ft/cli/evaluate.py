@@ -17,11 +17,12 @@ def build_parser(prog: str) -> Parser:
     flags.add_model(parser)
     flags.add_input(parser, labelled=True)
     parser.add_argument(
-        "--output-dir",
-        help="where to write metrics and pictures (default: eval-<input name>/ in the run's directory, or inside "
-        "the model directory when it is an export; -2, -3, ... when that holds another checkpoint's or file's "
-        "evaluation)",
+        "--output",
+        metavar="DIR",
+        help="where to write metrics and pictures (default: eval-<input name>/ beside the input; -2, -3, ... when "
+        "that holds another checkpoint's evaluation); never inside the model directory",
     )
+    parser.add_argument("--output-dir", dest="output", help=argparse.SUPPRESS)  # its earlier name, still taken
     flags.add_batch_size(parser)
     flags.add_chunk_size(parser, "run and scored")
     flags.add_text_columns(parser)
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> None:
         EvaluateOptions(
             model=args.model,
             input=args.input,
-            output_dir=args.output_dir,
+            output_dir=args.output,
             batch_size=args.batch_size,
             text_column=args.text_column,
             text_pair_column=args.text_pair_column,

@@ -17,8 +17,8 @@ from ernie_ft.recipes import field_docs, flag_name, suggest, type_name
 # Spellings of other toolkits (HF transformers' TrainingArguments, PaddleNLP's examples) -> ernie_ft's flag,
 # keyed with hyphens (``--learning_rate`` is looked up as ``--learning-rate``). They stay errors rather than
 # aliases: one name per setting, the same on the command line and in a recipe, and a few of them mean
-# something else here (--lr is per device and scaled with the replicas; --output-dir, not --output, belongs to
-# evaluate). A user's own flag spelled with underscores is told its hyphenated name the same way.
+# something else here (--lr is per device and scaled with the replicas). A user's own flag spelled with underscores
+# is told its hyphenated name the same way; an old name a command still takes (help hidden) is never suggested.
 OTHER_SPELLINGS = {
     "--learning-rate": "--lr",
     "--num-train-epochs": "--epochs",
@@ -59,7 +59,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         if message.startswith("unrecognized arguments:"):
             flags = [a.split("=")[0] for a in message.split(":", 1)[1].split() if a.startswith("-")]
-            known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+            known = [s for a in self._actions if a.help != argparse.SUPPRESS for s in a.option_strings if s[:2] == "--"]
             ours = {flag: self.our_name(flag, known) for flag in flags}
             renamed = [flag for flag in flags if ours[flag]]
             if flags and flags[0] in self.inapplicable:

@@ -1,7 +1,7 @@
 """Score a checkpoint on a labelled file: ``python -m ernie_ft.evaluate --model DIR --input FILE``.
 
 Prints the metrics papers report (for classification: accuracy, macro and per-class
-precision/recall/F1) and writes pictures and a metrics file to ``--output-dir``.
+precision/recall/F1) and writes pictures and a metrics file to ``--output``, by default beside the input.
 """
 
 from __future__ import annotations
@@ -11,36 +11,22 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ernie_ft.errors import UserError
-
-if TYPE_CHECKING:
-    from ernie_ft.models.model_dir import ModelDir
 
 SOURCE = "source.json"
 """In each evaluation directory: the checkpoint and the input file it scored (absolute paths)."""
 
 
-def evaluation_home(model_dir: str | ModelDir) -> str:
-    """Where ``evaluate``'s default directories go for the checkpoint ``model_dir`` (a path, or a ``ModelDir``
-    already read): inside it when it is an export (a Paddle Inference graph, ONNX, or a transformers directory,
-    which records no ernie_ft run), so that its evaluations travel with it; else in the directory of the run it
-    belongs to (``run/`` for ``run/best``)."""
-    from ernie_ft.models.model_dir import as_model_dir
-
-    source = as_model_dir(model_dir)
-    home = os.path.abspath(source.path)
-    return home if source.exported or source.run is None else os.path.dirname(home)
-
-
-def default_output_dir(run_dir: str, source: dict) -> str:
-    """``eval-<input name>/`` in ``run_dir`` (``evaluation_home``), or ``eval-<input name>-2/``, ``-3/``, ... when
-    that holds the evaluation of another checkpoint or of another file of the same name: a default never
-    replaces a different evaluation, and scoring the same checkpoint on the same file again reuses its directory."""
+def default_output_dir(source: dict) -> str:
+    """``eval-<input name>/`` beside the input file (``source["input"]``, absolute), or ``eval-<input name>-2/``,
+    ``-3/``, ... when that holds the evaluation of another checkpoint: a default never replaces a different
+    evaluation, and scoring the same checkpoint on the same file again reuses its directory. Never inside the model
+    directory: an export or a checkpoint is shared and served as it is."""
     stem = "eval-" + os.path.splitext(os.path.basename(source["input"]))[0]
     for n in itertools.count(1):
-        out = os.path.join(run_dir, stem if n == 1 else f"{stem}-{n}")
+        out = os.path.join(os.path.dirname(source["input"]), stem if n == 1 else f"{stem}-{n}")
         if not os.path.exists(out) or _source(out) == source:
             return out
 
@@ -62,7 +48,7 @@ class EvaluateOptions:
     input: str
     """Labelled file, in any format the checkpoint's task reads."""
     output_dir: Optional[str] = None
-    """Where metrics and pictures go; None: ``default_output_dir`` in ``evaluation_home``."""
+    """Where metrics and pictures go (``--output``); None: ``default_output_dir``, beside the input."""
     batch_size: int = 64
     """Inputs per forward pass."""
     text_column: Optional[str] = None
@@ -118,7 +104,7 @@ def evaluate(options: EvaluateOptions) -> dict:
     print(f"evaluate: {engine_line(engine)} on {device_name()}", file=sys.stderr)
     model_dir = os.path.abspath(loaded.directory)
     where = {"model": model_dir, "input": os.path.abspath(options.input)}
-    out_dir = options.output_dir or default_output_dir(evaluation_home(loaded.source), where)
+    out_dir = options.output_dir or default_output_dir(where)
     tally = loaded.task.tally(loaded.labels, data, out_dir)
     chunks, why = labelled_chunks(loaded, data, options.input, options.chunk_size, tally)
     if chunks is None:
@@ -126,7 +112,7 @@ def evaluate(options: EvaluateOptions) -> dict:
         count, metrics, report = evaluate_whole(loaded, data, options, out_dir, where)
     else:
         made = not os.path.isdir(out_dir)
-        os.makedirs(out_dir, exist_ok=True)  # errors.txt is written as the chunks are scored
+        make_output(out_dir, options)  # errors.txt is written as the chunks are scored
         try:
             scored = score_chunks(loaded, data, chunks, tally, options.batch_size)
         except BaseException:
@@ -152,9 +138,19 @@ def evaluate_whole(
 
     examples, features, logits = run_inference(loaded, data, options.input, "--input", True, options.batch_size)
     metrics = loaded.task.evaluate(logits, features, examples, loaded.labels, data)
-    os.makedirs(out_dir, exist_ok=True)
+    make_output(out_dir, options)
     write_metrics(out_dir, metrics, where)
     return len(examples), metrics, loaded.task.report(logits, features, examples, loaded.labels, data, out_dir)
+
+
+def make_output(out_dir: str, options: EvaluateOptions) -> None:
+    """``out_dir`` made; a directory that cannot be made (the input's is read-only) is a UserError naming the flag."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        where = "--output" if options.output_dir else f"the default, beside --input {options.input}"
+        message = f"cannot write the evaluation to {out_dir} ({where}): {e.strerror}; give --output DIR"
+        raise UserError(message) from None
 
 
 def write_metrics(out_dir: str, metrics: dict, where: dict) -> None:

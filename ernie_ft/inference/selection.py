@@ -165,6 +165,8 @@ def select(options: SelectOptions) -> None:
     examples, features, logits = run_inference(loaded, data, options.input, "--input", False, options.batch_size)
     records = loaded.task.predict(logits, features, examples, loaded.labels, data)
     chosen = choose(records, options.size, options.strategy, options.diverse, options.seed, loaded.task.threshold_of)
+    if chosen and convert is not None:
+        convert.check(records[chosen[0]])  # a config that cannot take these answers: said before the file is made
     out = outputs.writer(options.output, False, options.format, convert)
     try:
         out.write([records[i] for i in chosen])

@@ -57,17 +57,24 @@ class ToolImport:
         except ConfigError as e:
             raise UserError(f"{LABEL_CONFIG} {self.path}: {e}") from None
 
-    def __call__(self, answer: dict) -> dict:
+    def check(self, answer: dict) -> None:
+        """The config read for answers like ``answer``: a UserError when it cannot take them (no ``<Choices>`` for a
+        classifier's, no ``<Labels>`` for entities), said before a file is written where the answers are at hand."""
         from ernie_ft.data import label_config as configs
+        from ernie_ft.data import pre_annotations
+
+        if self.xml is not None and self.config is None:
+            what, texts = pre_annotations.kind(answer), configs.texts_of(answer)
+            self.config = self._config(lambda: configs.LabelConfig.parse(self.xml, what, texts))
+
+    def __call__(self, answer: dict) -> dict:
         from ernie_ft.data import pre_annotations
 
         if self.fmt == "doccano":
             return pre_annotations.doccano_record(answer, self.separator)
         if self.xml is None:
             return pre_annotations.label_studio_task(answer, self.version, separator=self.separator)
-        if self.config is None:
-            what, texts = pre_annotations.kind(answer), configs.texts_of(answer)
-            self.config = self._config(lambda: configs.LabelConfig.parse(self.xml, what, texts))
+        self.check(answer)
         task, dropped = self.config.task(answer, self.version, self.separator)
         self.left_out += dropped
         return task
