@@ -115,6 +115,37 @@ class Predictor:
                 raise UserError(f"{flag}[{i}]: expected {shape}, found {found}")
         return [{field: item} if isinstance(item, str) else item for item in items]
 
+    def input_names(self) -> dict[str, tuple[str, ...]]:
+        """Each input field of the task with the keys a record may give it under, its own name first, as the task's
+        reader finds them: for a classifier ``text`` also as ``text_a``, ``sentence``... or the column it was
+        trained on, ``text_pair`` also as ``text_b``...; NER reads ``text`` alone. Asked of ``read_records`` itself,
+        one record per name, so that ``serve`` takes the keys this Predictor takes."""
+        from ernie_ft.data.readers import PAIR_COLUMNS, TEXT_COLUMNS
+
+        required, optional = self.task.input_fields
+        names = {name: [name] for name in (*required, *optional)}
+        given = {field: [] for field in names}
+        if required:
+            given[required[0]] = [*TEXT_COLUMNS, self.data.text_column]
+        if optional:
+            given[optional[0]] = [*PAIR_COLUMNS, self.data.text_pair_column]
+        for field, candidates in given.items():
+            for key in candidates:
+                if isinstance(key, str) and not key.isdigit() and key not in names[field] and self._reads(field, key):
+                    names[field].append(str(key))
+        return {field: tuple(keys) for field, keys in names.items()}
+
+    def _reads(self, field: str, key: str) -> bool:
+        """Whether the task reads ``field``'s text from a record's ``key``."""
+        required, _ = self.task.input_fields
+        probe = "ernie_ft probe"
+        record = {name: f"{name} text" for name in required if name != field} | {key: probe}
+        try:
+            examples = self.task.read_records([record], self.data, "inputs")
+        except UserError:
+            return False
+        return probe in self.task.texts(examples)
+
     def prepare(self, records: list[dict] | list[str] | str, flag: str = "inputs") -> tuple[list, list[dict]]:
         """(examples, features) for ``records`` (see ``as_records``), as ``predict`` makes them from a JSON Lines file
         of them."""

@@ -77,7 +77,7 @@ class Service:
             on_cpu = min(CPU_FORWARD_BATCH[served.engine], limits.max_batch_size)
             limits = replace(limits, forward_batch_size=limits.max_batch_size if served.on_gpu else on_cpu)
         self.served, self.limits, self.stats = served, limits, Stats()
-        self.schema = RequestBody(served.required, served.optional, limits)
+        self.schema = RequestBody(served.required, served.optional, limits, served.input_names())
         self.hf = TaskAPI(served.task.head, self.schema)
         self.ready = False
         self.batcher: Optional[Batcher] = None
@@ -107,7 +107,7 @@ class Service:
                 self.idle.clear()
                 await self.idle.wait()
             self.served = served
-            self.schema = RequestBody(served.required, served.optional, self.limits)
+            self.schema = RequestBody(served.required, served.optional, self.limits, served.input_names())
             self.hf = TaskAPI(served.task.head, self.schema)
         finally:
             self.open.set()

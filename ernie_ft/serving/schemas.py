@@ -8,6 +8,9 @@ from typing import Any, Optional, Union
 
 from ernie_ft.serving.limits import Limits
 
+Names = Optional[dict]
+"""Each input field's keys (``Predictor.input_names``: ``{"text": ("text", "text_a", ...)}``); None: its name only."""
+
 INPUTS = "inputs"
 """The request's list of inputs, and the flag its records are read under (messages name ``inputs[2].text``)."""
 _NAMED = re.compile(rf"{INPUTS}(\[\d+\](\.[^\s:]+)?)?")
@@ -16,11 +19,12 @@ _VALUE_ERRORS = ("string_too_long", "value_error")
 every other 422 but too many inputs adds the shapes the server accepts."""
 
 
-def _text_and_input(required: tuple[str, ...], optional: tuple[str, ...], limits: Limits):
-    """(one text: at most ``max_chars``, not blank; one input record: those texts in the task's fields)."""
+def _text_and_input(required: tuple[str, ...], optional: tuple[str, ...], limits: Limits, names: Names = None):
+    """(one text: at most ``max_chars``, not blank; one input record: those texts in the task's fields, each also
+    under its other ``names``)."""
     from typing import Annotated
 
-    from pydantic import AfterValidator, ConfigDict, Field, create_model
+    from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, create_model
 
     def not_blank(value: str) -> str:
         if not value.strip():
@@ -28,16 +32,21 @@ def _text_and_input(required: tuple[str, ...], optional: tuple[str, ...], limits
         return value
 
     Text = Annotated[str, Field(max_length=limits.max_chars), AfterValidator(not_blank)]
-    fields: dict[str, Any] = dict.fromkeys(required, (Text, ...))
-    fields.update(dict.fromkeys(optional, (Optional[Text], None)))
+
+    def under(name: str) -> dict:
+        keys = (names or {}).get(name, ())
+        return {"validation_alias": AliasChoices(name, *keys)} if len(keys) > 1 else {}
+
+    fields: dict[str, Any] = {name: (Text, Field(..., **under(name))) for name in required}
+    fields.update({name: (Optional[Text], Field(None, **under(name))) for name in optional})
     return Text, create_model("Input", __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
 
-def request_model(required: tuple[str, ...], optional: tuple[str, ...], limits: Limits):
+def request_model(required: tuple[str, ...], optional: tuple[str, ...], limits: Limits, names: Names = None):
     """The pydantic schema of a request in the record form: ``{"inputs": [{field: text, ...}, ...]}``, each text
     at most ``max_chars`` and not blank, at most ``max_inputs`` inputs, no other field (``RequestBody`` takes
     the other shapes to this one)."""
-    return _record_form(_text_and_input(required, optional, limits)[1], limits)
+    return _record_form(_text_and_input(required, optional, limits, names)[1], limits)
 
 
 def _record_form(Input, limits: Limits):
@@ -61,7 +70,9 @@ class BadRequest(Exception):
 
 
 class RequestBody:
-    """The bodies ``POST /v1/predict`` takes for a task's input fields (``required``, ``optional``).
+    """The bodies ``POST /v1/predict`` takes for a task's input fields (``required``, ``optional``), each field also
+    under the other keys the model's ``Predictor`` reads it by (``names``: ``Predictor.input_names``, a classifier's
+    ``text_a`` or ``sentence`` for ``text``), so that a record that ``Predictor`` answers is one the server answers.
 
     Every task: ``{"inputs": [{field: "...", ...}, ...]}`` (the record form) and one record
     ``{"inputs": {field: "...", ...}}`` (Hugging Face's shape for question answering). A task with one required
@@ -69,10 +80,10 @@ class RequestBody:
     ``{"inputs": ["...", ...]}`` (text-embeddings-inference) and ``{"inputs": "..."}`` (Hugging Face's Inference
     API), with the same limits; each answer is the record form's (one text: a list of one prediction)."""
 
-    def __init__(self, required: tuple[str, ...], optional: tuple[str, ...], limits: Limits):
+    def __init__(self, required: tuple[str, ...], optional: tuple[str, ...], limits: Limits, names: Names = None):
         self.required, self.optional, self.limits = required, optional, limits
         self.text_field = required[0] if len(required) == 1 else None
-        self.text, self.input = _text_and_input(required, optional, limits)
+        self.text, self.input = _text_and_input(required, optional, limits, names)
         self.model = _record_form(self.input, limits)
         self.shapes = shapes(required, self.text_field is not None)
         self.expected = "expected " + _or(self.shapes)
