@@ -254,7 +254,8 @@ def test_a_custom_tasks_checkpoint_predicts_from_another_directory_with_or_witho
     assert set(records[0]["probs"]) == set(json.loads((intent_run / "best" / "labels.json").read_text()))
     relative = os.path.relpath(ROOT / INTENT.partition(":")[0]) + ":MultiLabelIntent"  # the user points at it
     assert predict_records(intent_run, source, "b.jsonl", "--task", relative) == records
-    assert cli.main(["evaluate", "--model", str(intent_run), "--input", str(source), "--task", f"{ROOT}/{INTENT}"]) == 0
+    scored = ["--output", str(tmp_path / "scored"), "--task", f"{ROOT}/{INTENT}"]  # not beside the input, in data/
+    assert cli.main(["evaluate", "--model", str(intent_run), "--input", str(source), *scored]) == 0
 
 
 def test_a_moved_task_file_is_named_with_the_way_out_and_task_finds_it(intent_run, tmp_path, monkeypatch, capsys):

@@ -121,8 +121,8 @@ def test_an_int8_export_says_what_was_chosen_holds_its_engines_files_and_predict
     source.write_text("房间很干净，服务也好\n太差了\n", encoding="utf-8")
     assert main(["predict", "--model", str(exported), "--input", str(source)]) == 0
     assert capsys.readouterr().err.splitlines()[-1] == "wrote 2 predictions (engine onnxruntime, int8)"
-    assert main(["evaluate", "--model", str(exported), "--input", str(DATA / "sentiment_dev.tsv"),
-                 "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
+    assert main(["evaluate", "--model", str(exported), "--input", str(DATA / "sentiment_dev.tsv"), "--output",
+                 str(tmp_path / "scored"), "--text-column", "text_a", "--label-column", "label"]) == 0  # fmt: skip
     assert "engine onnxruntime, int8" in capsys.readouterr().out
     info = ServedModel(str(exported), "auto", "cpu").info(Limits())
     assert (info["engine"], info["precision"]) == ("onnxruntime", "int8")

@@ -85,7 +85,8 @@ def main(output: str) -> None:
     run = setup(task, config)
     print(f"built {type(run.net).__name__}; bound to the task: {task.model is run.net}")
     fit(run)
-    evaluate(EvaluateOptions(model=output, input="data/sentiment_test.csv"))  # python -m ernie_ft evaluate
+    scored = os.path.join(output, "eval-test")  # else beside the input: eval-sentiment_test/ in data/
+    evaluate(EvaluateOptions(model=output, input="data/sentiment_test.csv", output_dir=scored))  # ernie_ft evaluate
     loaded = load_model(output, weights=False)  # weights=False: what an exported model's predict asks for
     print(f"loaded for prediction with weights=False: {type(loaded.model).__name__} (binds_model)")
 
