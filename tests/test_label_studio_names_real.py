@@ -24,11 +24,13 @@ CHOICES = '<Choice value="正面"/><Choice value="负面"/>'
 
 
 @pytest.fixture(scope="module")
-def studio(tmp_path_factory, models):  # noqa: F811 (the models train while Label Studio starts)
+def studio(tmp_path_factory, request):
+    """Label Studio, up; the tiny models train while it starts."""
     if not LABEL_STUDIO.exists():
         without_label_studio(f"{LABEL_STUDIO} is missing (scripts/test.sh makes the venv: label-studio==1.23.2)")
     started = LabelStudio(tmp_path_factory.mktemp("label_studio"))
     try:
+        request.getfixturevalue("models")
         started.wait_up()
         yield started
     finally:
