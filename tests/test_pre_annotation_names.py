@@ -158,7 +158,11 @@ def test_the_backend_answers_a_pair_projects_tasks_for_both_texts(models, tmp_pa
         http.post("/label-studio/setup", json={"project": "7.1700000000", "schema": PAIR})
         answer = http.post("/label-studio/predict", json={"tasks": tasks, "project": "7.1700000000"}).json()
         alone = http.post("/label-studio/predict", json={"tasks": [{"data": {"q1": "x"}}], "project": "7.1700000000"})
-    assert answer["model_version"] == "pair" and len(answer["results"]) == len(records)
+    out = tmp_path / "tasks.json"  # the same model's file: the same model_version as the backend's answers
+    args = ["predict", "--model", str(models["pair"] / "best"), "--input", str(DATA / "pairs_dev.tsv")]
+    assert cli([*args, "--format", "label-studio", "--output", str(out)]) == 0
+    file_version = json.loads(out.read_text(encoding="utf-8"))[0]["predictions"][0]["model_version"]
+    assert answer["model_version"] == file_version == "pair" and len(answer["results"]) == len(records)
     for result, record in zip(answer["results"], records):  # predict's answer to both texts
         assert result["result"][0]["value"]["choices"] == [record["label"]]
         assert result["score"] == pytest.approx(record["probs"][record["label"]], abs=1e-5)
