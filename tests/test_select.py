@@ -76,6 +76,12 @@ def test_a_text_given_twice_in_the_pool_is_chosen_once(strategy):
     assert len(chosen) == 2 and {pairs[i]["text_pair"] for i in chosen} == {"甲", "乙"}  # a pair: both texts repeat
 
 
+def test_diverse_compares_a_pair_by_both_texts():
+    pair = lambda second: {**softmax("酸奶过期一天还能喝吗", 正面=0.5, 负面=0.5), "text_pair": second}  # noqa: E731
+    records = [pair("酸奶要放冰箱吗"), pair("去机场坐地铁方便吗"), pair("酸奶要放冰箱吗？")]
+    assert choose(records, 3, "margin", diverse=True) == [0, 1]  # the first text alone would keep only one
+
+
 def test_diverse_skips_near_duplicates():
     records = [
         softmax("这家酒店的房间很干净", 正面=0.5, 负面=0.5),

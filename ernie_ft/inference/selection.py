@@ -14,8 +14,8 @@ Each of the model's ``predict`` records gets an uncertainty, higher for a text w
 "Nearest its threshold" is 1 at the probability t where the model decides (``TaskHooks.threshold_of``: the tuned,
 given or default one; 0.5 for a model that decides by no threshold) and falls to 0 at 0 and at 1: p / t below it,
 (1 - p) / (1 - t) above. A text given twice in the pool (both texts, for a sentence pair) is chosen once; ``--diverse``
-also skips a text whose character 3-grams overlap a chosen one's by more than ``NEAR_DUPLICATE`` (Jaccard), so that
-near-duplicates are not all picked.
+also skips a text whose character 3-grams (of both texts, for a pair) overlap a chosen one's by more than
+``NEAR_DUPLICATE`` (Jaccard), so that near-duplicates are not all picked.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def choose(
         text = (records[i]["text"], records[i].get("text_pair"))
         if text in texts:
             continue
-        grams = _grams(records[i]["text"]) if diverse else set()
+        grams = _grams("\n".join(t for t in text if t is not None)) if diverse else set()  # a pair: both texts
         if all(len(grams & other) / len(grams | other) <= NEAR_DUPLICATE for other in seen):
             chosen.append(i)
             texts.add(text)
