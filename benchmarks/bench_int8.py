@@ -317,8 +317,8 @@ EVERY_ENGINE = {  # row: (export options, or None for the checkpoint itself; eng
     ),
 }
 RECORDED_EVERY = {  # --record with --every-engine: (task, engine over Paddle Inference fp32) -> comparison
-    ("classify", "ONNX Runtime int8 dynamic"): "deployment, int8 / Paddle Inference fp32, classify",
-    ("ner", "ONNX Runtime int8 dynamic"): "deployment, int8 / Paddle Inference fp32, NER",
+    ("classify", "ONNX Runtime int8 static"): "deployment, int8 / Paddle Inference fp32, classify",
+    ("ner", "ONNX Runtime int8 static"): "deployment, int8 / Paddle Inference fp32, NER",
 }
 
 
@@ -395,7 +395,7 @@ def every_engine(args) -> None:
 
 
 def report_every(task: str, rounds: dict, sizes: dict, record_ratios: bool) -> None:
-    """``task``'s rows of the table of every engine, and int8 dynamic over optimum's int8 when it ran."""
+    """``task``'s rows of the table of every engine, and int8 static and dynamic over optimum's int8 when it ran."""
     paddle = rounds["Paddle Inference fp32"]
     for name, results in rounds.items():
         ratios = [a["docs_per_s"] / b["docs_per_s"] for a, b in zip(results, paddle)]
@@ -414,11 +414,11 @@ def report_every(task: str, rounds: dict, sizes: dict, record_ratios: bool) -> N
             from results import record
 
             record("deployment", RECORDED_EVERY[(task, name)], None, ratios, "bench_int8.py")
-    if "optimum int8" in rounds:
-        ours, theirs = rounds["ONNX Runtime int8 dynamic"], rounds["optimum int8"]
+    for method in ("static", "dynamic") if "optimum int8" in rounds else ():
+        ours, theirs = rounds[f"ONNX Runtime int8 {method}"], rounds["optimum int8"]
         ratios = [a["docs_per_s"] / b["docs_per_s"] for a, b in zip(ours, theirs)]
-        print(f"\nint8 dynamic / optimum int8: {statistics.median(ratios):.2f}x (rounds: {ratios})")
-        if record_ratios:
+        print(f"\nint8 {method} / optimum int8: {statistics.median(ratios):.2f}x (rounds: {ratios})")
+        if record_ratios and method == "static":  # --quantize int8's
             from results import record
 
             record("deployment", "deployment, int8 / optimum int8, classify", None, ratios, "bench_int8.py")

@@ -19,14 +19,14 @@ AVX2 = {"fpu", "avx2", "fma"}
     "value,flags,expected",
     [
         # (method, target, chosen_by starts, reduce_range, attention, per_channel)
-        ("int8", VNNI, ("dynamic", "vnni", "this machine's CPU: avx512_vnni", False, True, False)),
-        ("int8", AVX2, ("dynamic", "avx2", "this machine's CPU: no VNNI", True, False, False)),
-        ("int8", {"avx2", "avx512f"}, ("dynamic", "avx512", "this machine's CPU: avx512f", True, False, False)),
-        ("int8", {"avx2", "avx_vnni"}, ("dynamic", "vnni", "this machine's CPU: avx_vnni", False, True, False)),
-        ("int8:avx2", VNNI, ("dynamic", "avx2", "--quantize", True, False, False)),
+        ("int8", VNNI, ("static", "vnni", "this machine's CPU: avx512_vnni", False, True, False)),
+        ("int8", AVX2, ("static", "avx2", "this machine's CPU: no VNNI", True, False, False)),
+        ("int8", {"avx2", "avx512f"}, ("static", "avx512", "this machine's CPU: avx512f", True, False, False)),
+        ("int8", {"avx2", "avx_vnni"}, ("static", "vnni", "this machine's CPU: avx_vnni", False, True, False)),
+        ("int8:avx2", VNNI, ("static", "avx2", "--quantize", True, False, False)),
         ("int8-dynamic:vnni", AVX2, ("dynamic", "vnni", "--quantize", False, True, False)),
-        ("int8-static:vnni", AVX2, ("static", "vnni", "--quantize", False, False, True)),
-        ("int8-static", AVX2, ("static", "avx2", "this machine's CPU: no VNNI", True, False, True)),
+        ("int8-static:vnni", AVX2, ("static", "vnni", "--quantize", False, True, False)),
+        ("int8-dynamic", AVX2, ("dynamic", "avx2", "this machine's CPU: no VNNI", True, False, False)),
     ],
 )
 def test_the_target_decides_the_bits_and_the_attention(value, flags, expected):
@@ -104,14 +104,17 @@ def test_an_int8_export_says_what_was_chosen_holds_its_engines_files_and_predict
     assert main([*command, "--quantize", f"int8:{target}"]) == 0
     out = capsys.readouterr().out
     choice = int8.parse(f"int8:{target}")
-    assert f"model.int8.onnx: int8, {choice.describe()}" in out, out
-    assert ("MultiHeadAttention" in out) == (not choice.attention), out
     manifest = json.loads((exported / "onnx.json").read_text())
+    calibration = manifest["files"]["model.int8.onnx"]["calibration"]  # static, on the run's training file
+    assert calibration == "256 windows of sentiment_train.tsv", calibration
+    assert f"model.int8.onnx: int8, {choice.describe(calibration)}" in out, out
+    assert ("MultiHeadAttention" in out) == (not choice.attention), out
     assert manifest["files"]["model.int8.onnx"]["quantization"] == choice.record()
     ops = {node.op_type for node in onnx.load(str(exported / "model.int8.onnx")).graph.node}
     # every MatMul of the vnni graph is int8, the attention's two products of activations too; the layer norms and
     # GELUs are the split ones (onnx_graph.split_layer_norms), whatever the target
     assert ("MatMul" in ops, "MultiHeadAttention" in ops) == (False, not choice.attention), ops
+    assert "QuantizeLinear" in ops and "DynamicQuantizeLinear" not in ops, ops  # static: fixed ranges
     assert {"LayerNormalization", "Sum", "Gelu"} <= ops and not ops & {"SkipLayerNormalization", "BiasGelu"}, ops
     names = {p.name for p in exported.iterdir()}
     assert "model.int8.onnx" in names and "vocab.txt" in names and "labels.json" in names
@@ -126,7 +129,7 @@ def test_an_int8_export_says_what_was_chosen_holds_its_engines_files_and_predict
     assert "engine onnxruntime, int8" in capsys.readouterr().out
     info = ServedModel(str(exported), "auto", "cpu").info(Limits())
     assert (info["engine"], info["precision"]) == ("onnxruntime", "int8")
-    assert info["quantization"]["target"] == target and info["quantization"]["line"] == choice.describe()
+    assert info["quantization"]["target"] == target and info["quantization"]["line"] == choice.describe(calibration)
 
     fp32, quantized = Predictor(fp32_export, "onnxruntime", "cpu"), Predictor(str(exported), "auto", "cpu")
     examples, features = fp32.prepare(CLASSIFY_INPUTS)

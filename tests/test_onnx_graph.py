@@ -84,3 +84,34 @@ def test_the_export_line_names_what_was_split():
         "; split for ONNX Runtime's faster CPU kernels: SkipLayerNormalization x8 -> Sum + LayerNormalization, "
         "BiasGelu x4 -> Add + Gelu"
     )
+
+
+def test_fixed_ranges_quantize_a_row_alike_in_any_batch(tmp_path):
+    """fix_ranges + fuse_integer_matmuls on a dynamically quantized block: every DynamicQuantizeLinear becomes a
+    QuantizeLinear with the calibrated range, every MatMulInteger chain one MatMulIntegerToFloat (bias included), and
+    a row's outputs are the same alone and beside a row of ten times its scale (dynamic's are not)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from ernie_ft.inference.int8 import activation_ranges
+    from ernie_ft.inference.onnx_graph import dynamic_inputs, fix_ranges, fuse_integer_matmuls
+
+    source, target = tmp_path / "block.onnx", tmp_path / "int8.onnx"
+    onnx.save(fused_block(), str(source))
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    model = onnx.load(str(target))
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(1, 5, 8)).astype(np.float32)
+    batch = np.concatenate([x, 10 * rng.normal(size=(1, 5, 8)).astype(np.float32)])
+    dynamic = [run(model, x)[0], run(model, batch)[0][:1]]
+    assert np.abs(dynamic[0] - dynamic[1]).max() > 1e-3  # the other row's range changed this one's scale
+    names = dynamic_inputs(model)
+    ranges = activation_ranges(str(source), names, [{"x": batch}])
+    assert fix_ranges(model, ranges) == len(names) > 0
+    assert fuse_integer_matmuls(model) == 1
+    ops = [node.op_type for node in model.graph.node]
+    assert "DynamicQuantizeLinear" not in ops and "MatMulInteger" not in ops and "MatMulIntegerToFloat" in ops, ops
+    alone, together = run(model, x)[0], run(model, batch)[0][:1]
+    np.testing.assert_array_equal(alone, together)
+    expected, _ = run(fused_block(), x)
+    # int8's rounding: a step of the range calibrated (the other row's, ten times this one's) is about 0.25
+    np.testing.assert_allclose(alone, expected, atol=0.5)

@@ -10,13 +10,12 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_predict_stream import CLASSIFIER, TEXTS, start, write_lines
+from test_predict_stream import CLASSIFIER, TEXTS, line_count, signal_when, start, write_lines
 
 from ernie_ft import cli
 
@@ -84,28 +83,6 @@ def test_gpus_on_a_cpu_only_paddle_is_one_error(lines, capsys):
     assert len(err.splitlines()) == 1
 
 
-def ctrl_c(args, out, lines_before: int, tmp_path) -> str:
-    """Start predict in its own process group, send SIGINT to the whole group (as a terminal's Ctrl-C reaches the
-    command and its workers) once ``out`` holds ``lines_before`` lines, and return its standard error (exit 130)."""
-    err = open(tmp_path / "err.txt", "w+", encoding="utf-8")
-    job = subprocess.Popen([sys.executable, "-m", "ernie_ft", "predict", *args], stdout=subprocess.DEVNULL, stderr=err,
-                           process_group=0)  # fmt: skip
-    deadline = time.monotonic() + 300
-    try:
-        while not (out.exists() and len(out.read_bytes().splitlines()) >= lines_before):
-            assert job.poll() is None and time.monotonic() < deadline, "predict ended or wrote nothing"
-            time.sleep(0.05)
-        os.killpg(job.pid, signal.SIGINT)
-        job.wait(timeout=120)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    err.seek(0)
-    text = err.read()
-    assert job.returncode == 130, text[-3000:]
-    return text
-
-
 def test_a_signal_during_two_processes_keeps_complete_answers_and_resume_completes(tmp_path):
     source = write_lines(tmp_path / "in.txt", (TEXTS[i % len(TEXTS)] for i in range(1_500)))
     whole = tmp_path / "whole.jsonl"
@@ -114,7 +91,7 @@ def test_a_signal_during_two_processes_keeps_complete_answers_and_resume_complet
 
     out = tmp_path / "out.jsonl"
     args = [*BASE, "--input", str(source), "--chunk-size", "32", "--nproc", "2", "--output", str(out)]
-    err = ctrl_c(args, out, 64, tmp_path)
+    err = signal_when(args, lambda: line_count(out) >= 64, signal.SIGINT, tmp_path, group=True)  # Ctrl-C in a terminal
     kept = out.read_text("utf-8").splitlines()
     assert 64 <= len(kept) < len(expected) and kept == expected[: len(kept)], err[-2000:]
     assert f"{len(kept)} of 1500 predictions are in {out}; run the same command with --resume" in err, err

@@ -128,6 +128,12 @@ def test_every_input_row_is_answered_in_its_place(tmp_path, capsys):
         assert f"note: 2 records of --input {path} have an empty text (the first at {first})" in (
             capsys.readouterr().err
         ), name
+    doccano = predict(CLASSIFIER, tmp_path / "in.txt", tmp_path / "doccano.jsonl", "--format", "doccano")
+    assert [record["label"] != [] for record in doccano] == [True, False, True, False, True]  # a task, no label
+    args = ["predict", "--model", CLASSIFIER, "--trust-pickle", "--device", "cpu", "--input", str(tmp_path / "in.txt")]
+    assert cli.main([*args, "--format", "label-studio", "--output", str(tmp_path / "tasks.json")]) == 0
+    tasks = json.loads((tmp_path / "tasks.json").read_text("utf-8"))
+    assert ["predictions" in task for task in tasks] == [True, False, True, False, True]
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
@@ -254,24 +260,36 @@ def start(args, err):
 def interrupt(args, out, signum, lines_before: int, tmp_path) -> str:
     """Start predict, send ``signum`` once ``out`` holds ``lines_before`` lines more than now, and return its
     standard error after it exits 128 + ``signum``."""
-    before = len(out.read_bytes().splitlines()) if out.exists() else 0
+    before = line_count(out)
+    return signal_when(args, lambda: line_count(out) >= before + lines_before, signum, tmp_path)
+
+
+def signal_when(args, ready, signum, tmp_path, status=None, group=False) -> str:
+    """Start predict, send ``signum`` once ``ready()`` (``group``: to its process group, as a terminal's Ctrl-C
+    reaches the command and its workers), and return its standard error after it exits ``status`` (128 +
+    ``signum`` unless given)."""
     err = open(tmp_path / "err.txt", "w+", encoding="utf-8")
-    job = start(args, err)
+    job = subprocess.Popen([sys.executable, "-m", "ernie_ft", "predict", *args], stdout=subprocess.DEVNULL, stderr=err,
+                           process_group=0 if group else None)  # fmt: skip
     deadline = time.monotonic() + 300
     try:
-        while not (out.exists() and len(out.read_bytes().splitlines()) >= before + lines_before):
+        while not ready():
             assert job.poll() is None, "predict ended before the signal"
             assert time.monotonic() < deadline, "predict wrote nothing"
             time.sleep(0.05)
-        os.kill(job.pid, signum)
+        (os.killpg if group else os.kill)(job.pid, signum)
         job.wait(timeout=120)
     finally:
         if job.poll() is None:
             job.kill()
     err.seek(0)
     text = err.read()
-    assert job.returncode == 128 + signum, text[-3000:]
+    assert job.returncode == (128 + signum if status is None else status), text[-3000:]
     return text
+
+
+def line_count(path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
 
 
 def test_a_signal_keeps_every_complete_answer_and_resume_ends_as_an_uninterrupted_run(tmp_path):
@@ -318,28 +336,6 @@ def test_resume_refuses_another_model_input_or_flag(tmp_path, capsys):
     assert len(predict(CLASSIFIER, source, out)) == 11  # without --resume: written again
 
 
-def signal_when(args, ready, signum, tmp_path) -> str:
-    """Start predict, send ``signum`` once ``ready()``, and return its standard error after it exits (128 +
-    ``signum``, or killed by it)."""
-    err = open(tmp_path / "err.txt", "w+", encoding="utf-8")
-    job = start(args, err)
-    deadline = time.monotonic() + 300
-    try:
-        while not ready():
-            assert job.poll() is None, "predict ended before the signal"
-            assert time.monotonic() < deadline, "predict wrote nothing"
-            time.sleep(0.05)
-        os.kill(job.pid, signum)
-        job.wait(timeout=120)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    err.seek(0)
-    text = err.read()
-    assert job.returncode in (128 + signum, -signum), text[-3000:]
-    return text
-
-
 def size(path) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 
@@ -365,7 +361,7 @@ def test_parquet_resume_after_a_sigkill_gives_the_uninterrupted_rows(tmp_path, m
     assert answers(out) == expected[:32]
     before = size(out)  # the resumed run copies these rows into OUTPUT.partial, then adds its own
     signal_when([*args, "--output", str(out), "--resume"], lambda: size(f"{out}.partial") > before + 8_000,
-                signal.SIGKILL, tmp_path)  # fmt: skip
+                signal.SIGKILL, tmp_path, status=-signal.SIGKILL)  # fmt: skip
     assert answers(out) == expected[:32]  # the killed run's rows were never moved in
     assert cli.main(["predict", *args, "--output", str(out), "--resume"]) == 0
     assert answers(out) == expected  # nothing dropped, nothing twice

@@ -34,15 +34,16 @@ def build_parser(prog: str) -> Parser:
         "--quantize",
         metavar="METHOD[:TARGET]",
         help=f"write model.int8.onnx instead of the fp32 models (needs --format onnx): int8 weights, activations "
-        f"quantized per batch (int8-dynamic) or with ranges calibrated on training texts (int8-static); int8 is "
-        f"{DEFAULT_METHOD}. METHOD: {', '.join(METHODS)}. TARGET, the CPU that will run it: "
+        f"with ranges calibrated on training texts (int8-static: a text's answer is the same in any batch) or "
+        f"quantized per batch (int8-dynamic: it depends on the texts beside it); int8 is {DEFAULT_METHOD}. "
+        f"METHOD: {', '.join(METHODS)}. TARGET, the CPU that will run it: "
         f"{', '.join(f'{name} ({cpus})' for name, cpus in TARGETS.items())}; default: this machine's",
     )
     parser.add_argument(
         "--calibration",
         metavar="FILE",
-        help="texts to calibrate int8-static on, in any format the task reads (default: a sample of the run's "
-        "training file)",
+        help="texts to calibrate static int8 on, in any format the task reads; 256 windows are drawn from it "
+        "(default: from the run's training file)",
     )
     parser.add_argument(
         "--verbose",

@@ -163,7 +163,8 @@ def _check_options(format: str, quantize: str | None, calibration: str | None):
     if choice is not None and format != "onnx":
         raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
     if calibration is not None and (choice is None or choice.method != "static"):
-        raise UserError("--calibration is for static quantization: add --quantize int8-static")
+        add = "add --quantize int8" if choice is None else f"--quantize {quantize} has no calibration"
+        raise UserError(f"--calibration is for static quantization: {add}")
     return choice
 
 
@@ -180,8 +181,9 @@ def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
         path = loaded.run.get("data", {}).get("train")
         if not path or not os.path.isfile(path):
             raise UserError(
-                f"--quantize int8-static calibrates on the run's training texts, and {path or 'its training file'} "
-                "is not there: pass --calibration FILE (a few hundred texts in any format the task reads)"
+                f"--quantize int8 calibrates on the run's training texts, and {path or 'its training file'} is not "
+                "there: pass --calibration FILE (a few hundred texts in any format the task reads), or --quantize "
+                "int8-dynamic (no calibration; a text's answer then depends on its batch)"
             )
     if not os.path.isfile(path):
         raise UserError(f"--calibration {path}: no such file")

@@ -1,7 +1,11 @@
 """int8 quantization for the CPU the model will run on: ``export --format onnx --quantize METHOD[:TARGET]``.
 
-METHOD is ``int8`` (``DEFAULT_METHOD``), ``int8-dynamic`` (activations quantized per batch) or ``int8-static``
-(ranges calibrated on training texts). TARGET names the CPU kind, by default this machine's (``/proc/cpuinfo``):
+METHOD is ``int8`` (``DEFAULT_METHOD``), ``int8-static`` (each activation quantized with a fixed range, calibrated
+on training texts) or ``int8-dynamic`` (each activation quantized with the range of the whole batch, so a text's
+answer depends on the texts and the padding beside it). Both write one graph: ONNX Runtime's dynamic quantization
+of every MatMul; static then fixes each ``DynamicQuantizeLinear``'s scale and zero point to those of the range
+calibrated (``onnx_graph.fix_ranges``), so a text's activations are quantized the same in any batch.
+TARGET names the CPU kind, by default this machine's (``/proc/cpuinfo``):
 
 - ``vnni`` (AVX-512 VNNI, AVX-VNNI, and AMX, which has them): the uint8 x int8 products add up in 32 bits, so the
   weights use all 8 bits, and the attention's two products of activations (scores and weighted values) run as
@@ -26,10 +30,10 @@ from dataclasses import asdict, dataclass
 from ernie_ft.errors import UserError
 
 METHODS = ("int8", "int8-dynamic", "int8-static")
-DEFAULT_METHOD = "int8-dynamic"
-"""Dynamic int8 by default: measured side by side (``benchmarks/bench_int8.py --every-engine``, docs/benchmarks.md), it
-was the faster of the two (1.60x / 1.45x Paddle Inference's documents/s for a classifier / a tagger on AVX2, static
-1.32x / 1.36x) and lost no more (accuracy -0.16 and F1 -0.10 against static's -0.16 and -0.23)."""
+DEFAULT_METHOD = "int8-static"
+"""Static int8 by default: a text's probabilities do not depend on its batch (dynamic's moved by up to 1.3e-3 between
+a batch of 32 and the text alone; static's are equal, tests/test_int8_batch.py), and its graph runs faster, a
+``QuantizeLinear`` with a fixed scale where dynamic first finds the batch's range (docs/benchmarks.md)."""
 TARGETS = {
     "vnni": "AVX-512 VNNI, AVX-VNNI or AMX",
     "avx512": "AVX-512 without VNNI",
@@ -55,7 +59,8 @@ class Choice:
     """The attention's two products of activations quantized (``MatMulInteger``) rather than a float
     ``MultiHeadAttention``."""
     per_channel: bool
-    """A scale per output column of each weight (static) rather than one per tensor (dynamic)."""
+    """A scale per output column of each weight rather than one per tensor (the static exports of before
+    ``fix_ranges``, QDQ graphs; now False)."""
 
     def record(self) -> dict:
         return asdict(self)
@@ -116,50 +121,52 @@ def parse(value: str | None, flags: set[str] | None = None) -> Choice | None:
     if not target:
         target, chosen_by = native_target(cpu_flags() if flags is None else flags)
     vnni = target == "vnni"
-    return Choice(method, target, chosen_by, not vnni, vnni and method == "dynamic", method == "static")
+    return Choice(method, target, chosen_by, not vnni, vnni, False)
 
 
 def quantize(choice: Choice, fused: str, unfused: str, target: str, calibration: Iterable[dict] | None) -> None:
     """Write ``target``, the int8 model, from the fp32 graph with the attention fused (``fused``) or not (``unfused``,
-    read when ``choice.attention``). The quantizer's advice (pre-processing, tensors it skips) is logged on the root
-    logger: ``onnx.convert`` sends it to the export's log (``libraries.logs_to_file``)."""
+    read when ``choice.attention``); static: with the activations' ranges calibrated on ``calibration`` (batches of
+    model inputs). The quantizer's advice (pre-processing, tensors it skips) is logged on the root logger:
+    ``onnx.convert`` sends it to the export's log (``libraries.logs_to_file``)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    if choice.method == "static":
-        _quantize_static(fused, target, calibration, choice.reduce_range)
-    else:  # every MatMul: with the attention unfused, its two products of activations too (quantize_dynamic
-        # leaves a MatMul whose second input is not a constant in float unless MatMulConstBOnly is off)
-        quantize_dynamic(
-            unfused if choice.attention else fused,
-            target,
-            weight_type=QuantType.QInt8,
-            reduce_range=choice.reduce_range,
-            per_channel=choice.per_channel,
-            extra_options={"MatMulConstBOnly": not choice.attention},
-        )
-
-
-def _quantize_static(source: str, target: str, calibration: Iterable[dict], reduce_range: bool) -> None:
-    """Weights int8 per channel, activations uint8 with ranges from the ``calibration`` batches (QDQ format), in the
-    products of an activation and a weight (attention's products of two activations stay fp32)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Batches(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter(calibration)
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(
+    source = unfused if choice.attention else fused
+    # every MatMul: with the attention unfused, its two products of activations too (quantize_dynamic leaves a MatMul
+    # whose second input is not a constant in float unless MatMulConstBOnly is off)
+    quantize_dynamic(
         source,
         target,
-        Batches(),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        reduce_range=reduce_range,
-        activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"],
-        extra_options={"MatMulConstBOnly": True},
+        reduce_range=choice.reduce_range,
+        per_channel=choice.per_channel,
+        extra_options={"MatMulConstBOnly": not choice.attention},
     )
+    if choice.method == "static":
+        import onnx
+
+        from ernie_ft.inference.onnx_graph import dynamic_inputs, fix_ranges, fuse_integer_matmuls
+
+        model = onnx.load(target)
+        fix_ranges(model, activation_ranges(source, dynamic_inputs(model), calibration))
+        fuse_integer_matmuls(model)
+        onnx.save(model, target)
+
+
+def activation_ranges(source: str, names: list[str], batches: Iterable[dict]) -> dict[str, tuple[float, float]]:
+    """(min, max) of each of the tensors ``names`` of the fp32 graph ``source`` over ``batches`` of its inputs."""
+    import numpy as np
+    import onnx
+    import onnxruntime
+
+    model = onnx.load(source)
+    model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in names)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    inputs = {i.name for i in session.get_inputs()}
+    low, high = dict.fromkeys(names, np.inf), dict.fromkeys(names, -np.inf)
+    for batch in batches:
+        for name, value in zip(names, session.run(names, {k: v for k, v in batch.items() if k in inputs})):
+            low[name], high[name] = min(low[name], float(value.min())), max(high[name], float(value.max()))
+    return {name: (low[name], high[name]) for name in names}

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Optional
 
 from ernie_ft.errors import UserError
+from ernie_ft.inference.records import Blank
 
 
 class JsonLines:
@@ -211,13 +212,19 @@ class Converted:
         self.inner.done = value
 
     def write(self, answers: list[dict]) -> None:
-        self.inner.write([self.convert(answer) for answer in answers])
+        self.inner.write([_blank(self.convert.fmt, a) if isinstance(a, Blank) else self.convert(a) for a in answers])
 
     def close(self) -> None:
         self.inner.close()
         note = self.convert.note()
         if note:
             print(note, file=sys.stderr)
+
+
+def _blank(fmt: str, answer: dict) -> dict:
+    """The import record of a record without a text (``records.Blank``): its fields, no prediction, so that the
+    import keeps one record per input record, as ``--resume`` counts them."""
+    return {"data": dict(answer)} if fmt == "label-studio" else {**answer, "label": []}
 
 
 FORMATS = ("answers", "label-studio", "doccano")

@@ -17,6 +17,11 @@ INPUT_PREFIX = "input_"
 prefix (``input_label``), also beside a blank record's answer, which has no label of its own."""
 
 
+class Blank(dict):
+    """The answer to a record without a text: its fields, no prediction (an annotation tool's import writes it as a
+    task without one, ``outputs.Converted``)."""
+
+
 @dataclass(frozen=True)
 class Fields:
     """How records are read for one model and its flags: the task's input fields and the column flags."""
@@ -56,7 +61,7 @@ class Fields:
         answer = {self.required[0]: record[text] if text is not None and record[text] is not None else ""}
         if pair is not None and self.optional and not _empty(record[pair]):
             answer[self.optional[0]] = record[pair]
-        return self.with_columns(answer, record)
+        return Blank(self.with_columns(answer, record))
 
     def with_columns(self, answer: dict, record: dict) -> dict:
         """``answer`` with ``record``'s columns that are not its text (``others``) after its fields, those named as a
