@@ -1,8 +1,18 @@
-"""The module paths of ernie_ft 0.1, before the package had subpackages, kept importable for one release.
+"""What ``import ernie_ft`` puts on ``sys.meta_path``: the module paths of ernie_ft 0.1 kept importable, and Paddle's
+import warnings kept from a Python caller's terminal.
 
 ``import ernie_ft.trainer`` gives the module ``ernie_ft.training.trainer`` itself (the same object, so
 patching either name patches both) with a ``DeprecationWarning`` naming the new path. The old command
 modules still run: ``python -m ernie_ft.evaluate ...`` is ``python -m ernie_ft evaluate ...``.
+
+Paddle and PaddleNLP warn as they are imported, about the machine that built them ("No ccache found") and
+setuptools' import hook ("Setuptools is replacing distutils"): nothing a user can act on. ernie_ft imports them
+where it first needs them (in ``load_model``, ``Predictor``, ``setup``...), so a Python caller saw those lines, and
+``training.quiet.quiet_process`` is for the owner of a process only. ``_QuietImport`` executes the ``paddle`` and
+``paddlenlp`` packages, whoever imports them first, with an ``ignore`` filter for each of those two warnings that
+is taken out again when the import ends: every other warning of the import still shows, and the filters are the
+caller's plus what the packages' own imports add, as without ernie_ft. (An ``ignore`` filter leaves nothing in the
+warning registries: a warning it hid is decided again the next time.)
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import re
 import sys
 import warnings
 
@@ -91,7 +102,50 @@ class _Finder(importlib.abc.MetaPathFinder):
         return importlib.machinery.ModuleSpec(fullname, _Alias(name, new), origin=importlib.util.find_spec(new).origin)
 
 
+PADDLE_IMPORT_WARNINGS = ("No ccache found", "Setuptools is replacing distutils")
+"""The starts of the Python warnings Paddle and PaddleNLP print as they are imported."""
+NOISY_PACKAGES = ("paddle", "paddlenlp")
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Runs a package's own loader with ``PADDLE_IMPORT_WARNINGS`` ignored for the time of its execution; the module
+    keeps its own loader."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader
+        added = []
+        for message in PADDLE_IMPORT_WARNINGS:
+            if ("ignore", re.compile(message, re.I), Warning, None, 0) not in warnings.filters:  # a caller's own
+                warnings.filterwarnings("ignore", message=message)
+                added.append(warnings.filters[0])
+        try:
+            self.loader.exec_module(module)
+        finally:  # the filters the package's own import added stay, as without ernie_ft
+            for entry in added:
+                if entry in warnings.filters:
+                    warnings.filters.remove(entry)
+
+
+class _QuietImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in NOISY_PACKAGES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
 def install() -> None:
-    """Put the finder last on ``sys.meta_path``: a module that exists is always found first."""
+    """Put the finder of old names last on ``sys.meta_path`` (a module that exists is always found first), and
+    ``_QuietImport`` first (before Python's own finder of installed packages). Once each."""
     if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
         sys.meta_path.append(_Finder())
+    if not any(isinstance(finder, _QuietImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _QuietImport())

@@ -179,3 +179,33 @@ def test_predicts_engine_processes_hide_paddlenlps_info_lines_too(tmp_path, capf
     err = capfd.readouterr().err
     assert status == 0 and "wrote 10 predictions" in err and "on 2 processes" in err
     assert "INFO" not in err, err
+
+
+API_CALLER = f"""
+import warnings
+import ernie_ft
+from ernie_ft._compat import PADDLE_IMPORT_WARNINGS
+ernie_ft.load_model({str(CHECKPOINT)!r}, trust_pickle=True)
+print(ernie_ft.Predictor({str(CHECKPOINT)!r}, device="cpu", trust_pickle=True)(["很好"])[0]["label"])
+ours = [f for f in warnings.filters if f[1] is not None and f[1].pattern in PADDLE_IMPORT_WARNINGS]
+print("filters left:", ours)
+"""
+
+
+def test_a_python_caller_sees_no_paddle_import_warnings_and_keeps_its_filters():
+    """``import ernie_ft; ernie_ft.load_model(...)`` and ``Predictor(...)`` in a fresh process: standard error holds
+    neither Paddle's 'No ccache found' nor setuptools' 'replacing distutils' (a plain import of Paddle and PaddleNLP
+    prints both: the control), and no filter of ernie_ft's is left behind (``_compat._QuietImport``)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "GLOG_minloglevel")}
+    plain = [sys.executable, "-c", "import paddle, paddlenlp"]
+    control = subprocess.run(plain, env=env, capture_output=True, text=True)
+    if "No ccache found" not in control.stderr:
+        pytest.skip("Paddle does not warn about ccache here (ccache installed?)")
+    assert "Setuptools is replacing distutils" in control.stderr
+    done = subprocess.run([sys.executable, "-c", API_CALLER], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "No ccache found" not in done.stderr and "distutils" not in done.stderr, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "filters left: []"

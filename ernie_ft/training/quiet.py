@@ -18,10 +18,12 @@ import os
 import sys
 import warnings
 
+from ernie_ft._compat import PADDLE_IMPORT_WARNINGS
 from ernie_ft.training import mkl
 
-QUIET_WARNINGS = ("No ccache found", "Setuptools is replacing distutils")
-"""The starts of the Python warnings Paddle prints on import."""
+QUIET_WARNINGS = PADDLE_IMPORT_WARNINGS
+"""The starts of the Python warnings Paddle prints on import (hidden from a Python caller too: ``ernie_ft._compat``;
+here, for the processes ernie_ft starts, through PYTHONWARNINGS)."""
 
 PADDLENLP_LOGGER = "PaddleNLP"
 """The logger PaddleNLP's ``paddlenlp.utils.log.logger`` writes to (its own handler, not propagated)."""
