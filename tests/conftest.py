@@ -34,6 +34,7 @@ SLOW_MODULES = (
     "test_multinode.py",
     "test_nested_ner.py",
     "test_signals.py",
+    "test_runtime_install.py",
 )
 
 

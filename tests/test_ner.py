@@ -231,7 +231,7 @@ def valid_bio(path, labels):
 
 
 def test_crf_decode_yields_the_best_valid_sequence():
-    from ernie_ft.models.crf import viterbi
+    from ernie_ft.models.viterbi import viterbi
 
     labels = ["O", "B-A", "I-A", "B-B", "I-B"]
     rng = np.random.default_rng(0)

@@ -34,10 +34,20 @@ def run_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def int8_export(run_dir, tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("export") / "int8"
-    assert cli(["export", "--model", run_dir, "--output", str(out), "--format", "onnx", "--quantize", "int8"]) == 0
-    return str(out)
+def exports(run_dir, tmp_path_factory) -> dict:
+    """Int8 exports of a classifier and of a CRF tagger (whose decode reads the CRF's transitions), by task."""
+    tagger = train(tmp_path_factory, "ner", "--train", str(DATA / "ner_train.jsonl"), "--crf", "--max-len", "64")
+    found = {}
+    for task, run in (("classify", run_dir), ("ner", tagger)):
+        out = tmp_path_factory.mktemp("export") / f"{task}-int8"
+        assert cli(["export", "--model", run, "--output", str(out), "--format", "onnx", "--quantize", "int8"]) == 0
+        found[task] = str(out)
+    return found
+
+
+@pytest.fixture(scope="module")
+def int8_export(exports) -> str:
+    return exports["classify"]
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +58,14 @@ def texts(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def full_answers(int8_export, texts, tmp_path_factory) -> bytes:
-    """The full install's ``predict`` output for ``texts``."""
-    out = tmp_path_factory.mktemp("full") / "answers.jsonl"
-    assert cli(["predict", "--model", int8_export, "--input", texts, "--output", str(out)]) == 0
-    return out.read_bytes()
+def full_answers(exports, texts, tmp_path_factory) -> dict:
+    """The full install's ``predict`` output for ``texts``, by task."""
+    found = {}
+    for task, export in exports.items():
+        out = tmp_path_factory.mktemp("full") / f"{task}.jsonl"
+        assert cli(["predict", "--model", export, "--input", texts, "--output", str(out)]) == 0
+        found[task] = out.read_bytes()
+    return found
 
 
 def python(code: str, *args, executable=sys.executable) -> subprocess.CompletedProcess:
@@ -75,15 +88,16 @@ print(" ".join(sorted({name.split(".")[0] for name in sys.modules} & set(sys.arg
 """
 
 
-def test_running_an_export_in_the_full_install_imports_no_training_stack(int8_export, texts, full_answers, tmp_path):
-    """predict and the server's model on an int8 export, in a fresh interpreter of the full install: none of Paddle,
-    PaddleNLP, datasets, scikit-learn, matplotlib, VisualDL, pandas, pyarrow or onnx is imported, and the answers are
-    the ones predict wrote in this process (where Paddle is imported)."""
+@pytest.mark.parametrize("task", ["classify", "ner"])
+def test_running_an_export_in_the_full_install_imports_no_training_stack(task, exports, texts, full_answers, tmp_path):
+    """predict and the server's model on an int8 export (a classifier, a CRF tagger), in a fresh interpreter of the
+    full install: none of Paddle, PaddleNLP, datasets, scikit-learn, matplotlib, VisualDL, pandas, pyarrow or onnx is
+    imported, and the answers are the ones predict wrote in this process (where Paddle is imported)."""
     out = tmp_path / "answers.jsonl"
-    proc = python(IMPORTED_AFTER, int8_export, texts, out, *TRAINING_STACK)
+    proc = python(IMPORTED_AFTER, exports[task], texts, out, *TRAINING_STACK)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "", proc.stdout
-    assert out.read_bytes() == full_answers
+    assert out.read_bytes() == full_answers[task]
 
 
 RUN_MAIN = """
@@ -135,9 +149,9 @@ def runtime_venv() -> Path:
     pytest.skip(f"runtime install tests not run: {reason}")
 
 
-def test_the_runtime_install_has_no_paddle_and_predicts_as_the_full_install(int8_export, texts, full_answers, tmp_path):
+def test_the_runtime_install_has_no_paddle_and_predicts_as_the_full_install(exports, texts, full_answers, tmp_path):
     """In .venv-runtime: Paddle and PaddleNLP (and the rest of the training stack) are not installed, its
-    site-packages stay within 300 MB, and predict on the int8 export writes what the full install writes."""
+    site-packages stay within 300 MB, and predict on the int8 exports writes what the full install writes."""
     venv = runtime_venv()
     absent = python(
         "import importlib.util, sys; print([m for m in sys.argv[1:] if importlib.util.find_spec(m)])",
@@ -148,10 +162,11 @@ def test_the_runtime_install_has_no_paddle_and_predicts_as_the_full_install(int8
     site = next(RUNTIME.glob("lib/python*/site-packages"))
     size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.is_symlink())
     assert size <= 300 * 2**20, f"{site}: {size / 2**20:.0f} MB"
-    out = tmp_path / "answers.jsonl"
-    proc = python(RUN_MAIN, "predict", "--model", int8_export, "--input", texts, "--output", out, executable=venv)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert out.read_bytes() == full_answers
+    for task, export in exports.items():
+        out = tmp_path / f"{task}.jsonl"
+        proc = python(RUN_MAIN, "predict", "--model", export, "--input", texts, "--output", out, executable=venv)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert out.read_bytes() == full_answers[task], task
 
 
 class RuntimeServer(Server):
@@ -173,5 +188,5 @@ def test_the_runtime_install_serves_the_export_as_the_full_install_predicts(int8
     finally:
         server.stop()
     assert response.status_code == 200, response.text
-    expected = [json.loads(line) for line in full_answers.decode("utf-8").splitlines()]
+    expected = [json.loads(line) for line in full_answers["classify"].decode("utf-8").splitlines()]
     assert response.json()["predictions"] == expected

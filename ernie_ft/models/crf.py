@@ -1,5 +1,5 @@
-"""A linear-chain CRF on ERNIE's token logits: the model class, its loss and a decode that only
-yields valid BIO sequences. Paddle's ``viterbi_decode`` finds the best path.
+"""A linear-chain CRF on ERNIE's token logits: the model class and its loss. The decode that only yields valid BIO
+sequences is ``models.viterbi`` (numpy, so that running an export needs no Paddle).
 
 The likelihood is written here rather than taken from PaddleNLP 2.8.1's ``LinearChainCrf``: its
 normaliser reads the transition matrix as [to, from] while its gold-path score reads [from, to],
@@ -13,8 +13,6 @@ from __future__ import annotations
 import numpy as np
 import paddle
 from paddlenlp.transformers import ErnieForTokenClassification
-
-FORBIDDEN = -1e6  # added to forbidden moves: no sum of emissions outweighs one of them
 
 
 class ErnieCrfForTokenClassification(ErnieForTokenClassification):
@@ -89,40 +87,3 @@ def crf_loss(transitions, logits, labels):
     nll = sequence_nll(emissions, gold, np.maximum(lengths, 1), transitions)
     used = (lengths > 0).astype("float32")
     return (nll * paddle.to_tensor(used)).sum() / max(float(used.sum()), 1.0)
-
-
-def bio_constraints(labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(allowed[i, j]: may tag j follow tag i, allowed_first[j]: may a sequence start with tag j).
-
-    I-X must follow B-X or I-X; everything else is allowed.
-    """
-    inside = [label[2:] if label.startswith("I-") else None for label in labels]
-    allowed = np.ones((len(labels), len(labels)), dtype=bool)
-    for j, kind in enumerate(inside):
-        if kind is not None:
-            allowed[:, j] = [label in (f"B-{kind}", f"I-{kind}") for label in labels]
-    return allowed, np.array([kind is None for kind in inside])
-
-
-def viterbi(emissions: list[np.ndarray], transitions: np.ndarray, labels: list[str]) -> list[np.ndarray]:
-    """The best valid BIO tag path (ids) for each [length, tags] emission array."""
-    allowed, first = bio_constraints(labels)
-    trans = np.where(allowed, transitions, FORBIDDEN).astype("float32")
-    paths = [np.zeros(0, dtype="int64")] * len(emissions)
-    todo = [i for i, e in enumerate(emissions) if len(e)]
-    for chunk in (todo[k : k + 512] for k in range(0, len(todo), 512)):
-        lengths = np.array([len(emissions[i]) for i in chunk])
-        batch = np.zeros((len(chunk), lengths.max(), len(labels)), dtype="float32")
-        for row, i in enumerate(chunk):
-            batch[row, : lengths[row]] = emissions[i]
-        batch[:, 0, ~first] += FORBIDDEN
-        _, best = paddle.text.viterbi_decode(
-            paddle.to_tensor(batch),
-            paddle.to_tensor(trans),
-            paddle.to_tensor(lengths.astype("int64")),
-            include_bos_eos_tag=False,
-        )
-        best = best.numpy()
-        for row, i in enumerate(chunk):
-            paths[i] = best[row, : lengths[row]]
-    return paths

@@ -203,3 +203,30 @@ def _json(path: str, name: str, files: frozenset, flag: str) -> dict:
 def as_model_dir(model: str | ModelDir, flag: str = "--model") -> ModelDir:
     """``model`` when it is already read, else ``read_model_dir(model, flag)``."""
     return model if isinstance(model, ModelDir) else read_model_dir(model, flag)
+
+
+class SavedArrays:
+    """A checkpoint's saved weights (its safetensors file) as numpy arrays read by name, each when first asked for
+    (``saved.crf_transitions``): what a task that binds its model (``TaskHooks.binds_model``) gets where an engine
+    runs the model instead of Paddle."""
+
+    training = False
+
+    def __init__(self, path: str):
+        self._file, self._arrays = os.path.join(path, SAFE_WEIGHTS), {}
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._arrays:
+            from safetensors import safe_open
+
+            with safe_open(self._file, framework="np") as f:
+                stored = set(f.keys())
+                if name not in stored:
+                    raise AttributeError(f"{self._file} holds no weight {name!r}")
+                self._arrays[name] = f.get_tensor(name)
+        return self._arrays[name]
+
+    def eval(self):
+        return self

@@ -149,7 +149,7 @@ class NestedNER(thresholds.OneThreshold, NER):
 
     def summarize(self, outputs, batch):
         """Each window's span scores cut to its tokens, as [n, types, n] (compute_logits cuts rows to n)."""
-        scores, lengths = outputs.astype("float32").numpy(), batch["n_tokens"].numpy()
+        scores, lengths = np.asarray(outputs.astype("float32")), np.asarray(batch["n_tokens"])  # paddle or numpy
         return [scores[row, :, :n, :n].transpose(1, 0, 2) for row, n in enumerate(lengths)]
 
     def loss(self, logits, batch):

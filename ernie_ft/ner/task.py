@@ -259,13 +259,11 @@ class NER(TaskHooks):
         docs = stitch(logits, features, len(examples))
         units = {f["doc"]: f["_units"] for f in features}
         emissions = [docs[d][[u[0] for u in units[d]]] for d in range(len(examples))]
-        from scipy.special import log_softmax
+        from ernie_ft.models.viterbi import log_softmax, viterbi
 
-        from ernie_ft.models.crf import viterbi
-
-        log_probs = [log_softmax(e, axis=1) for e in emissions]
+        log_probs = [log_softmax(e) for e in emissions]
         if self.crf:
-            paths = viterbi(emissions, self._model.crf_transitions.numpy(), labels)
+            paths = viterbi(emissions, np.asarray(self._model.crf_transitions), labels)
         elif self.constrained:  # no learned transitions: the most probable of the valid sequences
             paths = viterbi(log_probs, np.zeros((len(labels), len(labels)), dtype="float32"), labels)
         else:

@@ -266,11 +266,11 @@ class Relation(thresholds.OneThreshold, TaskHooks):
             )
 
     def collate(self, features, pipeline, seed, epoch):
-        from paddlenlp.data import Pad
+        from ernie_ft.data.batching import pad
 
         batch = {
-            "input_ids": Pad(pad_val=pipeline.pad_id, dtype="int64")([f["input_ids"] for f in features]),
-            "token_type_ids": Pad(pad_val=0, dtype="int64")([f["token_type_ids"] for f in features]),
+            "input_ids": pad([f["input_ids"] for f in features], pipeline.pad_id),
+            "token_type_ids": pad([f["token_type_ids"] for f in features], 0),
             "n_tokens": np.array([len(f["input_ids"]) for f in features], dtype="int64"),  # summarize's caps
         }
         if epoch is not None:  # training: the entities' dense 0/1 targets, the pointers' cells and their targets

@@ -15,12 +15,12 @@ Vocabulary files are read in ``vocab_files``; directories in ``tokenizer_dir`` (
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import re
 import sys
 import unicodedata
 from pathlib import Path
 
-import jieba
 import tokenizers
 
 from ernie_ft.errors import UserError
@@ -36,7 +36,6 @@ from ernie_ft.text.rules import (
     normalize_text,
     rust_tokenizer,
 )
-from ernie_ft.text.segmenter import Segmenter, load_user_dict
 from ernie_ft.text.tokenizer_dir import is_hf_tokenizer_dir, read_tokenizer_dir, saved_extension, write_tokenizer_dir
 from ernie_ft.text.vocab_files import SPECIAL_TOKENS, hf_vocab_lines, read_vocab, warn_repeated_lines
 
@@ -125,8 +124,9 @@ class TextPipeline:
     def _base_digest(self, vocab_bytes: bytes):
         """The fingerprint's hash of the settings, vocabulary (``vocab_bytes``: the file's) and rules (the words
         and extension follow)."""
+        jieba = importlib.metadata.version("jieba")  # read without importing it (see _jieba)
         digest = hashlib.sha1(
-            f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|{jieba.__version__}|{tokenizers.__version__}|".encode()
+            f"{PIPELINE_VERSION}|{self.lowercase}|{self.segment}|{jieba}|{tokenizers.__version__}|".encode()
         )
         if self.rules == "ernie_ft":
             digest.update(vocab_bytes)
@@ -140,8 +140,10 @@ class TextPipeline:
 
     def _load_words_and_extension(self, digest, user_dict: str | None) -> str:
         """Set up jieba (with the user dictionary) and the vocabulary extension; the fingerprint with them."""
-        self._jieba = Segmenter()  # private: the global one is shared with user code
+        self._segmenter = None
         if user_dict is not None:
+            from ernie_ft.text.segmenter import load_user_dict
+
             digest.update(b"|user_dict|" + load_user_dict(self._jieba, user_dict))
         self.extension = None
         vocab_extension = self._kwargs["vocab_extension"]
@@ -156,6 +158,17 @@ class TextPipeline:
             self.vocab_size += len(self.extension.pieces)
             digest.update(f"|extension|{self.extension.digest}|{self.exact_spans}".encode())
         return digest.hexdigest()
+
+    @property
+    def _jieba(self):
+        """The pipeline's own jieba segmenter (the global one is shared with user code), made when first asked for: a
+        pipeline that never segments (no word ids, no vocabulary extension: running an export) never imports jieba,
+        whose import and dictionary take most of a second."""
+        if self._segmenter is None:
+            from ernie_ft.text.segmenter import Segmenter
+
+            self._segmenter = Segmenter()
+        return self._segmenter
 
     def replace(self, **changes) -> TextPipeline:
         """A pipeline with the same settings except ``changes`` (constructor keywords)."""

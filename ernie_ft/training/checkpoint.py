@@ -21,7 +21,7 @@ import yaml
 
 from ernie_ft.errors import UserError
 from ernie_ft.models import hf
-from ernie_ft.models.model_dir import BEST, LABELS_FILE, LAST, RUN_FILE, ModelDir, as_model_dir
+from ernie_ft.models.model_dir import BEST, LABELS_FILE, LAST, RUN_FILE, ModelDir, SavedArrays, as_model_dir
 from ernie_ft.models.weights import SAFE_WEIGHTS, from_pretrained
 from ernie_ft.task import BUILTIN, create_task, load_task, recorded_spec, resolve_task, task_source
 from ernie_ft.training.lock import LOCK, lock_output
@@ -217,9 +217,12 @@ def load_model(
     meta, path = source.run, source.path
     task = recorded_task(meta, path, task)
     model = None
-    if weights or task.binds_model:
+    if weights:
         model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle, files=source.files)
         model.eval()
+    elif task.binds_model:  # an engine runs the model: the task reads the saved weights it needs, without Paddle
+        model = SavedArrays(path)
+    if model is not None and task.binds_model:
         task.bind(model)
     return Loaded(model, source.pipeline(), source.labels, task, meta["run"], path, source)
 
