@@ -136,6 +136,32 @@ def test_every_input_row_is_answered_in_its_place(tmp_path, capsys):
     assert ["predictions" in task for task in tasks] == [True, False, True, False, True]
 
 
+def test_parquet_columns_wait_for_an_answer_past_chunks_without_text_and_resume_keeps_them(tmp_path, monkeypatch):
+    from ernie_ft.inference import stream
+
+    source = write_lines(tmp_path / "in.txt", ["", " ", "", *TEXTS[:3]])
+    args = ["predict", "--model", CLASSIFIER, "--trust-pickle", "--device", "cpu", "--input", str(source)]
+    assert cli.main([*args, "--chunk-size", "2", "--output", str(tmp_path / "whole.parquet")]) == 0
+    rows = answers(tmp_path / "whole.parquet")
+    assert [row["text"] for row in rows] == ["", " ", "", *TEXTS[:3]]
+    assert [row["label"] is None for row in rows] == [True, True, True, False, False, False]
+    answer_chunk, made = stream.answer_chunk, []
+
+    def stopped_in_the_second_chunk(*given):
+        made.append(1)
+        if len(made) == 2:
+            raise Interrupted(signal.SIGINT)
+        return answer_chunk(*given)
+
+    monkeypatch.setattr(stream, "answer_chunk", stopped_in_the_second_chunk)
+    out = tmp_path / "out.parquet"
+    assert cli.main([*args, "--chunk-size", "2", "--output", str(out)]) == 130
+    monkeypatch.undo()
+    assert answers(out) == [{"text": ""}, {"text": " "}]  # the blank chunk alone: its own columns
+    assert cli.main([*args, "--chunk-size", "2", "--output", str(out), "--resume"]) == 0
+    assert answers(out) == rows
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_resume_after_another_input_stopped_at_its_first_write_keeps_none_of_its_answers(
     suffix, tmp_path, monkeypatch, capsys

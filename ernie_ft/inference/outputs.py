@@ -59,22 +59,28 @@ def _complete_lines(path: str) -> tuple[int, int]:
 class Parquet:
     """Answers as a Parquet file, one row group per chunk: a field holding a string, number or boolean is a column
     of that type, a list or object a column of its JSON text (named in the schema's metadata, ``json_columns``);
-    the columns are the first chunk's fields. Written to ``PATH.partial`` and moved to ``path`` when closed, so
-    ``path`` is always a whole file; ``resume`` copies the rows ``path`` holds first."""
+    the columns are the first chunk's fields, after any chunks of records without a text (``records.Blank``), which
+    are held until an answer's fields are known (an input that has only those: their own fields, ``only_blank`` in
+    the metadata). Written to ``PATH.partial`` and moved to ``path`` when closed, so ``path`` is always a whole
+    file; ``resume`` copies the rows ``path`` holds first."""
 
     def __init__(self, path: str, resume: bool = False):
         import pyarrow.parquet as pq
 
         self.path, self.partial, self.writer, self.done, self.json = path, path + ".partial", None, 0, set()
+        self.held: list[dict] = []
         if resume and os.path.exists(path):
             try:
                 done = pq.ParquetFile(path)
             except Exception as e:  # pyarrow raises several kinds; all mean it is no whole Parquet file
                 raise UserError(f"--resume: {path} cannot be read as Parquet ({e}); run without --resume") from None
+            self.done = done.metadata.num_rows
+            if (done.schema_arrow.metadata or {}).get(b"only_blank"):
+                self.held = [Blank(row) for row in done.read().to_pylist()]
+                return
             self._open(done.schema_arrow)
             for batch in done.iter_batches():
                 self.writer.write_batch(batch)
-            self.done = done.metadata.num_rows
 
     def _open(self, schema) -> None:
         import pyarrow.parquet as pq
@@ -84,10 +90,17 @@ class Parquet:
         self.writer = pq.ParquetWriter(self.partial, schema)
 
     def write(self, answers: list[dict]) -> None:
+        if self.writer is None:
+            if all(isinstance(answer, Blank) for answer in answers):
+                self.held += answers  # their columns are not all known yet
+                return
+            answers, self.held = self.held + answers, []
+            self._open(_schema(sorted(answers, key=lambda answer: isinstance(answer, Blank))))
+        self._write(answers)
+
+    def _write(self, answers: list[dict]) -> None:
         import pyarrow as pa
 
-        if self.writer is None:
-            self._open(_schema(answers))
         columns = self.schema.names
         extra = next((key for answer in answers for key in answer if key not in columns), None)
         if extra is not None:
@@ -106,12 +119,15 @@ class Parquet:
         return json.dumps(value, ensure_ascii=False) if column in self.json and value is not None else value
 
     def close(self) -> None:
+        if self.writer is None and self.held:
+            self._open(_schema(self.held, only_blank=True))
+            self._write(self.held)
         if self.writer is not None:
             self.writer.close()
             os.replace(self.partial, self.path)
 
 
-def _schema(answers: list[dict]):
+def _schema(answers: list[dict], only_blank: bool = False):
     """The Parquet schema of the first chunk's answers (see ``Parquet``)."""
     import pyarrow as pa
 
@@ -133,7 +149,8 @@ def _schema(answers: list[dict]):
             types.setdefault(key, None)
     fields = [pa.field(key, kind or pa.string()) for key, kind in types.items()]
     nested += [key for key, kind in types.items() if kind is None]  # never given: JSON text of what comes
-    return pa.schema(fields, metadata={"json_columns": json.dumps(nested)})
+    blank = {"only_blank": "1"} if only_blank else {}
+    return pa.schema(fields, metadata={"json_columns": json.dumps(nested), **blank})
 
 
 class JsonArray:
