@@ -13,7 +13,8 @@ def build_parser(prog: str) -> Parser:
     parser = Parser(
         prog=prog,
         allow_abbrev=False,
-        description="Predict with a trained checkpoint; writes one answer per input record, in input order, as made.",
+        description="Predict with a trained checkpoint; writes one answer per input record, in input order, as made "
+        "(a record without a text: its fields, no prediction), each with the record's other columns (an id).",
     )
     flags.add_model(parser)
     flags.add_input(parser)
@@ -26,7 +27,7 @@ def build_parser(prog: str) -> Parser:
         "--resume",
         action="store_true",
         help="continue --output after its last complete answer (refused when the model, input or flags that wrote it "
-        "differ); without it an existing --output is written again",
+        "differ); without it an existing --output is written again. One process at a time writes an --output",
     )
     flags.add_batch_size(parser)
     flags.add_chunk_size(parser, "tokenised and answered")
