@@ -26,13 +26,13 @@ def choice(task_id, label, text="好"):
 
 def test_a_task_keeps_its_slice_whatever_is_annotated_before_it():
     tasks = [choice(i, "正面") for i in range(1, 401)]
-    slices = run_data.project_slices(tasks, "comment")
+    slices = run_data.project_slices(tasks, ("comment",))
     where = {t["id"]: name for name, part in slices.items() for t in part}
     assert {name: len(part) for name, part in slices.items()} == pytest.approx(
         {"train": 280, "select": 40, "decide": 80}, abs=25
     )
     earlier = [choice(i, "负面") for i in range(1000, 1060)]  # annotated later, with lower positions in the export
-    again = run_data.project_slices([*earlier, *reversed(tasks), {"id": 5, "data": {"comment": "x"}}], "comment")
+    again = run_data.project_slices([*earlier, *reversed(tasks), {"id": 5, "data": {"comment": "x"}}], ("comment",))
     moved = {t["id"]: name for name, part in again.items() for t in part if t["id"] in where}
     assert moved == where  # by the id's hash, not by position; the unannotated task 5 is in no slice
     assert slices["decide"][0]["data"] == {"text": slices["decide"][0]["data"]["text"]}  # the text under "text"
@@ -40,11 +40,12 @@ def test_a_task_keeps_its_slice_whatever_is_annotated_before_it():
 
 EXAMPLES = {
     "classify": (DATA / "sentiment_dev.tsv", lambda e: (e.text, e.label)),
+    "pairs": (DATA / "pairs_dev.tsv", lambda e: (e.text, e.text_pair, e.label)),
     "ner": (DATA / "ner_dev.jsonl", lambda e: (e.text, e.entities)),
 }
 
 
-@pytest.mark.parametrize("name", ["classify", "ner", "relation"])
+@pytest.mark.parametrize("name", ["classify", "pairs", "ner", "relation"])
 def test_the_served_models_examples_read_back_the_same_as_label_studio_tasks(name, tmp_path, capsys):
     if name == "relation":
         path = tmp_path / "rel.jsonl"
@@ -57,11 +58,12 @@ def test_the_served_models_examples_read_back_the_same_as_label_studio_tasks(nam
         key = lambda e: (e.text, e.triples)  # noqa: E731
     else:
         path, key = EXAMPLES[name]
-    task, data = load_task(name), DataConfig()
+    task, data = load_task("classify" if name == "pairs" else name), DataConfig()
     examples = task.read(str(path), data, "--train")
     written = tmp_path / "tasks.json"
     written.write_text(json.dumps([run_data.as_task(e, None) for e in examples], ensure_ascii=False), encoding="utf-8")
-    again = task.read(str(written), DataConfig(text_column="text"), "--train")
+    pair = "text_pair" if name == "pairs" else None  # what the run's recipe names for a sentence-pair model
+    again = task.read(str(written), DataConfig(text_column="text", text_pair_column=pair), "--train")
     assert [key(e) for e in again] == [key(e) for e in examples] and examples
 
 
@@ -79,6 +81,9 @@ def test_the_runs_recipe_is_one_the_task_accepts(name, tmp_path):
     assert (config.data.train, config.data.dev, config.data.max_len) == ("train.json", None, 48)
     assert (config.model.model, config.train.output) == ("/m", str(tmp_path / "model"))
     assert open(recipe, encoding="utf-8").readline().startswith(f"# python -m ernie_ft {name} --config ")
+    if name == "classify":  # a sentence-pair model's run reads the second text of each task as well
+        recipe = run_data.write_recipe(run, task, name, paths, continued, str(tmp_path), pair=True)
+        assert load_recipe(recipe)["data"]["text_pair_column"] == "text_pair"
 
 
 def test_a_swap_needs_a_better_score_the_right_way_round_and_enough_tasks():
@@ -128,3 +133,39 @@ def test_old_runs_are_pruned_but_never_the_served_models(tmp_path, capsys):
     assert removed == [runs[0], runs[2]]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["002", "004", "005", "006"]
     assert "removed run 001, 003 (serve keeps the last 3: --keep-runs)" in capsys.readouterr().err
+
+
+def test_the_new_model_is_exported_and_scored_as_serve_runs_the_served_one(tmp_path):
+    """A served int8 export with --threshold, --task and --trust-pickle: the new model is exported to int8 too, and
+    both are scored with that engine, threshold and task (the served one trusted as serve trusts it)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from ernie_ft.serving.retrain import Retrainer
+
+    commands = []
+
+    async def child(command, log, what):  # instead of a process: record it, write what evaluate would
+        commands.append(command)
+        if "--output-dir" in command:
+            out = Path(command[command.index("--output-dir") + 1])
+            out.mkdir(parents=True)
+            (out / "metrics.json").write_text(json.dumps({"f1": 0.5 if "eval-new" in out.name else 0.25}))
+
+    served = SimpleNamespace(engine="onnxruntime-int8", task_spec="tasks/tagger.py:Tagger", threshold=0.3,
+                             trust_pickle=True, on_gpu=False, model_dir="/runs/v1-int8", task=load_task("ner"),
+                             loaded=SimpleNamespace(run={"train": {"metric": "f1"}}))  # fmt: skip
+    retrainer = Retrainer(lambda: served, None, None, runs=str(tmp_path / "runs"))
+    retrainer.child = child
+    run = str(tmp_path / "run")
+    new = asyncio.run(retrainer.like_served(served, "/run/model/best", run))
+    assert new == "/run/model/best-onnxruntime-int8"
+    assert commands[0][2:] == ["ernie_ft", "export", "--model", "/run/model/best", "--output", new, "--task",
+                               "tasks/tagger.py:Tagger", "--format", "onnx", "--quantize", "int8"]  # fmt: skip
+    scores = asyncio.run(retrainer.scores(served, new, run))
+    assert (scores.metric, scores.served, scores.new, scores.better()) == ("f1", 0.25, 0.5, True)
+    flags = ["--input", f"{run}/data/decide.json", "--engine", "onnxruntime-int8", "--device", "cpu"]
+    flags += ["--task", "tasks/tagger.py:Tagger", "--threshold", "0.3"]
+    served_run, new_run_ = (c[c.index("--model") + 1 : c.index("--output-dir")] for c in commands[1:])
+    assert served_run == ["/runs/v1-int8", *flags, "--trust-pickle"]
+    assert new_run_ == [new, *flags]  # ner reads no --text-column

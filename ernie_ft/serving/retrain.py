@@ -38,7 +38,7 @@ from typing import Callable, Optional
 from ernie_ft.data import label_studio_api
 from ernie_ft.errors import UserError
 from ernie_ft.serving.limits import Limits
-from ernie_ft.serving.run_data import DECIDE_SHARE, training_command
+from ernie_ft.serving.run_data import DECIDE_SHARE, PAIR, training_command
 from ernie_ft.serving.runs import RunQueue, new_run, prune
 from ernie_ft.serving.security import LabelStudioAccess
 
@@ -153,10 +153,11 @@ class Retrainer:
         export = os.path.join(run, "export.json")
         with open(export, "w", encoding="utf-8") as f:
             json.dump(tasks, f, ensure_ascii=False)
-        field = field or task_text_fields(None, tasks)[0]
+        texts = len(started.trained_with or started.required)  # a sentence pair's two
+        fields = (field,) if field and texts == 1 else task_text_fields(None, tasks, texts)
         spec = ["--task", started.task_spec] if started.task_spec else []
         await self.child([sys.executable, "-m", "ernie_ft.serving.run_data", "--model", started.loaded.directory,
-                          "--export", export, "--field", field, "--output", run, *spec],
+                          "--export", export, "--field", *fields, "--output", run, *spec],
                          os.path.join(run, "data.log"), "writing the run's data")  # fmt: skip
         with open(os.path.join(run, "data", "summary.json"), encoding="utf-8") as f:
             summary = json.load(f)
@@ -202,7 +203,9 @@ class Retrainer:
         flags = ["--engine", served.engine, "--device", "gpu" if served.on_gpu else "cpu"]
         flags += ["--task", served.task_spec] if served.task_spec else []
         flags += ["--threshold", str(served.threshold)] if served.threshold is not None else []
-        flags += ["--text-column", "text"] if "text_column" not in unused_data_settings(served.task) else []
+        if "text_column" not in unused_data_settings(served.task):  # the run's tasks hold their texts under PAIR
+            pair = len(served.trained_with or served.required) > 1
+            flags += ["--text-column", PAIR[0], *(["--text-pair-column", PAIR[1]] if pair else [])]
         pickle = ["--trust-pickle"] if served.trust_pickle else []
         scores = await asyncio.gather(  # both at once: most of each is starting Python and loading a model
             self.score(served.model_dir, decide, os.path.join(run, "eval-served"), [*flags, *pickle], metric),
@@ -248,4 +251,3 @@ def project_number(project) -> Optional[int]:
         project = project.get("id")
     text = str(project).split(".", 1)[0] if project is not None else ""
     return int(text) if text.isdigit() else None
-

@@ -34,6 +34,8 @@ DECIDE, SELECT = (0, 1), (2,)
 """The buckets (a task id's hash modulo 10) of the slice that decides the swap and of the one that picks the new
 model's checkpoint; the other seven train."""
 DECIDE_SHARE = len(DECIDE) / 10
+PAIR = ("text", "text_pair")
+"""The keys of the run's tasks' ``data``: the text, and a sentence pair's second text."""
 RECIPE_SECTIONS = ("data", "model", "train", "parallel", "task")
 """The sections of a checkpoint's run config (its ``ernie_ft.yaml``) that a recipe takes."""
 
@@ -57,19 +59,21 @@ def slice_of(task_id) -> str:
     return "decide" if bucket in DECIDE else "select" if bucket in SELECT else "train"
 
 
-def project_slices(tasks: list, field: str) -> dict[str, list]:
-    """The annotated tasks of an export by slice, each ``{"id", "data": {"text": ...}, "annotations"}`` (its text
-    under ``text`` whatever the project calls it; its predictions left out: people's labels only)."""
+def project_slices(tasks: list, fields: tuple[str, ...]) -> dict[str, list]:
+    """The annotated tasks of an export by slice, each ``{"id", "data": {"text": ...}, "annotations"}``: the text
+    under ``fields[0]`` as ``text`` whatever the project calls it (a sentence pair's second, ``fields[1]``, as
+    ``text_pair``); its predictions left out: people's labels only."""
     slices: dict[str, list] = {"train": [], "select": [], "decide": []}
     for task in tasks:
         data = task.get("data") if isinstance(task, dict) else None
         if not (isinstance(data, dict) and task.get("annotations")):
             continue
-        text = data.get(field)
-        if not isinstance(text, str):
-            raise UserError(f"task {task.get('id')}: no text under data.{field} (data keys: {', '.join(data)})")
+        texts = [data.get(field) for field in fields]
+        if not all(isinstance(text, str) for text in texts):
+            missing = next(f for f, text in zip(fields, texts) if not isinstance(text, str))
+            raise UserError(f"task {task.get('id')}: no text under data.{missing} (data keys: {', '.join(data)})")
         slices[slice_of(task.get("id"))].append(
-            {"id": task.get("id"), "data": {"text": text}, "annotations": task["annotations"]}
+            {"id": task.get("id"), "data": dict(zip(PAIR, texts)), "annotations": task["annotations"]}
         )
     return slices
 
@@ -79,8 +83,6 @@ def as_task(example, separator: Optional[str]) -> dict:
     from ernie_ft.data.pre_annotations import label_studio_task
     from ernie_ft.relation.formats import parse_label
 
-    if getattr(example, "text_pair", None):
-        raise UserError("the served model reads sentence pairs, which Label Studio tasks do not carry to training yet")
     if hasattr(example, "triples"):
         spans = lambda s: {"start": s[0], "end": s[1], "type": s[2]}  # noqa: E731
         record = {"text": example.text, "relations": [
@@ -88,10 +90,9 @@ def as_task(example, separator: Optional[str]) -> dict:
         ]}  # fmt: skip
     elif hasattr(example, "entities"):
         record = {"text": example.text, "entities": [{"start": s, "end": e, "type": t} for s, e, t in example.entities]}
-    elif isinstance(getattr(example, "label", None), tuple):
-        record = {"text": example.text, "labels": list(example.label)}
     elif hasattr(example, "label"):
-        record = {"text": example.text, "label": example.label}
+        labels = {"labels": list(example.label)} if isinstance(example.label, tuple) else {"label": example.label}
+        record = {"text": example.text, "text_pair": getattr(example, "text_pair", None), **labels}
     else:
         raise UserError(f"the served model's examples ({type(example).__name__}) are not classes, entities or "
                         "relations, which a Label Studio run trains on")  # fmt: skip
@@ -119,16 +120,17 @@ def served_tasks(source, task, run: dict) -> tuple[dict[str, list], Optional[str
     return found, None
 
 
-def write_data(model: str, export: str, field: str, output: str, spec: Optional[str] = None) -> Summary:
+def write_data(model: str, export: str, fields: tuple[str, ...], output: str, spec: Optional[str] = None) -> Summary:
     """``output/data/{train,dev,decide}.json``, ``output/recipe.yaml`` and ``output/data/summary.json`` for a run of
-    the served checkpoint ``model`` (``spec``: serve's ``--task``) on the project export ``export``."""
+    the served checkpoint ``model`` (``spec``: serve's ``--task``) on the project export ``export``, whose text is in
+    each task's ``data`` under ``fields`` (two for a sentence pair)."""
     from ernie_ft.training import checkpoint
 
     source = checkpoint.checkpoint_dir(model)
     task = checkpoint.recorded_task(source.run, source.path, spec)
     run = source.run["run"]
     with open(export, encoding="utf-8") as f:
-        slices = project_slices(json.load(f), field)
+        slices = project_slices(json.load(f), fields)
     if not any(slices.values()):
         raise UserError("the project has no annotated task: annotate some, then start training again")
     annotated = {t["data"]["text"] for part in slices.values() for t in part}
@@ -148,22 +150,23 @@ def write_data(model: str, export: str, field: str, output: str, spec: Optional[
         if paths[name]:
             with open(paths[name], "w", encoding="utf-8") as f:
                 json.dump(tasks, f, ensure_ascii=False)
-    write_recipe(run, task, source.run["task"] if spec is None else spec, paths, summary, output)
+    write_recipe(run, task, source.run["task"] if spec is None else spec, paths, summary, output, len(fields) > 1)
     with open(os.path.join(output, "data", "summary.json"), "w", encoding="utf-8") as f:
         json.dump(dataclasses.asdict(summary), f)
     return summary
 
 
-def write_recipe(run: dict, task, spec: str, paths: dict, summary: Summary, output: str) -> str:
-    """``output/recipe.yaml``: the served model's run config (``run``) training on ``paths`` into ``output/model``,
-    from the served weights when ``summary.continue_from`` says so; only the settings that differ from their defaults
-    and that ``task`` reads."""
+def write_recipe(run: dict, task, spec: str, paths: dict, summary: Summary, output: str, pair: bool = False) -> str:
+    """``output/recipe.yaml``: the served model's run config (``run``) training on ``paths`` (``pair``: with a
+    sentence pair's second text) into ``output/model``, from the served weights when ``summary.continue_from`` says
+    so; only the settings that differ from their defaults and that ``task`` reads."""
     from ernie_ft.recipes import changed
     from ernie_ft.task import unused_data_settings
 
     recipe = {section: dict(run.get(section) or {}) for section in RECIPE_SECTIONS}
     recipe["data"].update(train=paths["train"], dev=paths["dev"], test=None, dev_split=None, header=None, sheet=None,
-                          text_column="text", text_pair_column=None, predictions_as_labels=False)  # fmt: skip
+                          text_column="text", text_pair_column=PAIR[1] if pair else None,
+                          predictions_as_labels=False)  # fmt: skip
     unused = unused_data_settings(task)
     recipe["data"] = {k: v for k, v in recipe["data"].items() if k not in unused}
     if summary.continue_from:
@@ -189,12 +192,12 @@ def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ernie_ft.serving.run_data", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="the served checkpoint")
     parser.add_argument("--export", required=True, help="the project's Label Studio JSON export")
-    parser.add_argument("--field", required=True, help="the key of a task's data that holds its text")
+    parser.add_argument("--field", required=True, nargs="+", help="the key(s) of a task's data that hold its text(s)")
     parser.add_argument("--output", required=True, help="the run's directory")
     parser.add_argument("--task", help="serve's --task")
     args = parser.parse_args(argv)
     try:
-        summary = write_data(args.model, args.export, args.field, args.output, args.task)
+        summary = write_data(args.model, args.export, tuple(args.field), args.output, args.task)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
