@@ -430,9 +430,7 @@ def soak(model: str, texts: list[str], args, tmp: str) -> None:
     import httpx
 
     clients = args.clients[0]
-    server = Server(
-        serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), paddle_environ()
-    )
+    server = Server(serve_command(model, args.engine, args.device), os.path.join(tmp, "server.log"), paddle_environ())
     try:
         server.wait_ready()
         start, minute = time.monotonic(), []

@@ -83,7 +83,7 @@ def test_the_text_fields_of_a_config_one_rule_for_one_text_and_a_pair():
     review = '<View><Labels name="l" toName="t"/><Text name="x" value="$other"/><Text name="t" value="$review"/></View>'
     assert text_fields(review) == ("review",)
     assert text_fields('<View><Text name="t" value="$review"/></View>') == ("review",)  # no control: the first
-    with pytest.raises(ConfigError, match='shows 1 text \\(data.review\\); this sentence-pair model reads 2'):
+    with pytest.raises(ConfigError, match="shows 1 text \\(data.review\\); this sentence-pair model reads 2"):
         text_fields(review.replace('<Text name="x" value="$other"/>', ""), 2)
     with pytest.raises(ConfigError, match="not XML"):
         text_fields("<View>")
