@@ -118,12 +118,17 @@ WITHOUT_PADDLE = "import sys; sys.modules.update(paddle=None, paddlenlp=None)" +
          "error: paddle is not installed: this install of ernie_ft runs exports"),
         (["predict", "--model", "{run}", "--input", str(DATA / "predict.txt")],
          "error: --model {run} is a checkpoint, not an ONNX export, which runs on Paddle; "),
+        (["predict", "--model", "{export}", "--input", str(DATA / "predict.txt"), "--engine", "dygraph"],
+         "error: --engine dygraph runs on Paddle, which this install lacks: drop --engine"),
     ],
 )  # fmt: skip
-def test_without_paddle_a_command_that_needs_it_is_one_line_naming_the_install(command, says, run_dir, tmp_path):
-    """Where Paddle and PaddleNLP are missing (the runtime install), training, export and a checkpoint that is not
-    an export exit 2 with one line naming ``pip install 'ernie_ft[train,cpu]'``; no traceback."""
-    values = {"tmp": str(tmp_path), "run": run_dir}
+def test_without_paddle_a_command_that_needs_it_is_one_line_naming_the_install(
+    command, says, run_dir, int8_export, tmp_path
+):
+    """Where Paddle and PaddleNLP are missing (the runtime install), training, export, a checkpoint that is not an
+    export and Paddle's engine asked for on an export exit 2 with one line naming ``pip install
+    'ernie_ft[train,cpu]'``; no traceback."""
+    values = {"tmp": str(tmp_path), "run": run_dir, "export": int8_export}
     proc = python(WITHOUT_PADDLE, *(arg.format(**values) for arg in command))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]

@@ -20,18 +20,24 @@ def runtime_and_precision(engine: str) -> tuple[str, str]:
     return engine.split("-")[0], PRECISION.get(engine, "fp32")
 
 
-def check_installed(model: str, engine: str) -> None:
+def check_installed(source, engine: str) -> None:
     """A UserError when ``engine`` (concrete) runs on Paddle and this install has none (the runtime's, which runs
-    exports): what ``model`` is, and how to export it where ernie_ft's training install is."""
+    exports): what ``source`` (a ``ModelDir``) holds, and what runs it here or how to export it."""
     import importlib.util
 
     from ernie_ft.errors import TRAIN_INSTALL, UserError
 
     if engine.startswith("onnxruntime") or importlib.util.find_spec("paddle") is not None:
         return
+    model = source.given
+    if source.onnx("int8") or source.onnx():
+        raise UserError(
+            f"--engine {engine} runs on Paddle, which this install lacks: drop --engine (auto runs --model {model}'s "
+            f"ONNX model with ONNX Runtime), or {TRAIN_INSTALL}"
+        )
     what = "a Paddle Inference export" if engine == "inference" else "a checkpoint, not an ONNX export"
     raise UserError(
-        f"--model {model} is {what}, which runs on Paddle; this install runs ONNX exports: export it where "
-        f"{TRAIN_INSTALL} is installed (python -m ernie_ft export --model {model} --output DIR --format onnx "
-        "--quantize int8) and give DIR, or install that here"
+        f"--model {model} is {what}, which runs on Paddle; this install runs ONNX exports: export it with the "
+        f"training install ({TRAIN_INSTALL}): python -m ernie_ft export --model {model} --output DIR --format onnx "
+        "--quantize int8, and give --model DIR"
     )

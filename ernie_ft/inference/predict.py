@@ -129,7 +129,7 @@ def load_for_inference(
     """
     source = model_dir if isinstance(model_dir, ModelDir) else checkpoint.checkpoint_dir(model_dir)
     engine = _engine(source, engine)
-    check_installed(source.given, engine)
+    check_installed(source, engine)
     if not (engine.startswith("onnxruntime") and device in ("auto", "cpu")):  # ONNX Runtime on the CPU: no Paddle
         from ernie_ft.training import runtime
 
