@@ -216,6 +216,9 @@ def test_a_second_writer_of_an_output_is_refused_until_the_first_ends_killed_too
             first.kill()
     assert cli.main([*args, "--output", str(out)]) == 0  # the killed holder's lock went with it
     assert len(answers(out)) == 3 and not Path(f"{out}.lock").exists()
+    capsys.readouterr()
+    assert cli.main([*args, "--output", str(tmp_path / "none" / "out.jsonl")]) == 2  # no such directory: one line
+    assert f"error: --output {tmp_path / 'none' / 'out.jsonl'}: cannot be written in " in capsys.readouterr().err
 
 
 def test_parquet_parts_merge_into_the_whole_input_answers(tmp_path):

@@ -34,7 +34,12 @@ def held(output: str, command: str = "predict") -> Iterator[None]:
 
     path = output + ".lock"
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            where = os.path.dirname(os.path.abspath(output))
+            raise UserError(f"--output {output}: cannot be written in {where} ({e.strerror}); give a writable "
+                            "directory that exists") from None  # fmt: skip
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
