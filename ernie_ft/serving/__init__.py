@@ -23,7 +23,8 @@ Modules: ``limits`` (every limit, a ``serve`` flag), ``settings`` (what a ``--wo
 ``security`` (basic authentication, the Label Studio to train from),
 ``model`` (the loaded checkpoint), ``batcher`` (dynamic batching and its counters), ``schemas`` (the request and error
 bodies), ``app`` (routes, body limit, page), ``label_studio`` and ``label_studio_routes`` (Label Studio's ML backend
-protocol under ``/label-studio``), ``retrain`` (its "Start training").
+protocol under ``/label-studio``), ``retrain`` (its "Start training"), ``run_data`` (a run's data and recipe), ``runs``
+(one run at a time, run directories).
 """
 
 from __future__ import annotations
