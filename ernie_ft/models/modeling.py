@@ -162,7 +162,7 @@ def build_model(
         check_directory(found)
     net, loading = _pretrained(cls, model, found, head, overrides)
     if model.new_head:
-        loading = weights.new_head(net, cls)
+        net, loading = weights.new_head(net, cls, overrides.get("num_labels"))
     if loading:
         print(f"--model {model.model}: {loading}", file=sys.stderr)
     if pipeline.extension is not None and not (found is not None and found.tokenizer.get("vocab_extension")):
@@ -180,12 +180,13 @@ def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, over
     PaddleNLP or transformers: ``found``, as read) or a PaddleNLP name (``found`` None)."""
     if found is not None and found.hf_config is not None:
         return hf.load(cls, model.model, head, source=found, **overrides)
-    loose = {"ignore_mismatched_sizes": True} if model.new_head else {}  # --new-head: another head's shapes
+    if model.new_head:  # loaded as it was saved, its own head's shape: new_head replaces the head
+        overrides = {k: v for k, v in overrides.items() if k != "num_labels"}
     try:
         if found is not None:
-            net = from_pretrained(cls, model.model, model.trust_pickle, files=found.files, **overrides, **loose)
+            net = from_pretrained(cls, model.model, model.trust_pickle, files=found.files, **overrides)
             return net, describe_loading(net, model.model, files=found.files)
-        return cls.from_pretrained(model.model, **overrides, **loose), None
+        return cls.from_pretrained(model.model, **overrides), None
     except UserError:
         raise
     except (*FILE_ERRORS, RuntimeError) as e:

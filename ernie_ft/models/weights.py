@@ -98,14 +98,19 @@ def loading_line(loaded: int, total: int, new: list[str], unused: list[str], sou
     return line
 
 
-def new_head(net, cls) -> str | None:
-    """Give ``net``'s task head (its weights outside the encoder, ``base_model_prefix``) the random weights a new
-    model of ``cls`` starts with (``--new-head``: the checkpoint's head was trained for other labels); returns the
-    loading line that says so."""
-    own, fresh = net.state_dict(), cls(net.config).state_dict()
-    head = {name: fresh[name] for name in own if not name.startswith(net.base_model_prefix + ".") and name in fresh}
-    net.set_state_dict(head)
-    return loading_line(len(own) - len(head), len(own), list(head), [])
+def new_head(net, cls, num_labels: int | None):
+    """(a model of ``cls`` with ``net``'s encoder and the random head a new model starts with, for ``num_labels``
+    outputs (None: ``net``'s), the loading line that says so): ``--new-head``, where the checkpoint's head was trained
+    for other labels. ``net`` is the checkpoint loaded as it was saved."""
+    config = net.config
+    if num_labels is not None:
+        config.num_labels = num_labels
+    fresh, prefix = cls(config), net.base_model_prefix + "."
+    fresh.set_state_dict({name: value for name, value in net.state_dict().items() if name.startswith(prefix)})
+    apply_layer_norm_eps(fresh)
+    own = fresh.state_dict()
+    head = [name for name in own if not name.startswith(prefix)]
+    return fresh, loading_line(len(own) - len(head), len(own), head, [])
 
 
 def head_mismatch(spec: str, error: str, prefix: str, labels: list | None, num_labels: int | None) -> UserError | None:
