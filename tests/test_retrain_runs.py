@@ -169,3 +169,16 @@ def test_the_new_model_is_exported_and_scored_as_serve_runs_the_served_one(tmp_p
     served_run, new_run_ = (c[c.index("--model") + 1 : c.index("--output-dir")] for c in commands[1:])
     assert served_run == ["/runs/v1-int8", *flags, "--trust-pickle"]
     assert new_run_ == [new, *flags]  # ner reads no --text-column
+
+
+def test_a_relative_training_file_is_found_from_where_the_training_ran(tmp_path, monkeypatch):
+    """The run config records paths as the training command was given them (``data/x.tsv`` with ``--output
+    runs/v1``); serve may start elsewhere."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.tsv").write_text("text_a\tlabel\n", encoding="utf-8")
+    run = {"data": {"train": "data/x.tsv"}, "train": {"output": "runs/v1"}}
+    monkeypatch.chdir(tmp_path / "data")  # not where the training ran
+    for checkpoint in (tmp_path / "runs" / "v1" / "best", tmp_path / "runs" / "v1"):
+        assert run_data.located("data/x.tsv", str(checkpoint), run) == str(tmp_path / "data" / "x.tsv")
+    assert run_data.located("data/y.tsv", str(tmp_path / "runs" / "v1" / "best"), run) is None
+    assert run_data.located("x.tsv", "/elsewhere/best", run) == "x.tsv"  # as written, from here

@@ -100,24 +100,34 @@ def as_task(example, separator: Optional[str]) -> dict:
     return {"data": task["data"], "annotations": [{"result": task["predictions"][0]["result"]}]}
 
 
-def served_tasks(source, task, run: dict) -> tuple[dict[str, list], Optional[str]]:
-    """({"train": [...], "dev": [...]}: the examples the served model was trained and checked on as Label Studio
-    tasks, None) or ({}, why not: its training file is gone)."""
+def located(path, checkpoint: str, run: dict) -> Optional[str]:
+    """The file ``path`` a checkpoint's run config names, when it is there: as written (absolute, or relative to this
+    directory), else relative to the directory the training ran in, found from where its relative ``train.output``
+    is now (``runs/v1`` for a checkpoint at ``/work/runs/v1/best``: ``/work``)."""
+    if not isinstance(path, str) or os.path.isfile(path) or os.path.isabs(path):
+        return path if isinstance(path, str) and os.path.isfile(path) else None
+    output = os.path.normpath(str((run.get("train") or {}).get("output") or "/"))
+    for place in (os.path.abspath(checkpoint), os.path.dirname(os.path.abspath(checkpoint))):
+        if not os.path.isabs(output) and place.endswith(os.sep + output):
+            found = os.path.join(place[: -len(output)], path)
+            return found if os.path.isfile(found) else None
+    return None
+
+
+def served_tasks(checkpoint: str, task, run: dict) -> tuple[dict[str, list], Optional[str]]:
+    """({"train": [...], "dev": [...]}: the examples the served ``checkpoint`` was trained and checked on as Label
+    Studio tasks, None) or ({}, why not: its training file is gone)."""
     from ernie_ft.config import DataConfig
 
     data = run.get("data") or {}
-    train = data.get("train")
-    if not isinstance(train, str) or not os.path.isfile(train):
-        return {}, f"the served model's training file {train} is gone"
+    paths = {name: located(data.get(name), checkpoint, run) for name in ("train", "dev")}
+    if paths["train"] is None:
+        return {}, f"the served model's training file {data.get('train')} is gone"
     known = {f.name for f in dataclasses.fields(DataConfig)}
     settings = DataConfig(**{k: v for k, v in data.items() if k in known and k not in ("dev", "dev_split")})
     separator = (run.get("task") or {}).get("hierarchy_separator")
-    found = {}
-    for name in ("train", "dev"):
-        path = data.get(name)
-        if isinstance(path, str) and os.path.isfile(path):
-            found[name] = [as_task(e, separator) for e in task.read(path, settings, f"--{name}")]
-    return found, None
+    return {name: [as_task(e, separator) for e in task.read(path, settings, f"--{name}")]
+            for name, path in paths.items() if path}, None  # fmt: skip
 
 
 def write_data(model: str, export: str, fields: tuple[str, ...], output: str, spec: Optional[str] = None) -> Summary:
@@ -134,7 +144,7 @@ def write_data(model: str, export: str, fields: tuple[str, ...], output: str, sp
     if not any(slices.values()):
         raise UserError("the project has no annotated task: annotate some, then start training again")
     annotated = {t["data"]["text"] for part in slices.values() for t in part}
-    original, gone = served_tasks(source, task, run)
+    original, gone = served_tasks(source.path, task, run)
     files = {"train": [*original.get("train", []), *slices["train"]], "dev": [*original.get("dev", []),
              *slices["select"]], "decide": slices["decide"]}  # fmt: skip
     for name in ("train", "dev"):  # the project's annotation replaces the served model's label of a text
