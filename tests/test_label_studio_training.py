@@ -94,17 +94,15 @@ def backends(studio, models, tmp_path_factory):  # noqa: F811
                 server.stop()
 
 
-def project_with_backend(studio, url: str, title: str, config: str, data: list[dict]) -> tuple[int, int, list]:  # noqa: F811
-    """(project, its ML backend, its tasks in id order): ``data`` imported, serve connected (its /setup)."""
+def project_with_backend(studio, url: str, title: str, config: str, data: list[dict], results=None):  # noqa: F811
+    """(project, its ML backend, its tasks in id order): ``data`` imported, each annotated with its ``results`` (one
+    list of Label Studio results per task, in one import: a request per annotation takes minutes), serve connected
+    (its /setup)."""
     project = studio.project(title, config)
-    studio.api("POST", f"/api/projects/{project}/import", data)
+    tasks = data if results is None else [{"data": d, "annotations": [{"result": r}]} for d, r in zip(data, results)]
+    studio.api("POST", f"/api/projects/{project}/import", tasks)
     backend = studio.api("POST", "/api/ml", {"url": url + "/label-studio", "project": project, "title": "ernie_ft"})
     return project, backend["id"], sorted(studio.tasks(project), key=lambda t: t["id"])
-
-
-def annotate(studio, tasks: list[dict], results: list[list]) -> None:  # noqa: F811
-    for task, result in zip(tasks, results):
-        studio.api("POST", f"/api/tasks/{task['id']}/annotations", {"result": result})
 
 
 def choices(label: str) -> list:
@@ -148,16 +146,15 @@ def version(server: Server) -> str:
 def test_a_better_model_is_swapped_in_and_the_next_run_waits_and_beats_it(studio, backends, models):  # noqa: F811
     server, before = backends["classify"], version(backends["classify"])
     texts = rows("sentiment_train.tsv", 120)  # what the served model learnt with flipped labels
-    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft right", SENTIMENT,
-                                              [{"comment": t} for t, _ in texts])  # fmt: skip
+    data, results = [{"comment": t} for t, _ in texts], [choices(y) for _, y in texts]
+    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft right", SENTIMENT, data, results)
     gold = dict(texts)
-    annotate(studio, tasks, [choices(gold[t["data"]["comment"]]) for t in tasks])
+    assert all(t["total_annotations"] == 1 for t in tasks)
     decide = [t for t in tasks if slice_of(t["id"]) == "decide"]
     assert len(decide) >= 8 and {gold[t["data"]["comment"]] for t in decide} == set(FLIP)
     later = rows("sentiment_dev.tsv", 60)
-    second, ml2, tasks2 = project_with_backend(studio, server.url, "ernie_ft next", SENTIMENT,
-                                               [{"comment": t} for t, _ in later])  # fmt: skip
-    annotate(studio, tasks2, [choices(label) for _, label in later])
+    data, results = [{"comment": t} for t, _ in later], [choices(y) for _, y in later]
+    second, ml2, tasks2 = project_with_backend(studio, server.url, "ernie_ft next", SENTIMENT, data, results)
     assert sum(slice_of(t["id"]) == "decide" for t in tasks2) >= 8
 
     start_training(studio, ml)  # Label Studio's "Start training": its webhook reaches serve
@@ -193,13 +190,13 @@ def test_an_ner_run_without_its_training_file_continues_from_the_served_weights(
     (model.parent / "ner.jsonl").unlink()  # the served model's training file is gone
     sentences = [json.loads(line)["text"] for line in (DATA / "ner_dev.jsonl").read_text(encoding="utf-8").splitlines()]
     config = NER.format(labels="".join(f'<Label value="{t}"/>' for t in ("PER", "LOC", "ORG")))
+    predicted = {r["text"]: r["entities"] for r in served_records(server.url, sentences[:30])}
+    results = [[region(f"r{k}", s, e["start"], e["end"], e["type"]) for k, e in enumerate(predicted[s])]
+               for s in sentences[:30]]  # fmt: skip
     project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft tagged", config,
-                                              [{"sentence": s} for s in sentences[:30]])  # fmt: skip
-    predicted = {r["text"]: r["entities"] for r in served_records(server.url, [t["data"]["sentence"] for t in tasks])}
+                                              [{"sentence": s} for s in sentences[:30]], results)  # fmt: skip
     held = [t for t in tasks if slice_of(t["id"]) == "decide"]
     assert len(held) >= 3 and any(predicted[t["data"]["sentence"]] for t in held), "the tagger found nothing to beat"
-    annotate(studio, tasks, [[region(f"r{k}", t["data"]["sentence"], e["start"], e["end"], e["type"])
-                              for k, e in enumerate(predicted[t["data"]["sentence"]])] for t in tasks])  # fmt: skip
     start_training(studio, ml)
     line = finished(server, project)
     why = "(a tie keeps the served model|the new model scores worse)"
@@ -216,18 +213,16 @@ def test_an_ner_run_without_its_training_file_continues_from_the_served_weights(
 def test_a_relation_run_with_too_few_held_out_tasks_is_kept_on_disk(studio, backends, models):  # noqa: F811
     server, before = backends["relation"], version(backends["relation"])
     records = relation_lines(12, offset=3)
-    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft related", RELATIONS,
-                                              [{"sentence": r["text"]} for r in records])  # fmt: skip
     results = []
-    for task in tasks:
-        text = task["data"]["sentence"]
-        [spo] = next(r["spo_list"] for r in records if r["text"] == text)
+    for record in records:
+        text, [spo] = record["text"], record["spo_list"]
         subject, obj = spo["subject"], spo["object"]["@value"]
         s, o = text.index(subject), text.index(obj)
         results.append([region("s", text, s, s + len(subject), "人物"), region("o", text, o, o + len(obj),
                         spo["object_type"]["@value"]), {"from_id": "s", "to_id": "o", "type": "relation",
                         "direction": "right", "labels": [spo["predicate"]]}])  # fmt: skip
-    annotate(studio, tasks, results)
+    project, ml, tasks = project_with_backend(studio, server.url, "ernie_ft related", RELATIONS,
+                                              [{"sentence": r["text"]} for r in records], results)  # fmt: skip
     held = sum(slice_of(t["id"]) == "decide" for t in tasks)
     start_training(studio, ml)
     line = finished(server, project)
