@@ -24,25 +24,16 @@ TRAIN_INSTALL = "pip install 'ernie_ft[train,cpu]'"
 """The install that trains and exports (Paddle's CPU build; on a GPU, paddlepaddle-gpu as Paddle's docs say, then
 ``ernie_ft[train]``)."""
 
-EXTRAS = {
-    **dict.fromkeys(("paddle", "paddlenlp", "paddle2onnx", "datasets", "visualdl", "onnx"), "train"),
-    **dict.fromkeys(("sklearn", "matplotlib"), "evaluate"),
-}
-"""Module -> the extra that installs it, for the modules the runtime install (``pip install ernie_ft``, which runs
-exports) lacks; ``train`` has them all."""
+TRAINING_STACK = ("paddle", "paddlenlp", "paddle2onnx", "datasets", "sklearn", "visualdl", "onnx")
+"""What the ``train`` extra installs and the runtime install (``pip install ernie_ft``, which runs exports) lacks."""
 
 
 def missing_install(error: ModuleNotFoundError) -> UserError | None:
-    """The user error for a module that this install (the runtime's) lacks, naming the install that has it; None for
-    any other missing module (a bug or a broken environment: its traceback)."""
+    """The user error for a module of the training stack that this install (the runtime's) lacks, naming the install
+    that has it; None for any other missing module (a bug or a broken environment: its traceback)."""
     module = (error.name or "").split(".")[0]
-    if module not in EXTRAS:
+    if module not in TRAINING_STACK:
         return None
-    if EXTRAS[module] == "evaluate":
-        return UserError(
-            f"{module} is not installed: evaluate's metrics and pictures need pip install 'ernie_ft[evaluate]' "
-            "(scikit-learn, matplotlib)"
-        )
     return UserError(
         f"{module} is not installed: this install of ernie_ft runs exports (a model made by export --format onnx); "
         f"training, export and Paddle's engines need {TRAIN_INSTALL}"

@@ -25,6 +25,7 @@ RUNTIME = ROOT / ".venv-runtime"
 RUNTIME_PYTHON = RUNTIME / "bin" / "python"
 TRAINING_STACK = ("paddle", "paddlenlp", "datasets", "sklearn", "matplotlib", "visualdl", "pandas", "pyarrow", "onnx")
 """What running an export never imports (``pip install ernie_ft`` has none of it)."""
+RUNTIME_LACKS = (*TRAINING_STACK, "scipy")
 TEXTS = "房间很干净，服务也好\n太差了，再也不来\n还行吧\n"
 
 
@@ -55,6 +56,24 @@ def texts(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("texts") / "texts.txt"
     path.write_text(TEXTS, encoding="utf-8")
     return str(path)
+
+
+EVALUATE = {
+    "classify": [str(DATA / "sentiment_dev.tsv"), "--text-column", "text_a", "--label-column", "label"],
+    "ner": [str(DATA / "ner_dev.jsonl")],
+}
+"""evaluate's flags for each task's export."""
+
+
+@pytest.fixture(scope="module")
+def full_metrics(exports, tmp_path_factory) -> dict:
+    """The full install's ``evaluate`` metrics.json for each export, by task."""
+    found = {}
+    for task, export in exports.items():
+        out = tmp_path_factory.mktemp("full-eval") / task
+        assert cli(["evaluate", "--model", export, "--input", *EVALUATE[task], "--output-dir", str(out)]) == 0
+        found[task] = (out / "metrics.json").read_text(encoding="utf-8")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -154,13 +173,16 @@ def runtime_venv() -> Path:
     pytest.skip(f"runtime install tests not run: {reason}")
 
 
-def test_the_runtime_install_has_no_paddle_and_predicts_as_the_full_install(exports, texts, full_answers, tmp_path):
-    """In .venv-runtime: Paddle and PaddleNLP (and the rest of the training stack) are not installed, its
-    site-packages stay within 300 MB, and predict on the int8 exports writes what the full install writes."""
+def test_the_runtime_install_has_no_paddle_and_answers_as_the_full_install(
+    exports, texts, full_answers, full_metrics, tmp_path
+):
+    """In .venv-runtime: Paddle and PaddleNLP (and the rest of the training stack, matplotlib too) are not
+    installed, its site-packages stay within 300 MB, predict on the int8 exports writes what the full install writes
+    and evaluate writes the full install's metrics (without pictures, saying so)."""
     venv = runtime_venv()
     absent = python(
         "import importlib.util, sys; print([m for m in sys.argv[1:] if importlib.util.find_spec(m)])",
-        *TRAINING_STACK,
+        *RUNTIME_LACKS,
         executable=venv,
     )
     assert absent.stdout.strip() == "[]", absent.stdout + absent.stderr
@@ -172,6 +194,13 @@ def test_the_runtime_install_has_no_paddle_and_predicts_as_the_full_install(expo
         proc = python(RUN_MAIN, "predict", "--model", export, "--input", texts, "--output", out, executable=venv)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert out.read_bytes() == full_answers[task], task
+        out_dir = tmp_path / f"eval-{task}"
+        command = ["evaluate", "--model", export, "--input", *EVALUATE[task], "--output-dir", out_dir]
+        proc = python(RUN_MAIN, *command, executable=venv)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert (out_dir / "metrics.json").read_text(encoding="utf-8") == full_metrics[task], task
+        if task == "classify":
+            assert "confusion matrix: not drawn: matplotlib is not installed" in proc.stdout, proc.stdout
 
 
 class RuntimeServer(Server):

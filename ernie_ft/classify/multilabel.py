@@ -111,8 +111,10 @@ def set_metrics(task, gold_sets: list, pred: np.ndarray, labels: list[str]) -> d
 def set_report(metrics: dict, out_dir: str) -> str:
     """The per-label table with the overall (and per-level) figures, and a per-label P/R/F1 PNG in ``out_dir``."""
     from ernie_ft.evaluation.multilabel import format_multilabel_report, plot_label_scores
+    from ernie_ft.evaluation.plots import NOT_DRAWN, can_draw
 
-    png = plot_label_scores(metrics["per_class"], os.path.join(out_dir, "label_scores.png"))
+    path = os.path.join(out_dir, "label_scores.png")
+    png = plot_label_scores(metrics["per_class"], path) if can_draw() else NOT_DRAWN
     return f"{format_multilabel_report(metrics)}\nper-label scores: {png}"
 
 

@@ -1,4 +1,4 @@
-"""Classification metrics, a printable report and a confusion matrix (scikit-learn does the maths)."""
+"""Classification metrics, a printable report and a confusion matrix (``counts`` does the maths as scikit-learn)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from ernie_ft.evaluation.counts import confusion_counts, prf
 from ernie_ft.evaluation.tables import format_table
 
 
@@ -42,24 +43,19 @@ def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) 
     default, so a model label absent from a small dev set does not count as a 0 F1.
     Undefined ratios are 0; all numbers are plain Python floats/ints.
     """
-    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
-
     _check_lengths(gold, pred)
     names = _label_names(gold, pred, labels)
-    seen = set(gold) | set(pred)
-    present = [name for name in names if name in seen]
-    macro_p, macro_r, macro_f1, _ = precision_recall_fscore_support(
-        gold, pred, labels=present, average="macro", zero_division=0
-    )
-    precision, recall, f1, support = precision_recall_fscore_support(
-        gold, pred, labels=names, average=None, zero_division=0
-    )
+    counts = confusion_counts(gold, pred, names)
+    support = counts.sum(axis=1)
+    precision, recall, f1 = prf(np.diag(counts), counts.sum(axis=0), support)
+    present = (support + counts.sum(axis=0)) > 0  # the labels that occur in gold or pred
+    macro_p, macro_r, macro_f1 = (values[present].mean() for values in (precision, recall, f1))
     per_class = {
         name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
         for name, p, r, f, s in zip(names, precision, recall, f1, support)
     }
     return {
-        "accuracy": float(accuracy_score(gold, pred)),
+        "accuracy": float(np.trace(counts) / len(gold)),
         "macro_precision": float(macro_p),
         "macro_recall": float(macro_r),
         "macro_f1": float(macro_f1),
@@ -99,18 +95,17 @@ def confusion(gold: list[str], pred: list[str], labels: list[str]) -> tuple[list
     Out: (names, matrix) where names are the model labels then any extra gold or predicted labels,
     and matrix[i, j] counts examples with gold names[i] predicted as names[j] (int64).
     """
-    from sklearn.metrics import confusion_matrix
-
     _check_lengths(gold, pred)
     names = _label_names(gold, pred, labels)
-    return names, confusion_matrix(gold, pred, labels=names)
+    return names, confusion_counts(gold, pred, names)
 
 
 def classification_report(gold: list[str], pred: list[str], labels: list[str], out_dir: str) -> str:
     """``evaluate``'s printed report for one label per text: the per-class table, and the confusion matrix drawn as
     confusion_matrix.png in ``out_dir`` (its path on the last line)."""
-    from ernie_ft.evaluation.plots import plot_confusion_matrix
+    from ernie_ft.evaluation.plots import NOT_DRAWN, can_draw, plot_confusion_matrix
 
     names, matrix = confusion(gold, pred, labels)
-    png = plot_confusion_matrix(names, matrix, os.path.join(out_dir, "confusion_matrix.png"))
+    path = os.path.join(out_dir, "confusion_matrix.png")
+    png = plot_confusion_matrix(names, matrix, path) if can_draw() else NOT_DRAWN
     return f"{format_classification_report(classification_metrics(gold, pred, labels))}\nconfusion matrix: {png}"

@@ -1,10 +1,11 @@
-"""Multi-label metrics (several labels per text, or label paths), their table and picture; scikit-learn does the
-maths."""
+"""Multi-label metrics (several labels per text, or label paths), their table and picture; ``counts`` does the maths
+as scikit-learn."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ernie_ft.evaluation.counts import indicator_counts, prf
 from ernie_ft.evaluation.tables import format_table
 
 
@@ -26,27 +27,28 @@ def multilabel_metrics(gold: np.ndarray, pred: np.ndarray, names: list[str], lev
     "level1_macro_f1", ..., "per_class": {label: {"precision", "recall", "f1", "support"}}}. Macro F1 averages
     the labels that occur in gold or pred; a text with no gold and no predicted label counts 1 in samples_f1.
     """
-    from sklearn.metrics import accuracy_score, f1_score, hamming_loss, precision_recall_fscore_support
-
     if gold.shape != pred.shape:
         raise ValueError(f"gold has shape {gold.shape} but pred has {pred.shape}")
     if not len(gold):
         raise ValueError("no examples to score")
-    micro_p, micro_r, micro_f1, _ = precision_recall_fscore_support(gold, pred, average="micro", zero_division=0)
-    precision, recall, f1, support = precision_recall_fscore_support(gold, pred, average=None, zero_division=0)
+    gold, pred = gold.astype(bool), pred.astype(bool)
+    per_label = indicator_counts(gold, pred)
+    precision, recall, f1 = prf(*per_label)
+    micro_p, micro_r, micro_f1 = prf(*(count.sum() for count in per_label))
     metrics = {
         "micro_f1": float(micro_f1),
         "micro_precision": float(micro_p),
         "micro_recall": float(micro_r),
         "macro_f1": _macro_f1(gold, pred),
-        "samples_f1": float(f1_score(gold, pred, average="samples", zero_division=1)),
-        "subset_accuracy": float(accuracy_score(gold, pred)),
-        "hamming_loss": float(hamming_loss(gold, pred)),
+        "samples_f1": float(prf(*indicator_counts(gold, pred, axis=1), zero_division=1.0)[2].mean()),
+        "subset_accuracy": float((gold == pred).all(axis=1).mean()),
+        "hamming_loss": float(np.count_nonzero(gold != pred)) / gold.size,
     }
+    support = per_label[2]
     if levels is not None and max(levels, default=1) > 1:
         for level in sorted(set(levels)):
             cols = [i for i, depth in enumerate(levels) if depth == level]
-            level_f1 = f1_score(gold[:, cols], pred[:, cols], average="micro", zero_division=0)
+            level_f1 = prf(*(count.sum() for count in indicator_counts(gold[:, cols], pred[:, cols])))[2]
             metrics[f"level{level}_micro_f1"] = float(level_f1)
             metrics[f"level{level}_macro_f1"] = _macro_f1(gold[:, cols], pred[:, cols])
     metrics["per_class"] = {
@@ -58,12 +60,10 @@ def multilabel_metrics(gold: np.ndarray, pred: np.ndarray, names: list[str], lev
 
 def _macro_f1(gold: np.ndarray, pred: np.ndarray) -> float:
     """Macro F1 over the labels that occur in gold or pred (0 when none does)."""
-    from sklearn.metrics import f1_score
-
     present = np.flatnonzero(gold.any(axis=0) | pred.any(axis=0))
     if not len(present):
         return 0.0
-    return float(f1_score(gold, pred, labels=present, average="macro", zero_division=0))
+    return float(prf(*indicator_counts(gold[:, present], pred[:, present]))[2].mean())
 
 
 SUMMARY = ("micro_f1", "macro_f1", "samples_f1", "subset_accuracy", "hamming_loss")

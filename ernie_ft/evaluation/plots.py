@@ -30,6 +30,17 @@ CJK_FONT_NAMES = (
 _CJK_FILE_KEYS = ("notosanscjk", "notoserifcjk", "wqy", "simhei", "sourcehan", "droidsansfallback", "uming", "ukai")
 
 
+NOT_DRAWN = "not drawn: matplotlib is not installed (pip install 'ernie_ft[evaluate]')"
+"""What a report says instead of a picture's path in the runtime install, which has no matplotlib."""
+
+
+def can_draw() -> bool:
+    """Whether matplotlib is installed: ``evaluate`` in the runtime install writes its metrics without pictures."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _known_cjk_font() -> str | None:
     from matplotlib import font_manager
 
