@@ -1,6 +1,6 @@
 """The files a Label Studio run (``retrain``) trains and decides on, and its recipe, written in a process of its own:
 
-    python -m ernie_ft.serving.run_data --model SERVED --export EXPORT.json --field FIELD --output RUN
+    python -m ernie_ft.serving.run_data --model SERVED --export EXPORT.json --field FIELD [PAIR_FIELD] --output RUN
 
 The project's annotated tasks are cut into three slices by a hash of their id (``slice_of``), so that a task keeps its
 slice on every run however many tasks are annotated before or after it: ``decide`` (two in ten) is what the served
