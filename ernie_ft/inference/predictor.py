@@ -87,9 +87,14 @@ class Predictor:
         from ernie_ft.inference import batches
 
         kind = batches.kind_of(records)
-        if kind is not None:
-            rows = batches.to_records(records, kind)
-            return batches.with_answers(records, kind, self(rows) if rows else [])
+        if kind is None:
+            return self._answers(records)
+        rows = batches.to_records(records, kind)
+        return batches.with_answers(records, kind, self._answers(rows) if rows else [])
+
+    def _answers(self, records) -> list[dict]:
+        # Not self(...): Ray Data subclasses a callable class, its __call__ handing each call to the actor's one
+        # thread and waiting for it; a call from inside that thread would wait for itself for ever.
         examples, features = self.prepare(records)
         return self.answer(examples, features, self.logits(features, self.batch_size))
 
