@@ -73,6 +73,28 @@ def test_a_classifier_answers_label_studio_in_the_projects_names(models, tmp_pat
         assert result["model_version"] == version
 
 
+def test_retrieve_predictions_answers_more_tasks_than_max_inputs(models):
+    """Label Studio 1.23 sends every selected task in one /predict request: --max-inputs bounds a slice, not them."""
+    from ernie_ft.serving.app import create_app
+    from ernie_ft.serving.limits import Limits
+    from ernie_ft.serving.model import ServedModel
+
+    texts = ["房间很干净，服务也好", "太吵了，再也不来了", "早餐一般", "位置方便", "空调坏了"] * 3
+    tasks = [{"id": i, "data": {"comment": t}} for i, t in enumerate(texts)]
+    app = create_app(ServedModel(str(models["classify"]), "dygraph", "cpu"), Limits(max_inputs=4, max_chars=12))
+    with ReadyClient(app) as http:
+        answer = http.post("/label-studio/predict", json={"tasks": tasks, "label_config": SENTIMENT})
+        alone = [http.post("/label-studio/predict", json={"tasks": [t], "label_config": SENTIMENT}) for t in tasks[:5]]
+        tasks[13]["data"]["comment"] = "很" * 13  # over --max-chars, in the fourth slice
+        refused = http.post("/label-studio/predict", json={"tasks": tasks, "label_config": SENTIMENT})
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert len(results) == 15
+    for i, one in enumerate(alone):  # the same answers as the tasks sent one by one
+        assert results[i]["result"] == results[i + 5]["result"] == one.json()["results"][0]["result"]
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "tasks[13].text", refused.text
+
+
 def test_an_ner_model_answers_regions_and_leaves_out_labels_the_config_lacks(models, tmp_path, capsys):
     texts = ["张三在北京的清华大学读书", "李四去了上海"]
     expected = predicted(models["ner"], texts, tmp_path)

@@ -5,6 +5,7 @@ registered on ``serve``'s application by ``add_routes``: health, setup, predict,
 The routes Label Studio posts to take only ``application/json`` (415 otherwise: a web page's form or ``text/plain``
 post, which needs no CORS preflight, never reaches them); a body that is not a JSON object is a 400."""
 
+import re
 import sys
 from typing import Optional
 
@@ -132,7 +133,7 @@ async def predict(service, raw: bytes, projects: Projects):
             async with service.model() as served:  # its version names the model that predicted
                 fields = text_fields(xml, len(text_inputs(served)))
                 records = [record(task, fields, i, served) for i, task in enumerate(body.get("tasks", []))]
-                inputs = service.schema.validate({INPUTS: records}) if records else []
+                inputs = task_inputs(service, records)
                 predictions = await service.predictions(inputs, served=served) if records else []
             separator = served.loaded.run.get("task", {}).get("hierarchy_separator")
             results, dropped = answer_tasks(predictions, xml, served.name, separator)
@@ -144,6 +145,20 @@ async def predict(service, raw: bytes, projects: Projects):
         print(f"label-studio: {dropped} predicted labels the project's config does not offer were left out",
               file=sys.stderr)  # fmt: skip
     return {"results": results, "model_version": served.name}
+
+
+def task_inputs(service, records: list[dict]) -> list[dict]:
+    """The checked inputs of the tasks' ``records``, however many: Label Studio sends every task its user selected
+    for "Retrieve predictions" in one request, so ``--max-inputs`` bounds each slice the schema checks here, not the
+    request (``--max-body-bytes`` still does). An error names its task: ``tasks[70]``, not ``inputs[6]``."""
+    step, inputs = service.limits.max_inputs, []
+    for start in range(0, len(records), step):
+        try:
+            inputs += service.schema.validate({INPUTS: records[start : start + step]})
+        except BadRequest as e:
+            where = re.sub(rf"^{INPUTS}\[(\d+)\]", lambda m, start=start: f"tasks[{start + int(m[1])}]", e.field)
+            raise BadRequest(e.status, where, e.message, e.headers) from None
+    return inputs
 
 
 def text_inputs(served) -> tuple[str, ...]:
