@@ -242,6 +242,31 @@ def test_fused_softmax_dropout_equals_paddles_ops(p, c_kernels):
         np.testing.assert_allclose(softmax_dropout(paddle.to_tensor(x), p).numpy(), want[0], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.2])
+def test_fused_softmax_adds_a_key_mask_as_paddles_broadcast_add_does(p, c_kernels):
+    """Attention's key-padding mask, one row per sequence, added inside the fused softmax: each sequence's own row
+    for all of its heads and queries, and no gradient for the mask."""
+    rng = np.random.default_rng(12)
+    x = (rng.normal(size=(3, 2, 5, 37)) * 4).astype("float32")
+    key_mask = np.zeros((3, 1, 1, 37), "float32")
+    key_mask[0, ..., 20:] = -1e9  # padded keys
+    key_mask[2, ..., 1:] = -1e9  # a sequence of one token
+    key_mask[1, ..., :3] = rng.normal(size=3)  # a float mask is added as it is
+    dy = rng.normal(size=x.shape).astype("float32")
+    mask = _mask(x.shape, p, 9)
+    paddle.seed(9)
+    added = paddle.to_tensor(key_mask)  # stop_gradient, as attention's mask
+    got = _run(lambda t: softmax_dropout(t, p, key_mask=added), [x], dy)
+    want = _run(lambda t: F.softmax(t + added) * mask, [x], dy)
+    _assert_same(got, want, rtol=1e-5, atol=1e-7)
+    if c_kernels == "c":
+        assert (got[0][2, :, :, 1:] == 0).all() and (got[0][0, :, :, 20:] == 0).all()
+    with paddle.no_grad():
+        paddle.seed(9)
+        out = softmax_dropout(paddle.to_tensor(x), p, key_mask=paddle.to_tensor(key_mask))
+        np.testing.assert_allclose(out.numpy(), want[0], rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("p", [0.0, 0.3])
 def test_fused_gelu_dropout_equals_paddles_ops(p, c_kernels):
     rng = np.random.default_rng(12)

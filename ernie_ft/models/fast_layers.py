@@ -147,6 +147,11 @@ class _MaskedScores(PyLayer):
         return paddle.matmul(dscores, k), paddle.matmul(dscores, q, transpose_x=True), None
 
 
+def _is_key_mask(mask, q) -> bool:
+    """``mask`` is one additive row of keys per sequence, [batch, 1, 1, keys], for queries q [batch, heads, ...]."""
+    return mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1 and mask.shape[0] == q.shape[0]
+
+
 class FastDropout(paddle.nn.Dropout):
     def forward(self, x):
         if self.mode != "upscale_in_train" or self.axis is not None:
@@ -156,7 +161,8 @@ class FastDropout(paddle.nn.Dropout):
 
 class FastAttention(paddle.nn.MultiHeadAttention):
     """Paddle's MultiHeadAttention (self-attention, no cache) with softmax and dropout fused and a
-    key-padding mask (what ERNIE builds from the pad ids) added inside the q.k matmul."""
+    key-padding mask (what ERNIE builds from the pad ids) added by the fused softmax (without the C kernels:
+    inside the q.k matmul)."""
 
     def forward(self, query, key=None, value=None, attn_mask=None, cache=None):
         if (
@@ -172,8 +178,10 @@ class FastAttention(paddle.nn.MultiHeadAttention):
 
         q = heads(self.q_proj(query) * (self.head_dim**-0.5))
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
-        mask = additive_mask(attn_mask, q.dtype)
-        if mask is not None and mask.ndim == 4 and mask.shape[1] == mask.shape[2] == 1:  # a key mask
+        mask, key_mask = additive_mask(attn_mask, q.dtype), None
+        if _is_key_mask(mask, q) and usable(q, mask):  # the fused softmax adds it: no broadcast, no 65th column
+            product, key_mask = paddle.matmul(q, k, transpose_y=True), mask
+        elif _is_key_mask(mask, q):
             if needs_grad(q, k):  # contiguous copies: under recompute, Paddle 3.3 hands a PyLayer
                 # wrong values for a strided view it saved (the recompute test in tests/test_kernels.py)
                 product = _MaskedScores.apply(dense(q), dense(k), mask)
@@ -183,7 +191,7 @@ class FastAttention(paddle.nn.MultiHeadAttention):
             product = paddle.matmul(q, k, transpose_y=True)
             if mask is not None:
                 product = product + mask
-        weights = softmax_dropout(product, self.dropout, self.training)
+        weights = softmax_dropout(product, self.dropout, self.training, key_mask)
         out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
         return self.out_proj(out.reshape([0, 0, self.embed_dim]))
 

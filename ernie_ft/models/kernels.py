@@ -45,7 +45,7 @@ _P, _I64, _U32, _F32, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, c
 _DROP = [_U32, _U32, _U32, _F32]  # key (2 words), threshold, scale
 _SIGNATURES = {
     "ef_dropout": [_P, _P, _I64, *_DROP, _INT],
-    "ef_softmax_dropout_fwd": [_P, _P, _P, _I64, _I64, *_DROP, _INT],
+    "ef_softmax_dropout_fwd": [_P, _P, _I64, _P, _P, _I64, _I64, *_DROP, _INT],
     "ef_softmax_dropout_bwd": [_P, _P, _P, _I64, _I64, *_DROP, _INT],
     "ef_gelu_dropout_fwd": [_P, _P, _I64, *_DROP, _INT],
     "ef_gelu_dropout_bwd": [_P, _P, _P, _I64, *_DROP, _INT],
@@ -169,20 +169,22 @@ class _CDropout(PyLayer):
         return _dropout(dy, ctx.mask)  # dropout is linear: its gradient is the same mask
 
 
-def _softmax_dropout(x, mask: DropoutMask):
+def _softmax_dropout(x, mask: DropoutMask, key_mask=None):
     x = dense(x)
     probs = paddle.empty_like(x)
     out = paddle.empty_like(x) if mask.args[2] else probs
-    _call("ef_softmax_dropout_fwd", x, probs, out, x.size // x.shape[-1], x.shape[-1], *mask.args)
+    rows = x.size // x.shape[-1]
+    key_mask = None if key_mask is None else dense(key_mask)
+    _call("ef_softmax_dropout_fwd", x, key_mask, rows // x.shape[0], probs, out, rows, x.shape[-1], *mask.args)
     return probs, out
 
 
 class _SoftmaxDropout(PyLayer):
     @staticmethod
-    def forward(ctx, x, mask):
-        probs, out = _softmax_dropout(x, mask)
+    def forward(ctx, x, mask, key_mask):
+        probs, out = _softmax_dropout(x, mask, key_mask)
         ctx.save_for_backward(probs)
-        ctx.mask = mask
+        ctx.mask, ctx.key_mask = mask, key_mask is not None
         return out
 
     @staticmethod
@@ -191,15 +193,19 @@ class _SoftmaxDropout(PyLayer):
         dout = dense(dout)
         dx = paddle.empty_like(probs)
         _call("ef_softmax_dropout_bwd", probs, dout, dx, probs.size // probs.shape[-1], probs.shape[-1], *ctx.mask.args)
-        return dx
+        return (dx, None) if ctx.key_mask else dx  # a gradient per tensor input: none for the mask
 
 
-def softmax_dropout(x, p: float, training: bool = True):
-    """dropout(softmax(x)) over the last axis."""
-    if not usable(x):
-        return dropout(F.softmax(x), p, training)
+def softmax_dropout(x, p: float, training: bool = True, key_mask=None):
+    """dropout(softmax(x + key_mask)) over the last axis, for x [batch, ..., keys] and an additive ``key_mask`` of
+    batch x keys values ([batch, 1, 1, keys], which the kernel adds without broadcasting it first), or None. The
+    mask gets no gradient."""
+    if not usable(x) or not (key_mask is None or (usable(key_mask) and key_mask.size == x.shape[0] * x.shape[-1])):
+        return dropout(F.softmax(x if key_mask is None else x + key_mask), p, training)
     mask = DropoutMask(p, training)
-    return _SoftmaxDropout.apply(x, mask) if needs_grad(x) else _softmax_dropout(x, mask)[1]
+    if needs_grad(x):
+        return _SoftmaxDropout.apply(x, mask, key_mask)
+    return _softmax_dropout(x, mask, key_mask)[1]
 
 
 class _GeluDropout(PyLayer):

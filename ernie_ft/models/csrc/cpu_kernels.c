@@ -1,4 +1,4 @@
-/* Fused fp32 CPU kernels for ERNIE training: softmax + dropout, GELU + dropout, and
+/* Fused fp32 CPU kernels for ERNIE training: (masked) softmax + dropout, GELU + dropout, and
  * residual add + dropout + layer norm, forward and backward.
  *
  * Paddle's CPU step spends about a fifth of its time in these elementwise and row-wise kernels
@@ -84,13 +84,22 @@ void ef_dropout(const float *x, float *y, int64_t n, uint32_t k0, uint32_t k1, u
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * keep(i, k0, k1, threshold, scale);
 }
 
-/* probs = softmax(x) over rows of `cols`; out = probs * mask (skipped when threshold == 0). */
-void ef_softmax_dropout_fwd(const float *x, float *probs, float *out, int64_t rows, int64_t cols,
-                            uint32_t k0, uint32_t k1, uint32_t threshold, float scale, int threads) {
+/* probs = softmax(x + key_mask) over rows of `cols`; out = probs * mask (skipped when threshold == 0).
+ * key_mask is NULL or one row of `cols` additive values per `rows_per_mask` rows: attention's key-padding mask,
+ * [batch, keys], over scores [batch, heads, queries, keys], added here rather than by a broadcasting op. */
+void ef_softmax_dropout_fwd(const float *x, const float *key_mask, int64_t rows_per_mask, float *probs, float *out,
+                            int64_t rows, int64_t cols, uint32_t k0, uint32_t k1, uint32_t threshold, float scale,
+                            int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols;
     float *pr = probs + r * cols;
+    if (key_mask) { /* the masked scores go to probs, then are overwritten in place by their exponentials */
+      const float *mr = key_mask + (r / rows_per_mask) * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) pr[c] = xr[c] + mr[c];
+      xr = pr;
+    }
     float m = -INFINITY, s = 0.0f;
 #pragma omp simd reduction(max : m)
     for (int64_t c = 0; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
