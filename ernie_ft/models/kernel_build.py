@@ -20,6 +20,11 @@ from ernie_ft.data.dataset import default_cache_dir
 
 SOURCE = Path(__file__).with_name("csrc") / "cpu_kernels.c"
 FLAGS = ["-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp", "-fPIC"]
+if platform.machine().lower() in ("x86_64", "amd64"):
+    # gcc's -march=native tunes Intel's AVX-512 CPUs (Ice Lake to Sapphire Rapids) for 256-bit vectors; the fused
+    # kernels ran a fifth faster with 512 (GELU forward and backward on medium's FFN, 1 thread: 39 -> 31 ms).
+    # Where the CPU has no AVX-512, the flag changes nothing.
+    FLAGS.append("-mprefer-vector-width=512")
 
 
 def _cpu_id() -> str:
