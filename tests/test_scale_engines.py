@@ -39,14 +39,17 @@ def unavailable(reason: str):
 
 @pytest.fixture(scope="module")
 def engines_python() -> str:
-    """.venv-scale's python, after checking that it has Ray and PySpark and no Paddle; else skip (CI: fail)."""
+    """.venv-scale's python, after checking that it has Ray and PySpark and no Paddle, and runs the checkout's
+    ernie_ft with PYTHONPATH as ``run_example`` sets it; else skip (CI: fail)."""
     if not SCALE_PYTHON.is_file():
         unavailable(f"{SCALE} is missing (scripts/test.sh makes it: the runtime with ray[data] and pyspark)")
-    code = "import ray, pyspark, importlib.util as u; print(u.find_spec('paddle'), u.find_spec('paddlenlp'))"
-    found = subprocess.run([SCALE_PYTHON, "-c", code], capture_output=True, text=True, timeout=300)
+    code = "import ray, pyspark, ernie_ft, importlib.util as u; print(u.find_spec('paddle'), u.find_spec('paddlenlp'))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    found = subprocess.run([SCALE_PYTHON, "-c", code + "; print(ernie_ft.__file__)"], capture_output=True, text=True,
+                           timeout=300, env=env)  # fmt: skip
     if found.returncode != 0:
         unavailable(f"{SCALE} cannot import ray and pyspark ({found.stderr.strip()[-300:]}): run scripts/test.sh")
-    assert found.stdout.split() == ["None", "None"], "Paddle in .venv-scale: it is not a runtime install"
+    assert found.stdout.split() == ["None", "None", str(ROOT / "ernie_ft" / "__init__.py")], found.stdout
     return str(SCALE_PYTHON)
 
 
