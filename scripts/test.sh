@@ -15,8 +15,9 @@ run_logged() {
   rm -f "$log"
   return "$status"
 }
-# stale STAMP: the venv whose STAMP this is is missing, or older than setup.cfg or constraints.txt.
-stale() { [ ! -f "$1" ] || [ constraints.txt -nt "$1" ] || [ setup.cfg -nt "$1" ]; }
+# stale STAMP [PATH...]: the venv whose STAMP this is is missing, or older than setup.cfg, constraints.txt or a file
+# under PATH (the package, for a venv that runs its own installed copy of it).
+stale() { [ ! -f "$1" ] || [ -n "$(find constraints.txt setup.cfg "${@:2}" -newer "$1" -print -quit)" ]; }
 # venv_from_checkout DIR PIP_ARGS...: DIR made afresh with `pip install . PIP_ARGS` (no extras), then stamped.
 venv_from_checkout() {
   local dir=$1
@@ -59,7 +60,7 @@ warn "$label_studio_note" "the Label Studio tests will be SKIPPED${CI:+ (CI: the
 # without extras (no Paddle), made here when missing or older than setup.cfg or constraints.txt, from PyPI; where that
 # fails the tests skip and say so, and in CI (CI=true) they fail.
 runtime_note=""
-if stale .venv-runtime/.ernie_ft-installed; then
+if stale .venv-runtime/.ernie_ft-installed ernie_ft; then  # its tests run the installed copy: rebuilt on any change
   echo "installing ernie_ft without extras (the runtime) into .venv-runtime (pip)"
   why=$(run_logged venv_from_checkout .venv-runtime -c constraints.txt) \
     || runtime_note="could not install the runtime into .venv-runtime ($why)"
