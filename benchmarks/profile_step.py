@@ -1,23 +1,26 @@
-"""Time or profile one training step of ERNIE on the shared benchmark batches, without the CLI.
+"""Time or profile one training step of ERNIE on the shared benchmark batches, without the CLI, and PyTorch's.
 
-    python benchmarks/profile_step.py [--shape nano|medium] [--steps 11] [--profile | --ops] \
-        [--no-kernels] [--strided-views] [--dropout 0.1]
+    python benchmarks/profile_step.py [--shape nano|medium] [--steps 11] [--profile | --ops] [--threads 2] \
+        [--no-kernels] [--strided-views] [--dropout 0.1] [--torch-python PATH]
 
-The model is PaddleNLP's ``ErnieForSequenceClassification`` of the benchmark's shape (random
-init), trained with AdamW on ``../shared/bench/common.make_batches`` (dynamic padding, length
-grouping), 2 math threads. By default it runs as ernie_ft's trainer does on CPU: the layers of
-``ernie_ft.kernels`` swapped in and Paddle's strided views off; ``--no-kernels`` and
-``--strided-views`` undo either. Prints real tokens/s over the timed steps, or with
-``--profile`` the per-operator table of ``paddle.profiler`` for 5 steps, or with ``--ops`` each
-fused kernel of ``ernie_ft/csrc`` against the Paddle ops it replaces. This is how the
-changes in the README's benchmarks section were found and measured one by one;
-``benchmarks/bench_train.py`` is the side-by-side comparison with the baselines.
+The model is the ``ErnieForSequenceClassification`` ernie_ft's command line trains (PaddleNLP's, its last layer
+computed for [CLS] only: ``ernie_ft.models.first_token``) of the benchmark's shape (random init), trained with
+AdamW on ``../shared/bench/common.make_batches`` (dynamic padding, length grouping), 2 math threads. By default it
+runs as ernie_ft's trainer does on CPU: the layers of ``ernie_ft.models.kernels`` swapped in and Paddle's strided
+views off; ``--no-kernels`` and ``--strided-views`` undo either. Prints real tokens/s over the timed steps and per
+CPU-second of the process, or with ``--profile`` the per-operator table of ``paddle.profiler`` for 5 steps, or with
+``--ops`` each fused kernel of ``ernie_ft/models/csrc`` against the Paddle ops it replaces. With ``--torch-python``
+the same step follows in HF transformers / PyTorch as ``../shared/bench/baseline_hf_torch.py`` trains it (its
+tokens/s, or ``torch.profiler``'s table with ``--profile``): the side-by-side of docs/benchmarks.md's Intel section.
+This is how the changes in docs/benchmarks.md's training sections were found and measured one by one;
+``benchmarks/bench_train.py`` is the side-by-side comparison through the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -33,41 +36,56 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", default="nano", choices=("nano", "medium"))
     p.add_argument("--steps", type=int, default=11, help="timed steps (after 3 untimed)")
-    p.add_argument("--profile", action="store_true", help="print paddle.profiler's operator table instead")
+    p.add_argument("--profile", action="store_true", help="print the profiler's operator table instead")
     p.add_argument("--no-kernels", action="store_true", help="keep Paddle's own layers")
     p.add_argument("--strided-views", action="store_true", help="leave FLAGS_use_stride_kernel on")
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--threads", type=int, default=2, help="math threads")
+    p.add_argument(
+        "--torch-python",
+        help="then the same step in HF transformers / PyTorch, run by this interpreter (a venv with both)",
+    )
+    p.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)  # what --torch-python runs
     p.add_argument(
         "--ops",
         action="store_true",
         help="instead: time each fused kernel against the Paddle ops it replaces, forward + backward",
     )
     args = p.parse_args()
-    print(cpu_line(), flush=True)  # the CPU every row names
     sys.path[:0] = [BENCH, ROOT]
     import common
-    import numpy as np
+
+    sys.argv = ["bench", "--shape", args.shape, "--steps", str(max(args.steps, 5)), "--warmup", "3"]
+    sys.argv += ["--pad", "dynamic", "--group-by-length", "--threads", str(args.threads)]
+    bench = common.parse_args("profile_step")
+    if args.torch_side:
+        return torch_step(args, bench, common)
+    print(cpu_line(), flush=True)  # the CPU every row names
+    if args.ops:
+        return time_ops(bench, args.dropout, args.shape)
+    paddle_step(args, bench, common)
+    if args.torch_python:
+        command = [args.torch_python, os.path.abspath(__file__), "--torch-side", *_passed(args)]
+        subprocess.run(command, env={**os.environ, "PYTHONPATH": ROOT}, check=True)
+
+
+def _passed(args) -> list[str]:
+    """The options the torch side takes from this run."""
+    flags = ["--shape", args.shape, "--steps", str(args.steps), "--threads", str(args.threads)]
+    return flags + ["--dropout", str(args.dropout)] + (["--profile"] if args.profile else [])
+
+
+def paddle_step(args, bench, common) -> None:
+    """ernie_ft's step: time it, or profile it with paddle.profiler."""
     import paddle
     import paddle.nn.functional as F
-    from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
+    from paddlenlp.transformers import ErnieConfig
 
     from ernie_ft.models.fast_layers import enable_fast_kernels
+    from ernie_ft.models.first_token import ErnieForSequenceClassification
     from ernie_ft.training import runtime
 
-    sys.argv = [
-        "bench",
-        "--shape",
-        args.shape,
-        "--steps",
-        str(max(args.steps, 5)),
-        "--warmup",
-        "3",
-        "--pad",
-        "dynamic",
-        "--group-by-length",
-    ]
-    bench = common.parse_args("profile_step")
-    runtime.set_threads(2)
+    runtime.set_threads(args.threads)
     paddle.set_flags({"FLAGS_use_stride_kernel": args.strided_views})
     paddle.seed(0)
     model = ErnieForSequenceClassification(
@@ -99,31 +117,85 @@ def main() -> None:
         optimizer.clear_grad()
         return float(loss)
 
-    if args.ops:
-        return time_ops(bench, args.dropout, args.shape)
+    if not args.profile:
+        views = "on" if args.strided_views else "off"
+        return timed(step, batches, args, f"kernels {'off' if args.no_kernels else 'on'}, strided views {views}")
+    import paddle.profiler as profiler
+
     for batch in batches[:3]:
         step(batch)
-    if args.profile:
-        import paddle.profiler as profiler
+    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
+    prof.start()
+    for batch in batches[3:8]:
+        step(batch)
+        prof.step()
+    prof.stop()
+    prof.summary(op_detail=False, thread_sep=False, time_unit="ms", sorted_by=profiler.SortedKeys.CPUTotal)
 
-        prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
-        prof.start()
+
+def torch_step(args, bench, common) -> None:
+    """The same step in HF transformers / PyTorch, as ../shared/bench/baseline_hf_torch.py trains it
+    (BertForSequenceClassification, torch.optim.AdamW's defaults): time it, or profile it with torch.profiler."""
+    common.set_thread_env(args.threads)
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=bench.vocab,
+        hidden_size=bench.hidden,
+        num_hidden_layers=bench.layers,
+        num_attention_heads=bench.heads,
+        intermediate_size=bench.intermediate,
+        hidden_dropout_prob=args.dropout,
+        attention_probs_dropout_prob=args.dropout,
+        max_position_embeddings=common.MAX_POSITIONS,
+        type_vocab_size=common.TYPE_VOCAB,
+        pad_token_id=common.PAD_ID,
+        num_labels=common.NUM_LABELS,
+    )
+    model = BertForSequenceClassification(config)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    batches = [{k: torch.from_numpy(v) for k, v in b.items()} for b in common.make_batches(bench)]
+
+    def step(batch):
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        loss = torch.nn.functional.cross_entropy(logits, batch["labels"])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    if not args.profile:
+        return timed(step, batches, args, f"HF transformers / PyTorch {torch.__version__}")
+    for batch in batches[:3]:
+        step(batch)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         for batch in batches[3:8]:
             step(batch)
-            prof.step()
-        prof.stop()
-        prof.summary(op_detail=False, thread_sep=False, time_unit="ms", sorted_by=profiler.SortedKeys.CPUTotal)
-        return
-    seconds, tokens = [], 0
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
+
+
+def timed(step, batches, args, what: str) -> None:
+    """Real tokens/s over the steps after 3 untimed ones, and per CPU-second of this process (at 1 thread, the
+    figure a machine other processes load changes least)."""
+    import numpy as np
+
+    for batch in batches[:3]:
+        step(batch)
+    seconds, cpu, tokens = [], 0.0, 0
     for batch in batches[3:]:
-        tic = time.perf_counter()
+        tic, cpu_tic = time.perf_counter(), time.process_time()
         step(batch)
         seconds.append(time.perf_counter() - tic)
+        cpu += time.process_time() - cpu_tic
         tokens += int(batch["attention_mask"].sum())
     print(
-        f"{args.shape}: {tokens / sum(seconds):.0f} real tokens/s, median step {1000 * np.median(seconds):.0f} ms "
-        f"over {len(seconds)} steps (kernels {'off' if args.no_kernels else 'on'}, strided views "
-        f"{'on' if args.strided_views else 'off'})"
+        f"{args.shape}: {tokens / sum(seconds):.0f} real tokens/s, {tokens / cpu:.0f} per CPU-second, median step "
+        f"{1000 * np.median(seconds):.0f} ms over {len(seconds)} steps, {args.threads} threads ({what})",
+        flush=True,
     )
 
 
