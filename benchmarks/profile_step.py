@@ -75,6 +75,19 @@ def _passed(args) -> list[str]:
     return flags + ["--dropout", str(args.dropout)] + (["--profile"] if args.profile else [])
 
 
+def _shape(bench, dropout: float) -> dict:
+    """The config fields both models take under the same names: the benchmark's shape and dropout."""
+    return {
+        "vocab_size": bench.vocab,
+        "hidden_size": bench.hidden,
+        "num_hidden_layers": bench.layers,
+        "num_attention_heads": bench.heads,
+        "intermediate_size": bench.intermediate,
+        "hidden_dropout_prob": dropout,
+        "attention_probs_dropout_prob": dropout,
+    }
+
+
 def paddle_step(args, bench, common) -> None:
     """ernie_ft's step: time it, or profile it with paddle.profiler."""
     import paddle
@@ -90,13 +103,7 @@ def paddle_step(args, bench, common) -> None:
     paddle.seed(0)
     model = ErnieForSequenceClassification(
         ErnieConfig(
-            vocab_size=bench.vocab,
-            hidden_size=bench.hidden,
-            num_hidden_layers=bench.layers,
-            num_attention_heads=bench.heads,
-            intermediate_size=bench.intermediate,
-            hidden_dropout_prob=args.dropout,
-            attention_probs_dropout_prob=args.dropout,
+            **_shape(bench, args.dropout),
             max_position_embeddings=2048,
             type_vocab_size=4,
             num_classes=2,
@@ -143,13 +150,7 @@ def torch_step(args, bench, common) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=bench.vocab,
-        hidden_size=bench.hidden,
-        num_hidden_layers=bench.layers,
-        num_attention_heads=bench.heads,
-        intermediate_size=bench.intermediate,
-        hidden_dropout_prob=args.dropout,
-        attention_probs_dropout_prob=args.dropout,
+        **_shape(bench, args.dropout),
         max_position_embeddings=common.MAX_POSITIONS,
         type_vocab_size=common.TYPE_VOCAB,
         pad_token_id=common.PAD_ID,
