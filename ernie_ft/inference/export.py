@@ -182,8 +182,8 @@ def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
         if not path or not os.path.isfile(path):
             raise UserError(
                 f"--quantize int8 calibrates on the run's training texts, and {path or 'its training file'} is not "
-                "there: pass --calibration FILE (a few hundred texts in any format the task reads), or --quantize "
-                "int8-dynamic (no calibration; a text's answer then depends on its batch)"
+                "there: pass --calibration FILE to export (a few hundred texts in any format the task reads), or "
+                "--quantize int8-dynamic (no calibration; a text's answer then depends on its batch)"
             )
     if not os.path.isfile(path):
         raise UserError(f"--calibration {path}: no such file")
