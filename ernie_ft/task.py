@@ -97,6 +97,10 @@ class TaskHooks:
     binds_model: ClassVar[bool] = False
     """True when ``bind`` needs the trained model even where another engine runs the forward pass (NER's CRF
     decodes the exported model's logits with its transitions): the checkpoint's weights are then always loaded."""
+    binds_saved_arrays: ClassVar[bool] = False
+    """With ``binds_model``: True when ``bind`` takes the saved weights as numpy arrays by name
+    (``models.model_dir.SavedArrays``: ``model.crf_transitions``) where another engine runs the forward pass, so that
+    running an export needs no Paddle; False (the default): it gets the dygraph model, built with Paddle."""
     reads_records_apart: ClassVar[bool] = False
     """True when ``read_records`` reads any part of a file's records as it reads them all (no record depends on
     another: a default id, a check of repeated ids): ``predict`` then streams a large input chunk by chunk. False (the

@@ -56,3 +56,23 @@ def test_new_head_starts_the_head_afresh_and_the_encoder_from_the_checkpoint(sen
 def test_new_head_with_a_scratch_model_is_an_error():
     with pytest.raises(UserError, match="--new-head is for a --model checkpoint"):
         ModelConfig(model="scratch:2x64", new_head=True)
+
+
+def test_only_a_head_that_differs_asks_for_a_new_head():
+    """PaddleNLP names a skipped encoder weight without the model's prefix: the checkpoint's own names tell it from
+    a head weight, so a config that does not fit the encoder's weights is not taken for another label set."""
+    from ernie_ft.models.weights import head_mismatch
+
+    def skipped(*names):
+        return "".join(
+            f"\tSkip loading for {n}. {n} receives a shape [2], but the expected shape is [3].\n" for n in names
+        )
+
+    full = {"ernie.encoder.layers.0.linear1.weight", "ernie.embeddings.word_embeddings.weight", "classifier.weight"}
+    assert "--new-head" in str(head_mismatch("m", skipped("classifier.weight"), "ernie", None, 3, full))
+    assert (
+        head_mismatch("m", skipped("encoder.layers.0.linear1.weight", "classifier.weight"), "ernie", None, 3, full)
+        is None
+    )
+    encoder_only = {"encoder.layers.0.linear1.weight", "embeddings.word_embeddings.weight"}
+    assert head_mismatch("m", skipped("encoder.layers.0.linear1.weight"), "ernie", None, 3, encoder_only) is None

@@ -194,7 +194,9 @@ def _pretrained(cls, model: ModelConfig, found: ModelDir | None, head: str, over
             raise  # a bug of ours or of a library: its traceback
         if found is not None:
             labels, n = found.labels, overrides.get("num_labels")
-            raise weights.head_mismatch(model.model, str(e), cls.base_model_prefix, labels, n) or UserError(
+            shapes = isinstance(e, RuntimeError)  # the weights were read: their names tell the head's from others
+            stored = weights.stored_names(model.model, files=found.files) if shapes else None
+            raise weights.head_mismatch(model.model, str(e), cls.base_model_prefix, labels, n, stored) or UserError(
                 f"--model {model.model}: cannot load the checkpoint ({str(e).splitlines()[0][:200]})"
             ) from None
         raise offline_hint(model.model, str(e)) from None

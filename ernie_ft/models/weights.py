@@ -113,12 +113,20 @@ def new_head(net, cls, num_labels: int | None):
     return fresh, loading_line(len(own) - len(head), len(own), head, [])
 
 
-def head_mismatch(spec: str, error: str, prefix: str, labels: list | None, num_labels: int | None) -> UserError | None:
+def head_mismatch(
+    spec: str, error: str, prefix: str, labels: list | None, num_labels: int | None, stored: set | None = None
+) -> UserError | None:
     """The error for a checkpoint whose head alone has other shapes than this run's (``error``: Paddle's message
     naming each weight it skipped): it was trained for other labels, and ``--new-head`` is the fix. None when an
-    encoder weight differs too (another model's checkpoint: not this)."""
+    encoder weight differs too (another model's checkpoint, or a config that does not fit its weights: not this).
+    PaddleNLP names an encoder weight without the ``prefix`` (``encoder.layers.0.linear1.weight``): ``stored``, the
+    checkpoint's tensor names (``stored_names``), tells them from the head's; a checkpoint of the encoder alone (no name
+    under the prefix) has no head to replace."""
     skipped = re.findall(r"Skip loading for (\S+)\. ", error)
-    if not skipped or any(name.startswith(prefix + ".") for name in skipped):
+    stored = stored or set()
+    under = {name[len(prefix) + 1 :] for name in stored if name.startswith(prefix + ".")}
+    encoder = under if under else stored
+    if not skipped or any(name.startswith(prefix + ".") or name in encoder for name in skipped):
         return None
     trained = " has other shapes than this run needs"
     if labels is not None:

@@ -119,6 +119,7 @@ class NER(TaskHooks):
     input_fields: ClassVar[tuple] = (("text",), ())
     reads_records_apart: ClassVar[bool] = True
     binds_model: ClassVar[bool] = True
+    binds_saved_arrays: ClassVar[bool] = True  # the CRF's transitions, read as an array: an export runs without Paddle
     distillation: ClassVar[str] = "ernie_ft.distill.ner:NerDistillation"  # named, not imported: distill builds on this
     crf: bool = False
     """Add a CRF layer: learned tag-transition scores, the sequence likelihood as the loss, and a

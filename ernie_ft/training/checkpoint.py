@@ -203,7 +203,7 @@ def load_model(
 
     ``path``: a checkpoint directory or a run's output directory (``resolve_model_dir``), or one already read (a
     ``ModelDir``: nothing in it is read again). ``weights=False`` skips the dygraph model (for an exported one),
-    unless the task binds it (``binds_model``). Weights are read from safetensors; a pickle only with
+    unless the task binds it (``binds_model``: then the saved arrays where it takes them, ``binds_saved_arrays``). Weights are read from safetensors; a pickle only with
     ``trust_pickle`` (see ``weights_format``). ``task``: a task spec given by the user (``--task``) that replaces
     the one the checkpoint recorded (see ``checkpoint_task``).
     """
@@ -217,11 +217,11 @@ def load_model(
     meta, path = source.run, source.path
     task = recorded_task(meta, path, task)
     model = None
-    if weights:
+    if task.binds_model and task.binds_saved_arrays and not weights:  # an engine runs the model: the task reads the
+        model = SavedArrays(path)  # saved weights it needs, without Paddle
+    elif weights or task.binds_model:
         model = from_pretrained(model_class(task.head, task.model_class), path, trust_pickle, files=source.files)
         model.eval()
-    elif task.binds_model:  # an engine runs the model: the task reads the saved weights it needs, without Paddle
-        model = SavedArrays(path)
     if model is not None and task.binds_model:
         task.bind(model)
     return Loaded(model, source.pipeline(), source.labels, task, meta["run"], path, source)
