@@ -203,9 +203,9 @@ def load_model(
 
     ``path``: a checkpoint directory or a run's output directory (``resolve_model_dir``), or one already read (a
     ``ModelDir``: nothing in it is read again). ``weights=False`` skips the dygraph model (for an exported one),
-    unless the task binds it (``binds_model``: then the saved arrays where it takes them, ``binds_saved_arrays``). Weights are read from safetensors; a pickle only with
-    ``trust_pickle`` (see ``weights_format``). ``task``: a task spec given by the user (``--task``) that replaces
-    the one the checkpoint recorded (see ``checkpoint_task``).
+    unless the task binds it (``binds_model``: then the saved arrays where it takes them, ``binds_saved_arrays``).
+    Weights are read from safetensors; a pickle only with ``trust_pickle`` (see ``weights_format``). ``task``: a task
+    spec given by the user (``--task``) that replaces the one the checkpoint recorded (see ``checkpoint_task``).
     """
     from ernie_ft.models.modeling import model_class
 
