@@ -14,6 +14,8 @@ stack answers the same 10 texts (``data/predict.txt``) in a process of its own, 
 - transformers ``pipeline("text-classification")`` on PyTorch, in --torch-python;
 - optimum's ``ORTModelForSequenceClassification`` on the int8 model in a transformers pipeline, in --torch-python.
 
+Then ernie_ft's ``serve`` in each of its installs, timed from its start to its first answer to the same 10 texts.
+
 Each figure is the wall time from starting the process to its exit, after the answers are written to a file, and
 the process's peak RSS; the stacks take turns within a round and the table gives medians over the rounds, the
 ratios to ernie_ft's runtime, and each interpreter's installed size (its site-packages). docs/benchmarks.md, *Cold
@@ -25,11 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 from cpu import line as cpu_line
 
@@ -96,6 +101,31 @@ def run_cold(command: list[str], env: dict) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+def serve_cold(python: str, export: str, texts: list[str], env: dict) -> float:
+    """Seconds from starting ``python -m ernie_ft serve`` on ``export`` to its first answer to the ``texts`` (a
+    POST /v1/predict sent every 10 ms until one is answered), then the server is stopped."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    body = json.dumps({"inputs": [{"text": t} for t in texts]}).encode("utf-8")
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/predict", body, {"Content-Type": "application/json"})
+    start = time.perf_counter()
+    command = [python, "-m", "ernie_ft", "serve", "--model", export, "--port", str(port)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        while proc.poll() is None:
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    if answer.status == 200:
+                        return time.perf_counter() - start
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.01)  # not listening yet: poll again
+        raise SystemExit(f"serve exited with {proc.returncode} before answering")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 def site_packages_mib(python: str) -> float:
     """The installed size of ``python``'s environment: its site-packages, in MiB."""
     code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
@@ -158,6 +188,15 @@ def main() -> None:
         size = site_packages_mib(stacks[name][0])
         print(f"| {name} | {seconds:.2f} ({rounds}) | {seconds / base:.2f}x | {rss:.0f} | {size:,.0f} |")
     print(json.dumps(figures))
+    with open(TEXTS, encoding="utf-8") as f:
+        texts = f.read().splitlines()
+    servers = {name: (python, []) for name, (python, _) in stacks.items() if name.startswith("ernie_ft")}
+    for _ in range(args.rounds):
+        for python, seconds in servers.values():
+            seconds.append(serve_cold(python, export, texts, env))
+    print("\nserve: seconds from start to the first answer to the 10 texts (median; rounds)")
+    for name, (_, seconds) in servers.items():
+        print(f"| {name} | {statistics.median(seconds):.2f} ({', '.join(f'{s:.2f}' for s in seconds)}) |")
 
 
 if __name__ == "__main__":
