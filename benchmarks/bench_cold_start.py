@@ -44,29 +44,12 @@ VOCAB = os.path.join(SHARED, "ernie-3.0-vocab", "vocab.txt")
 TEXTS = os.path.join(ROOT, "data", "predict.txt")
 
 PEER_SETUP = """
-import pathlib, sys, torch
-from optimum.onnxruntime import ORTModelForSequenceClassification, ORTQuantizer
-from optimum.onnxruntime.configuration import AutoQuantizationConfig
-from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-vocab, work = sys.argv[1], pathlib.Path(sys.argv[2])
-seen, lines = set(), []
-for i, token in enumerate(pathlib.Path(vocab).read_text(encoding="utf-8").split("\\n")[:-1]):
-    lines.append(token if token not in seen and token.strip() else f"[unused_{i}]")
-    seen.add(token)
-work.mkdir(parents=True, exist_ok=True)
-(work / "vocab.txt").write_text("\\n".join(lines) + "\\n", encoding="utf-8")
-tokenizer = BertTokenizerFast(vocab_file=str(work / "vocab.txt"))
-torch.manual_seed(0)
-config = BertConfig(vocab_size=len(lines), hidden_size=312, num_hidden_layers=4, num_attention_heads=12,
-                    intermediate_size=1248, max_position_embeddings=512, num_labels=2)
-BertForSequenceClassification(config).eval().save_pretrained(work / "pt", safe_serialization=True)
-tokenizer.save_pretrained(work / "pt")
-onnx = ORTModelForSequenceClassification.from_pretrained(work / "pt", export=True)
-onnx.save_pretrained(work / "onnx")
-tokenizer.save_pretrained(work / "onnx")
-quantizer = ORTQuantizer.from_pretrained(work / "onnx")
-quantizer.quantize(save_dir=work / "int8", quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))
-tokenizer.save_pretrained(work / "int8")
+import pathlib, sys
+sys.path.insert(0, sys.argv[3])
+from optimum_worker import nano_bert, optimum_int8
+work = pathlib.Path(sys.argv[2])
+tokenizer, _ = nano_bert(sys.argv[1], work)
+tokenizer.save_pretrained(optimum_int8(work, "int8"))
 """
 
 PIPELINE = """
@@ -160,7 +143,8 @@ def main() -> None:
     work = args.work or tempfile.mkdtemp(prefix="bench_cold_start_")
     export = ernie_ft_export(work)
     peer = os.path.join(work, "peer")
-    subprocess.run([args.torch_python, "-c", PEER_SETUP, VOCAB, peer], check=True, stderr=subprocess.DEVNULL)
+    here = os.path.dirname(os.path.abspath(__file__))  # optimum_worker.py's model: bench_int8's peer, the same shape
+    subprocess.run([args.torch_python, "-c", PEER_SETUP, VOCAB, peer, here], check=True, stderr=subprocess.DEVNULL)
     out = os.path.join(work, "answers.jsonl")
     predict = ["-m", "ernie_ft", "predict", "--model", export, "--input", TEXTS, "--output", out]
     stacks = {"ernie_ft full install": (sys.executable, predict)}

@@ -19,31 +19,20 @@ import sys
 import time
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("vocab")
-    parser.add_argument("texts")
-    parser.add_argument("work")
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    import numpy as np
-    import onnxruntime as ort
+def nano_bert(vocab: str, work: pathlib.Path):
+    """(tokenizer, model): the nano-shape ``BertForSequenceClassification`` with random weights (seed 0) and its fast
+    tokenizer on the ERNIE 3.0 vocabulary ``vocab`` (repeated and blank lines renamed ``[unused_N]``), saved in
+    ``work/pt``."""
     import torch
-    from optimum.onnxruntime import ORTModelForSequenceClassification, ORTQuantizer
-    from optimum.onnxruntime.configuration import AutoQuantizationConfig
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    torch.set_num_threads(args.threads)
-    work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     seen, lines = set(), []
-    for i, token in enumerate(pathlib.Path(args.vocab).read_text(encoding="utf-8").split("\n")[:-1]):
+    for i, token in enumerate(pathlib.Path(vocab).read_text(encoding="utf-8").split("\n")[:-1]):
         lines.append(token if token not in seen and token.strip() else f"[unused_{i}]")
         seen.add(token)
     (work / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     tokenizer = BertTokenizerFast(vocab_file=str(work / "vocab.txt"))
-    texts = [t for t in pathlib.Path(args.texts).read_text(encoding="utf-8").splitlines() if t.strip()]
     torch.manual_seed(0)
     config = BertConfig(
         vocab_size=len(lines),
@@ -57,6 +46,40 @@ def main() -> None:
     model = BertForSequenceClassification(config).eval()
     model.save_pretrained(work / "pt", safe_serialization=True)
     tokenizer.save_pretrained(work / "pt")
+    return tokenizer, model
+
+
+def optimum_int8(work: pathlib.Path, out: str = "onnx-int8") -> pathlib.Path:
+    """``work/pt`` exported by optimum (``work/onnx``) and quantized by its dynamic int8 for AVX-512 VNNI,
+    per-tensor, into ``work/out``."""
+    from optimum.onnxruntime import ORTModelForSequenceClassification, ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    ORTModelForSequenceClassification.from_pretrained(work / "pt", export=True).save_pretrained(work / "onnx")
+    quantizer = ORTQuantizer.from_pretrained(work / "onnx")
+    quantizer.quantize(
+        save_dir=work / out,
+        quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False, per_channel=False),
+    )
+    return work / out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("vocab")
+    parser.add_argument("texts")
+    parser.add_argument("work")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    torch.set_num_threads(args.threads)
+    work = pathlib.Path(args.work)
+    tokenizer, model = nano_bert(args.vocab, work)
+    texts = [t for t in pathlib.Path(args.texts).read_text(encoding="utf-8").splitlines() if t.strip()]
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     batches = [[texts[i] for i in order[k : k + 32]] for k in range(0, len(order), 32)]
     with torch.no_grad():
@@ -64,18 +87,11 @@ def main() -> None:
         for batch in batches:
             encoded = tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
             reference += model(**encoded).logits.argmax(-1).tolist()
-    ORTModelForSequenceClassification.from_pretrained(work / "pt", export=True).save_pretrained(work / "onnx")
-    quantizer = ORTQuantizer.from_pretrained(work / "onnx")
-    quantizer.quantize(
-        save_dir=work / "onnx-int8",
-        quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False, per_channel=False),
-    )
+    int8 = optimum_int8(work)
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        str(next((work / "onnx-int8").glob("*.onnx"))), options, providers=["CPUExecutionProvider"]
-    )
+    session = ort.InferenceSession(str(next(int8.glob("*.onnx"))), options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
 
     def one_pass() -> dict:
