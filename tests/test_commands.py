@@ -149,7 +149,8 @@ def test_serve_gets_limits_built_from_its_flags_and_the_task(monkeypatch):
     ((args, kwargs),) = calls
     assert args == ("m", "127.0.0.1", 9000, "auto", "auto", Limits(max_queue=3))
     assert kwargs == {
-        "export": None, "workers": 1, "trust_pickle": False, "task": "x.py:T", "name": None, "threshold": None,
+        "export": None, "calibration": None, "workers": 1, "trust_pickle": False, "task": "x.py:T", "name": None,
+        "threshold": None,
         "auth": None, "label_studio": None,  # no password, no training from Label Studio: the defaults
     }  # fmt: skip
 

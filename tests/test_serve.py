@@ -928,7 +928,7 @@ def test_serve_export_int8_writes_the_int8_model_beside_the_checkpoint_once(clas
 
 
 def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier, tmp_path, capsys):
-    """--quantize int8-static: ranges from the run's training file by default, or from --calibration; the outputs
+    """--quantize int8-static: ranges from the run's training file by default, or from --calibrate; the outputs
     stay within the bound that dynamic quantization meets (static rounds activations to ranges seen in
     calibration, the same step size for windows like those)."""
     from ernie_ft import Predictor
@@ -938,7 +938,7 @@ def test_static_int8_calibrates_on_the_training_texts_or_a_named_file(classifier
     calibration.write_text("房间很干净，服务也好\n太差了，不会再来\n早餐一般，位置不错\n", encoding="utf-8")
     assert main(["export", "--model", classifier, "--output", str(tmp_path / "fp32"), "--format", "onnx"]) == 0
     fp32 = Predictor(str(tmp_path / "fp32"), "onnxruntime", "cpu")
-    for extra, source in (((), "sentiment_train.tsv"), (("--calibration", str(calibration)), "calibration.txt")):
+    for extra, source in (((), "sentiment_train.tsv"), (("--calibrate", str(calibration)), "calibration.txt")):
         exported = tmp_path / f"static-{source}"
         command = ["export", "--model", classifier, "--output", str(exported), "--format", "onnx"]
         assert main([*command, "--quantize", "int8-static", *extra]) == 0
@@ -975,7 +975,7 @@ def test_onnx_export_refusals_are_one_error_line_and_write_nothing(
 
     refused(str(pretrained), "--format", "onnx", match="a pretraining (fill-mask) checkpoint is not exported")
     refused(classifier, "--quantize", "int8", match="--quantize makes an int8 ONNX model: add --format onnx")
-    refused(classifier, "--format", "onnx", "--calibration", classifier, match="--calibration is for static")
+    refused(classifier, "--format", "onnx", "--calibrate", classifier, match="--calibrate is for static")
     refused(
         classifier,
         "--format",
@@ -984,13 +984,13 @@ def test_onnx_export_refusals_are_one_error_line_and_write_nothing(
         "int8-static",
         "--calibration",
         str(tmp_path / "none.txt"),
-        match=f"--calibration {tmp_path / 'none.txt'}: no such file",
+        match=f"--calibrate {tmp_path / 'none.txt'}: no such file",
     )
-    moved = tmp_path / "moved"  # a run whose training file is gone: static quantization needs --calibration
+    moved = tmp_path / "moved"  # a run whose training file is gone: static quantization needs --calibrate
     shutil.copytree(classifier, moved)
     run_file = moved / "best" / "ernie_ft.yaml" if (moved / "best").is_dir() else moved / "ernie_ft.yaml"
     run_file.write_text(run_file.read_text().replace(str(DATA / "sentiment_train.tsv"), "/nowhere/train.tsv"))
-    refused(str(moved), "--format", "onnx", "--quantize", "int8-static", match="pass --calibration FILE")
+    refused(str(moved), "--format", "onnx", "--quantize", "int8-static", match="pass --calibrate FILE")
 
     import builtins
 

@@ -39,12 +39,7 @@ def build_parser(prog: str) -> Parser:
         f"METHOD: {', '.join(METHODS)}. TARGET, the CPU that will run it: "
         f"{', '.join(f'{name} ({cpus})' for name, cpus in TARGETS.items())}; default: this machine's",
     )
-    parser.add_argument(
-        "--calibration",
-        metavar="FILE",
-        help="texts to calibrate static int8 on, in any format the task reads; 256 windows are drawn from it "
-        "(default: from the run's training file)",
-    )
+    flags.add_calibrate(parser, "--quantize int8")
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -67,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
         task=args.task,
         format=args.format,
         quantize=args.quantize,
-        calibration=args.calibration,
+        calibration=args.calibrate,
         verbose=args.verbose,
     )
     if args.format == "hf":

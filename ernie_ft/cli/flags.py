@@ -6,6 +6,8 @@ setting (``--device``, ``--trust-pickle``), its help is that field's docstring.
 
 from __future__ import annotations
 
+import argparse
+
 from ernie_ft.config import ModelConfig, TrainConfig
 from ernie_ft.inference import ENGINES
 from ernie_ft.recipes import field_docs
@@ -106,3 +108,15 @@ def add_threshold(parser) -> None:
         help="decide with this probability (0 to 1) instead of the model's own threshold (0.5, or the ones "
         "--tune-thresholds chose): for classify --multi-label, ner --nested and relation models",
     )
+
+
+def add_calibrate(parser, needs: str) -> None:
+    """``--calibrate FILE``, the texts static int8 calibrates on; ``needs``: the flag that makes such a model.
+    ``--calibration``, its first spelling, is kept as an alias (the same setting, not shown in --help)."""
+    parser.add_argument(
+        "--calibrate",
+        metavar="FILE",
+        help=f"with {needs}: the texts static int8 calibrates its activations' ranges on, in any format the task "
+        "reads; 256 windows are drawn from it (default: the run's training file)",
+    )
+    parser.add_argument("--calibration", dest="calibrate", metavar="FILE", help=argparse.SUPPRESS)

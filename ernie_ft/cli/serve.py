@@ -44,6 +44,7 @@ def build_parser(prog: str) -> Parser:
         help="export the checkpoint first, beside it: paddle (the default) for Paddle Inference, as DIR-exported; "
         "onnx for ONNX Runtime, as DIR-onnx; int8 for ONNX Runtime in int8, as DIR-int8",
     )
+    flags.add_calibrate(parser, "--export int8")
     flags.add_device(parser)
     flags.add_threshold(parser)
     parser.add_argument("--workers", type=int, default=1, help="server processes, each with its own model")
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         args.device,
         Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)}),
         export=args.export,
+        calibration=args.calibrate,
         workers=args.workers,
         trust_pickle=args.trust_pickle,
         task=args.task,

@@ -23,7 +23,7 @@ from ernie_ft.inference.static_graph import PREFIX, InferenceModel, graph_file
 if TYPE_CHECKING:
     from ernie_ft.models.model_dir import ModelDir
 
-__all__ = ["PREFIX", "InferenceModel", "calibration_batches", "export", "graph_file"]
+__all__ = ["PREFIX", "InferenceModel", "calibration_batches", "check_calibration", "export", "graph_file"]
 
 
 def export(
@@ -164,8 +164,27 @@ def _check_options(format: str, quantize: str | None, calibration: str | None):
         raise UserError("--quantize makes an int8 ONNX model: add --format onnx")
     if calibration is not None and (choice is None or choice.method != "static"):
         add = "add --quantize int8" if choice is None else f"--quantize {quantize} has no calibration"
-        raise UserError(f"--calibration is for static quantization: {add}")
+        raise UserError(f"--calibrate is for static quantization: {add}")
+    if calibration is not None:
+        check_calibration(calibration)
     return choice
+
+
+def check_calibration(path: str) -> None:
+    """Refuse a ``--calibrate`` file that is missing, a directory, unreadable or empty, before anything is loaded or
+    written (``export``, ``serve --export int8``); what it holds, the task's reader judges."""
+    where = f"--calibrate {path}"
+    if not os.path.exists(path):
+        raise UserError(f"{where}: no such file (relative paths start at {os.getcwd()})")
+    if os.path.isdir(path):
+        raise UserError(f"{where}: a directory; name a file of texts in it")
+    try:
+        with open(path, "rb") as f:
+            empty = not f.read(1)
+    except OSError as e:
+        raise UserError(f"{where}: cannot be read ({e.strerror})") from None
+    if empty:
+        raise UserError(f"{where}: empty; it needs texts to calibrate on (a few hundred, in any format the task reads)")
 
 
 def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
@@ -181,18 +200,16 @@ def calibration_batches(loaded, path: str | None) -> tuple[list[dict], str]:
         path = loaded.run.get("data", {}).get("train")
         if not path or not os.path.isfile(path):
             raise UserError(
-                f"--quantize int8 calibrates on the run's training texts, and {path or 'its training file'} is not "
-                "there: pass --calibration FILE to export (a few hundred texts in any format the task reads), or "
-                "--quantize int8-dynamic (no calibration; a text's answer then depends on its batch)"
+                f"static int8 calibrates on the run's training texts, and {path or 'its training file'} is not "
+                "there: pass --calibrate FILE (a few hundred texts in any format the task reads), or quantize "
+                "dynamically: export --quantize int8-dynamic (no calibration; a text's answer depends on its batch)"
             )
-    if not os.path.isfile(path):
-        raise UserError(f"--calibration {path}: no such file")
     data = inference_data(loaded.run["data"], {}, loaded.task)
-    examples = loaded.task.read(path, data, "--calibration", labelled=False)
+    examples = loaded.task.read(path, data, "--calibrate", labelled=False)
     encodings = loaded.pipeline.encode_many(loaded.task.texts(examples), word_ids=False)
     features = loaded.task.featurize(examples, encodings, loaded.pipeline, loaded.labels, data)
     if not features:
-        raise UserError(f"--calibration {path}: no model input could be built from it")
+        raise UserError(f"--calibrate {path}: no model input could be built from it")
     chosen = random.Random(0).sample(features, min(CALIBRATION_WINDOWS, len(features)))
     chosen.sort(key=lambda f: len(f["input_ids"]))
     batches = []

@@ -73,6 +73,7 @@ def serve(
     device: str,
     limits: Limits,
     export: str | bool | None = None,
+    calibration: Optional[str] = None,
     workers: int = 1,
     trust_pickle: bool = False,
     task: Optional[str] = None,
@@ -82,8 +83,8 @@ def serve(
     label_studio: Optional[LabelStudioAccess] = None,
     auth: Optional[BasicAuth] = None,
 ) -> int:
-    """Load the model (with ``export``, one of ``EXPORTS``, after exporting it), then serve it until SIGTERM or
-    Ctrl-C; returns 0.
+    """Load the model (with ``export``, one of ``EXPORTS``, after exporting it; ``calibration``: the file an int8
+    export calibrates on, ``--calibrate``), then serve it until SIGTERM or Ctrl-C; returns 0.
 
     With ``workers`` > 1, uvicorn runs that many processes, each with its own model and batcher, on one port;
     the model is loaded here first so that a bad checkpoint fails before any starts. ``task`` is a task spec
@@ -101,8 +102,11 @@ def serve(
 
     limits.check()
     name = name or model_name(model_dir)
+    if calibration is not None and export != "int8":
+        raise UserError(f"--calibrate {calibration} is for static int8: add --export int8 (serve exports it first)")
     if export:
-        model_dir = exported_model(model_dir, trust_pickle, task, "paddle" if export is True else export)
+        kind = "paddle" if export is True else export
+        model_dir = exported_model(model_dir, trust_pickle, task, kind, calibration)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, not {workers}")
     if label_studio is not None and workers > 1:
@@ -189,11 +193,14 @@ EXPORTS = {"paddle": "-exported", "onnx": "-onnx", "int8": "-int8"}
 ONNX."""
 
 
-def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = None, kind: str = "paddle") -> str:
+def exported_model(
+    model_dir: str, trust_pickle: bool, task: Optional[str] = None, kind: str = "paddle", calibration=None
+) -> str:
     """The export of ``model_dir`` of ``kind`` (``serve --export KIND``): the checkpoint itself when it is one,
     else ``DIR-exported`` (``-onnx``, ``-int8``) beside it, written now (recording ``task``, a task spec, if
-    given) unless it is newer than the checkpoint."""
-    from ernie_ft.inference.export import export
+    given) unless it is newer than the checkpoint. ``calibration``: the file an int8 export calibrates on (default:
+    the run's training file); an export of before is reused only if it was calibrated on it and is newer."""
+    from ernie_ft.inference.export import check_calibration, export
     from ernie_ft.inference.onnx import onnx_file
     from ernie_ft.inference.static_graph import graph_file
     from ernie_ft.training import checkpoint
@@ -205,18 +212,41 @@ def exported_model(model_dir: str, trust_pickle: bool, task: Optional[str] = Non
             return bool(directory.graph if kind == "paddle" else directory.onnx(precision))
         return bool(graph_file(directory) if kind == "paddle" else onnx_file(directory, precision))
 
+    if calibration is not None:
+        check_calibration(calibration)
     found = checkpoint.checkpoint_dir(model_dir)  # read once, for what it holds and for the export
     source = found.path
     exported = source.rstrip("/") + EXPORTS[kind]
     if holds(found):
+        if calibration is not None:
+            raise UserError(
+                f"--calibrate {calibration}: --model {model_dir} is an int8 export already, which keeps no weights to "
+                "calibrate again; serve its checkpoint with --export int8 --calibrate FILE"
+            )
         return source
-    if holds(exported) and os.path.getmtime(exported) >= os.path.getmtime(source):
+    fresh = holds(exported) and os.path.getmtime(exported) >= os.path.getmtime(source)
+    if fresh and (calibration is None or _calibrated_on(exported, calibration)):
         print(f"using the export in {exported} (--export)", flush=True)
     else:
         engine = {"paddle": "Paddle Inference", "onnx": "ONNX Runtime", "int8": "ONNX Runtime int8"}[kind]
         print(f"exporting {source} to {exported} for {engine} (--export)", flush=True)
         spec = {} if task is None else {"task": task}
         if kind != "paddle":
-            spec.update(format="onnx", quantize="int8" if kind == "int8" else None)
+            spec.update(format="onnx", quantize="int8" if kind == "int8" else None, calibration=calibration)
         export(found, exported, overwrite=True, trust_pickle=trust_pickle, **spec)
     return exported
+
+
+def _calibrated_on(exported: str, calibration: str) -> bool:
+    """Whether the int8 export ``exported`` was calibrated on a file named as ``calibration`` and is newer than it."""
+    import json
+
+    from ernie_ft.inference.onnx import INT8_FILE, MANIFEST
+
+    try:
+        with open(os.path.join(exported, MANIFEST), encoding="utf-8") as f:
+            source = json.load(f)["files"][INT8_FILE].get("calibration") or ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    named = source.endswith(f" of {os.path.basename(calibration)}")
+    return named and os.path.getmtime(exported) >= os.path.getmtime(calibration)
