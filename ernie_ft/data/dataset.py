@@ -56,9 +56,16 @@ def read_splits(task, data: DataConfig) -> tuple[dict, list[str]]:
 
 
 def featurize(
-    task, name: str, examples: list, pipeline, labels: list[str], data: DataConfig, audit_report: bool = False
+    task,
+    name: str,
+    examples: list,
+    pipeline,
+    labels: list[str],
+    data: DataConfig,
+    audit_report: bool = False,
+    cache: bool = True,
 ) -> Split:
-    """Tokenise a split's texts (through the cache) and turn them into model features."""
+    """Tokenise a split's texts (through the cache, unless ``cache`` is False) and turn them into model features."""
     from ernie_ft.data.batching import compact_inputs
     from ernie_ft.text.audit import audit
 
@@ -68,8 +75,9 @@ def featurize(
         (features, source), audit_report = streamed, False
     else:
         texts = task.texts(examples)
+        cache_dir = (data.cache_dir or default_cache_dir()) if cache else None
         encodings = pipeline.encode_many(  # no word ids: jieba runs only where a vocabulary extension needs it
-            texts, cache_dir=data.cache_dir or default_cache_dir(), num_proc=data.num_proc, word_ids=False
+            texts, cache_dir=cache_dir, num_proc=data.num_proc, word_ids=False
         )
         source = "cache" if getattr(pipeline, "last_cache_hit", False) else "tokenised"
         features = compact_inputs(task.featurize(examples, encodings, pipeline, labels, data))

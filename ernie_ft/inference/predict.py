@@ -179,11 +179,12 @@ def inference_data(trained: dict, overrides: dict, task=None) -> DataConfig:
 
 
 def run_inference(loaded, data: DataConfig, path: str, flag: str, labelled: bool, batch_size: int):
-    """(examples, features, logits) for every record of ``path``."""
+    """(examples, features, logits) for every record of ``path``, tokenised as a streamed input is, without the
+    cache: its Arrow files (pyarrow) are training's, and running an export imports nothing of training."""
     examples = loaded.task.read(path, data, flag, labelled=labelled)
     if labelled:
         loaded.task.check_labels(examples, loaded.labels, data, flag)
-    split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data)
+    split = featurize(loaded.task, flag.lstrip("-"), examples, loaded.pipeline, loaded.labels, data, cache=False)
     logits = compute_logits(
         loaded.model,
         split.features,
