@@ -57,6 +57,25 @@ def pytest_configure(config):
             os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) % n :: n])
 
 
+# The modules that drive the real Label Studio (conftest's ``studio``): one unit of work for scripts/test.sh's
+# --dist loadfile, so that one worker runs them all on the one Label Studio it starts (~20 s of CPU each).
+LABEL_STUDIO_MODULES = ("test_label_studio_training.py", "test_label_studio_real.py", "test_label_studio_names_real.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's --dist loadfile, but for ``LABEL_STUDIO_MODULES``, which go to one worker together."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LabelStudioTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "label-studio" if Path(scope).name in LABEL_STUDIO_MODULES else scope
+
+    return LabelStudioTogether(config, log)
+
+
 def pytest_collection_modifyitems(items):
     """The slow modules first (``SLOW_MODULES``), each module's tests in their own order."""
     rank = {name: i for i, name in enumerate(SLOW_MODULES)}
@@ -303,3 +322,16 @@ def browser(tmp_path_factory):
     driver = chromium.start(tmp_path_factory.mktemp("chromium"))
     yield driver
     driver.quit()
+
+
+@pytest.fixture(scope="session")
+def studio(tmp_path_factory):
+    """A real Label Studio (``helpers.label_studio``) for the test process, started, not yet waited for (``wait_up``):
+    tiny models train meanwhile. Its users make projects of their own."""
+    from helpers.label_studio import LABEL_STUDIO, LabelStudio, without_label_studio
+
+    if not LABEL_STUDIO.exists():
+        without_label_studio(f"{LABEL_STUDIO} is missing (scripts/test.sh makes the venv: label-studio==1.23.2)")
+    started = LabelStudio(tmp_path_factory.mktemp("label_studio"))
+    yield started
+    started.stop()

@@ -1,15 +1,15 @@
 """Pre-annotations in a project's own names, against the real Label Studio (issue 57, item 3): a file written by
 predict --label-config for a project whose text is $review, a sentence-pair project's file with both texts, and the
-pair model served as the pair project's ML backend. Label Studio starts as in test_label_studio_real.py (skipped
-without its venv, failing in CI)."""
+pair model served as the pair project's ML backend, on conftest's Label Studio (skipped without its venv, failing in
+CI)."""
 
 import json
 
 import httpx
 import pytest
 from conftest import DATA
-from helpers.label_studio import LABEL_STUDIO, TOKEN
-from test_label_studio_real import LabelStudio, connect_and_retrieve, without_label_studio
+from helpers.label_studio import TOKEN, LabelStudio
+from test_label_studio_real import connect_and_retrieve
 from test_pre_annotation_names import (
     PAIR,
     REVIEW,
@@ -24,17 +24,10 @@ CHOICES = '<Choice value="正面"/><Choice value="负面"/>'
 
 
 @pytest.fixture(scope="module")
-def studio(tmp_path_factory, request):
-    """Label Studio, up; the tiny models train while it starts."""
-    if not LABEL_STUDIO.exists():
-        without_label_studio(f"{LABEL_STUDIO} is missing (scripts/test.sh makes the venv: label-studio==1.23.2)")
-    started = LabelStudio(tmp_path_factory.mktemp("label_studio"))
-    try:
-        request.getfixturevalue("models")
-        started.wait_up()
-        yield started
-    finally:
-        started.stop()
+def studio(studio, models):  # noqa: F811
+    """conftest's Label Studio, up; the tiny models train while it starts."""
+    studio.wait_up()
+    return studio
 
 
 def written(model, pool, xml: str, tmp_path) -> list[dict]:

@@ -3,94 +3,24 @@ never a dependency of the package): projects with their own tag names, ernie_ft'
 predictions retrieved and stored for every task (a classifier and an NER tagger), a pre-annotation file imported, and
 a model trained from a project's annotations through ``--train label-studio://HOST:PORT/PROJECT``.
 
-One Label Studio for the module, started from a copy of a data directory whose database was made once
-(``helpers.label_studio.template``: seconds instead of a minute of migrations); everything is on
+One Label Studio for the test process (conftest's ``studio``), started from a copy of a data directory whose database
+was made once (``helpers.label_studio.template``: seconds instead of a minute of migrations); everything is on
 127.0.0.1, and Label Studio's calls out (its version check, its error reports) are switched off. Without the venv the
 module skips, saying so; in CI (CI=true) it fails.
 """
 
 import json
-import os
 import socket
-import time
 
 import httpx
 import pytest
 from conftest import DATA
-from helpers.label_studio import LABEL_STUDIO, STARTED, TOKEN, start, stop
+from helpers.label_studio import TOKEN, LabelStudio
 from test_label_studio_backend import models  # noqa: F401 (the tiny classifier and tagger, a module fixture)
 from test_serve import Server
 
 from ernie_ft.cli import main as cli
 from ernie_ft.data.pre_annotations import label_studio_task
-
-
-def without_label_studio(reason: str):
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI: the Label Studio tests cannot run: {reason}", pytrace=False)
-    pytest.skip(f"Label Studio tests not run: {reason}")
-
-
-class LabelStudio:
-    """``label-studio start`` in a process group of its own, with a fresh data directory; its address is read from
-    its "Starting development server at" line (it moves to the next port when the one asked for is taken)."""
-
-    def __init__(self, tmp_path):
-        self.url, self.log = None, open(tmp_path / "label-studio.log", "w+")
-        self.proc = start(tmp_path, self.log)
-
-    def output(self) -> str:
-        self.log.flush()
-        return open(self.log.name, encoding="utf-8", errors="replace").read()
-
-    def wait_up(self, timeout=600):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.output()[-3000:]
-            found = STARTED.search(self.output())
-            if found:
-                try:
-                    if httpx.get(found[1] + "/health", timeout=5).status_code == 200:
-                        self.url = found[1]
-                        return
-                except httpx.TransportError:
-                    pass
-            time.sleep(0.5)
-        raise AssertionError("Label Studio did not start: " + self.output()[-3000:])
-
-    def api(self, method: str, path: str, body=None, token: str = TOKEN):
-        """Label Studio's REST API with plain HTTP: the answer's JSON."""
-        answer = httpx.request(method, self.url + path, json=body, timeout=120,
-                               headers={"Authorization": f"Token {token}"})  # fmt: skip
-        assert answer.status_code < 300, f"{method} {path}: {answer.status_code} {answer.text[:500]}"
-        return answer.json()
-
-    def project(self, title: str, config: str) -> int:
-        return self.api("POST", "/api/projects", {"title": title, "label_config": config})["id"]
-
-    def predictions(self, project: int) -> dict:
-        """{task id: [its predictions]} of ``project``."""
-        found = {}
-        for p in self.api("GET", f"/api/predictions?project={project}"):
-            found.setdefault(p["task"], []).append(p)
-        return found
-
-    def tasks(self, project: int) -> list[dict]:
-        return self.api("GET", f"/api/tasks?project={project}&page_size=1000")["tasks"]
-
-    def stop(self):
-        stop(self.proc)
-        self.log.close()
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    """Label Studio, started (not yet waited for: the models train meanwhile)."""
-    if not LABEL_STUDIO.exists():
-        without_label_studio(f"{LABEL_STUDIO} is missing (scripts/test.sh makes the venv: label-studio==1.23.2)")
-    started = LabelStudio(tmp_path_factory.mktemp("label_studio"))
-    yield started
-    started.stop()
 
 
 @pytest.fixture(scope="module")

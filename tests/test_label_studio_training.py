@@ -1,5 +1,5 @@
-"""Label Studio's "Start training" against a real Label Studio (1.23.2, as tests/test_label_studio_real.py runs it),
-one for the module: annotations made through its API, training started by its own call (``POST /api/ml/{id}/train``,
+"""Label Studio's "Start training" against a real Label Studio (1.23.2, conftest's ``studio``, one per test process):
+annotations made through its API, training started by its own call (``POST /api/ml/{id}/train``,
 which posts ``{"action": "START_TRAINING", "project": {...}}`` to the backend's ``/webhook``), for a classifier, an NER
 tagger and a relation extractor, each served by ``serve --label-studio-url`` (tests/test_retrain_runs.py tests the
 parts without Label Studio).
@@ -19,7 +19,7 @@ import yaml
 from conftest import DATA
 from helpers.label_studio import TOKEN
 from test_label_studio_backend import TINY
-from test_label_studio_real import NER, SENTIMENT, served_records, studio  # noqa: F401 (Label Studio, a module fixture)
+from test_label_studio_real import NER, SENTIMENT, served_records
 from test_serve import Server
 
 from ernie_ft.cli import task_command
