@@ -1,7 +1,7 @@
 """Training throughput of ernie_ft against HF transformers/PyTorch and plain PaddleNLP, side by side.
 
     python benchmarks/bench_train.py [--shape nano|medium] [--steps 20] [--warmup 3] [--threads 2] \
-        [--rounds 1] [--torch-python PATH] [--baseline SOURCE]
+        [--rounds 1] [--torch-python PATH] [--baseline SOURCE] [--amp bf16]
 
 The sequences are ``../shared/bench/common.make_batches``'s (the review-corpus length
 distribution, batch 32, max length 128, vocab 40000, labels learnable from a bag of ids).
@@ -15,7 +15,9 @@ tokens/s, median step time, peak resident memory and the ratios ernie_ft / HF-to
 --rounds N the three run in turn N times: this machine's speed drifts by up to 20 % over minutes, so a
 ratio is taken within each round and the table gives their median and every round's value. With
 ``--baseline SOURCE`` (another ernie_ft version's source tree, e.g. ``git worktree add /tmp/wt/base HEAD``) that
-version trains the same batches in every round too, as the stack "ernie_ft (baseline)".
+version trains the same batches in every round too, as the stack "ernie_ft (baseline)". With ``--amp bf16``
+ernie_ft trains with ``--amp bf16`` against itself in fp32 and HF under bf16 autocast, as its Trainer's ``--bf16``
+runs on CPU (``baselines/baseline_hf_torch_bf16.py``); PaddleNLP, which has no CPU bf16, is left out.
 """
 
 from __future__ import annotations
@@ -161,6 +163,7 @@ def ernie_ft(args, tmp: str, extra: tuple = (), source: str | None = None) -> di
 
 
 def baseline(script: str, python: str, args) -> dict:
+    """A baseline's JSON line: ``script`` is ../shared/bench's, or a path (this repository's baselines)."""
     command = [
         python,
         os.path.join(BENCH, script),
@@ -182,6 +185,7 @@ def baseline(script: str, python: str, args) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+HF_BF16 = os.path.join(ROOT, "benchmarks", "baselines", "baseline_hf_torch_bf16.py")
 RECORDED = {"HF transformers / PyTorch": "HF PyTorch", "plain PaddleNLP": "PaddleNLP"}  # --record: row -> name
 SHAPE_NAMES = {"nano": "4 x 312", "medium": "6 x 768"}  # as docs/benchmarks.md's rows name the shapes
 
@@ -205,6 +209,12 @@ def main() -> None:
     )
     p.add_argument("--baseline", help="another ernie_ft's source tree to train beside this one (see above)")
     p.add_argument(
+        "--amp",
+        choices=("off", "bf16"),
+        default="off",
+        help="bf16: ernie_ft with --amp bf16 against itself in fp32 and HF under bf16 autocast (its Trainer's --bf16)",
+    )
+    p.add_argument(
         "--memory",
         action="store_true",
         help="instead: ernie_ft's peak memory with and without --recompute and --amp bf16",
@@ -220,15 +230,21 @@ def main() -> None:
     for _ in range(args.rounds):
         results = {}
         with tempfile.TemporaryDirectory() as tmp:
-            results["ernie_ft"] = ernie_ft(args, tmp)
+            results["ernie_ft"] = ernie_ft(args, tmp, ("--amp", args.amp))
             if args.baseline:
                 results["ernie_ft (baseline)"] = ernie_ft(args, tmp, source=os.path.abspath(args.baseline))
-        if args.torch_python:
+            if args.amp == "bf16":
+                results["ernie_ft fp32"] = ernie_ft(args, tmp)
+        if args.torch_python and args.amp == "bf16":
+            results["HF transformers / PyTorch, bf16 autocast"] = baseline(HF_BF16, args.torch_python, args)
+        elif args.torch_python:
             results["HF transformers / PyTorch"] = baseline("baseline_hf_torch.py", args.torch_python, args)
-        results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
+        if args.amp == "off":
+            results["plain PaddleNLP"] = baseline("baseline_paddlenlp.py", sys.executable, args)
         rounds.append(results)
     print(
-        f"shape {args.shape}, batch 32, max length 128, fp32, dropout 0.1, {args.threads} threads; "
+        f"shape {args.shape}, batch 32, max length 128, {'fp32' if args.amp == 'off' else '--amp ' + args.amp}, "
+        f"dropout 0.1, {args.threads} threads; "
         f"median over {args.steps} steps after {args.warmup}; {args.rounds} round(s), medians across rounds\n"
     )
     print("| stack | real tokens/s | step time (ms) | peak RSS (MiB) | ernie_ft / this | per round |")
@@ -244,7 +260,7 @@ def main() -> None:
             f"{median('peak_rss_mib'):.0f} | {statistics.median(ratios):.2f}x | "
             f"{' '.join(f'{x:.2f}' for x in ratios)} |"
         )
-        if args.record and name in RECORDED:  # the chart's figures (benchmarks/results.py)
+        if args.record and args.amp == "off" and name in RECORDED:  # the chart's figures (benchmarks/results.py)
             from results import record
 
             row = f"training, {args.shape} ({SHAPE_NAMES[args.shape]})"

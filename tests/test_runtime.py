@@ -122,8 +122,11 @@ def test_the_runs_precision_reaches_paddle_and_trains_as_fp32_does(tiny_checkpoi
     decorate and loss scaler are asked for the run's dtype and level, recompute wraps the layers, and the encoder's
     weights move as the fp32 run's do (on a CPU, where Paddle computes in fp32, to float32 rounding; on a GPU within
     ``update_bound``, for which the runs take --adam-epsilon 1)."""
+    from ernie_ft.models import bf16
     from ernie_ft.training import runtime
 
+    # A CPU without bf16 instructions, where --amp bf16 is Paddle's too (tests/test_bf16.py: the real bf16).
+    monkeypatch.setattr(bf16, "cpu_supports_bf16", lambda: False)
     asked = set()
 
     def spy(name, real):

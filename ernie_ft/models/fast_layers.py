@@ -25,6 +25,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle.autograd import PyLayer
 
+from ernie_ft.models import bf16
 from ernie_ft.models.kernels import (
     CLayerNorm,
     DropoutMask,
@@ -78,12 +79,18 @@ class _Linear(PyLayer):
         return dx, dweight, _column_sums(dy2d)
 
 
-class FastLinear(paddle.nn.Linear):
+class FastLinear(bf16.Matmuls, paddle.nn.Linear):
     def forward(self, x):
         if self.bias is None or not paddle.in_dynamic_mode():
             return super().forward(x)
+        if self.bf16 and bf16.usable(x, self.weight, self.bias):
+            return bf16.linear(x, self.weight, self.bias)
         affine = _Linear.apply if needs_grad(x, self.weight, self.bias) else _affine
         return affine(x, self.weight, self.bias)
+
+
+def _matmul(a, b, transpose_b=False):
+    return paddle.matmul(a, b, transpose_y=transpose_b)
 
 
 def _row_means(x2d):
@@ -159,7 +166,7 @@ class FastDropout(paddle.nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
-class FastAttention(paddle.nn.MultiHeadAttention):
+class FastAttention(bf16.Matmuls, paddle.nn.MultiHeadAttention):
     """Paddle's MultiHeadAttention (self-attention, no cache) with softmax and dropout fused and a
     key-padding mask (what ERNIE builds from the pad ids) added by the fused softmax (without the C kernels:
     inside the q.k matmul)."""
@@ -179,8 +186,9 @@ class FastAttention(paddle.nn.MultiHeadAttention):
         q = heads(self.q_proj(query) * (self.head_dim**-0.5))
         k, v = heads(self.k_proj(query)), heads(self.v_proj(query))
         mask, key_mask = additive_mask(attn_mask, q.dtype), None
+        matmul = bf16.matmul if self.bf16 and bf16.usable(q, k, v) else _matmul
         if _is_key_mask(mask, q) and usable(q, mask):  # the fused softmax adds it: no broadcast, no 65th column
-            product, key_mask = paddle.matmul(q, k, transpose_y=True), mask
+            product, key_mask = matmul(q, k, transpose_b=True), mask
         elif _is_key_mask(mask, q):
             if needs_grad(q, k):  # contiguous copies: under recompute, Paddle 3.3 hands a PyLayer
                 # wrong values for a strided view it saved (the recompute test in tests/test_kernels.py)
@@ -192,7 +200,7 @@ class FastAttention(paddle.nn.MultiHeadAttention):
             if mask is not None:
                 product = product + mask
         weights = softmax_dropout(product, self.dropout, self.training, key_mask)
-        out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
+        out = matmul(weights, v).transpose([0, 2, 1, 3])
         return self.out_proj(out.reshape([0, 0, self.embed_dim]))
 
 

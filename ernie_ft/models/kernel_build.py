@@ -1,7 +1,8 @@
-"""Compiling ``csrc/cpu_kernels.c`` for ``kernels``: at first use, with ``cc -O3 -march=native -fopenmp`` linked to
-the OpenMP runtime of Paddle's MKL, into a cache keyed by the source, flags and CPU (under ``$ERNIE_FT_CACHE``, default
-``~/.cache/ernie_ft``), bounded by ``COMPILE_SECONDS``. A cached library is used only if its bytes match the SHA-256
-recorded when it was built and only this user can write it (``_trusted``): loading it runs its code.
+"""Compiling ``csrc/cpu_kernels.c`` for ``kernels`` (and ``csrc/onednn_bf16.c`` for ``bf16``): at first use, with
+``cc -O3 -march=native -fopenmp`` linked to the OpenMP runtime of Paddle's MKL (or to its oneDNN), into a cache keyed
+by the source, flags and CPU (under ``$ERNIE_FT_CACHE``, default ``~/.cache/ernie_ft``), bounded by
+``COMPILE_SECONDS``. A cached library is used only if its bytes match the SHA-256 recorded when it was built and only
+this user can write it (``_trusted``): loading it runs its code.
 """
 
 from __future__ import annotations
@@ -65,21 +66,30 @@ def _trusted(target: Path) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & 0o022 and _digest(target) == recorded
 
 
-def compile_library() -> Path:
-    """The compiled library's path in the cache, built there unless a trusted copy is there already."""
+def onednn_link() -> list[str]:
+    """Link to the oneDNN library Paddle's wheel ships (``csrc/onednn_bf16.c``); RuntimeError where it has none."""
+    libs = Path(paddle.__file__).parent / "libs"
+    if not (libs / "libdnnl.so.3").exists():
+        raise RuntimeError(f"Paddle {paddle.__version__} ships no oneDNN library (libdnnl.so.3 in {libs})")
+    return [f"-L{libs}", "-l:libdnnl.so.3", f"-Wl,-rpath,{libs}"]
+
+
+def compile_library(source: Path = SOURCE, link: list[str] | None = None) -> Path:
+    """The path in the cache of ``source`` compiled and linked with ``link`` (default: Paddle's OpenMP runtime),
+    built there unless a trusted copy is there already."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
         raise RuntimeError("no C compiler (cc) on PATH")
-    link = _openmp_link()
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join([compiler, *FLAGS, *link, _cpu_id()]).encode())
-    target = Path(default_cache_dir()) / "kernels" / f"cpu_kernels-{key.hexdigest()[:16]}.so"
+    link = _openmp_link() if link is None else link
+    key = hashlib.sha256(source.read_bytes() + " ".join([compiler, *FLAGS, *link, _cpu_id()]).encode())
+    target = Path(default_cache_dir()) / "kernels" / f"{source.stem}-{key.hexdigest()[:16]}.so"
     if not _trusted(target):
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         seconds = float(os.environ.get("ERNIE_FT_KERNELS_TIMEOUT", COMPILE_SECONDS))
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # then an atomic rename: several
             obj, lib = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")  # processes may build at once
             for command in (
-                [compiler, *FLAGS, "-c", str(SOURCE), "-o", obj],
+                [compiler, *FLAGS, "-c", str(source), "-o", obj],
                 [compiler, "-shared", obj, "-o", lib, *link],
             ):
                 try:

@@ -99,10 +99,11 @@ class Precision:
     """Mixed precision as one autocast context plus a loss scaler that is inert unless fp16.
 
     On CPU, Paddle 3.3 leaves autocast and ``decorate`` without effect and disables the
-    GradScaler, so CPU runs compute in fp32 whatever ``amp`` says (its CPU matmul has no bfloat16
-    or float16 kernel); the code path is the same as on GPU and is tested against an fp32 run.
-    ``computes`` says the precision a run on ``device`` really has, ``warning`` the line a run
-    prints where that is not what ``amp`` asked for.
+    GradScaler (its CPU matmul has no bfloat16 or float16 kernel). ``bf16`` there is real where the CPU has
+    AVX-512 BF16 or AMX: ``prepare`` switches the model's Linear and attention matmuls to oneDNN's
+    (``models.bf16``; weights, optimizer and checkpoints stay fp32). Otherwise CPU runs compute in fp32, on
+    the same code path as on GPU, tested against an fp32 run. ``computes`` says the precision a run on
+    ``device`` really has, ``warning`` the line a run prints where that is not what ``amp`` asked for.
     """
 
     amp: str = "off"
@@ -113,11 +114,15 @@ class Precision:
         self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.amp)
         self.wants_scaler = self.amp == "fp16"  # bf16 has fp32's exponent range: nothing to scale
         self.scaler = paddle.amp.GradScaler(enable=self.wants_scaler, init_loss_scaling=2.0**15)
+        self.cpu_bf16_layers = 0  # layers whose matmuls ``prepare`` switched to bf16 on a CPU
 
     @property
     def computes(self) -> str:
-        """The precision the model's matmuls run in: ``amp``'s on a GPU, fp32 on a CPU or with amp off."""
-        return "fp32" if self.amp == "off" or self.device.startswith("cpu") else self.amp
+        """The precision the model's matmuls run in: ``amp``'s on a GPU, fp32 with amp off or on a CPU, except
+        bf16 where ``prepare`` made it real."""
+        if self.amp == "off" or (self.device.startswith("cpu") and not self.cpu_bf16_layers):
+            return "fp32"
+        return self.amp
 
     def warning(self) -> str | None:
         """One line for a run whose ``amp`` has no effect on its device (None otherwise): never a silent fp32."""
@@ -129,7 +134,14 @@ class Precision:
         )
 
     def prepare(self, model, optimizer):
-        """O2 keeps the weights in low precision with fp32 master weights in the optimizer."""
+        """O2 keeps the weights in low precision with fp32 master weights in the optimizer. bf16 on a CPU that
+        multiplies it: the model's matmuls in bf16, its weights fp32 (``models.bf16``)."""
+        if self.amp == "bf16" and self.device.startswith("cpu"):
+            from ernie_ft.models import bf16
+
+            self.cpu_bf16_layers = bf16.enable(model)
+            if self.cpu_bf16_layers:
+                return model, optimizer
         if self.amp != "off" and self.level == "O2":
             model, optimizer = paddle.amp.decorate(
                 models=model, optimizers=optimizer, level="O2", dtype=self.dtype, master_weight=True
