@@ -68,6 +68,16 @@ class Scores:
         return self.new < self.served if lower_is_better(self.metric) else self.new > self.served
 
 
+def continued(summary: dict, name: str, directory: str) -> str:
+    """What a run says when the served model's training file is gone (``summary``: ``run_data.Summary`` as a dict):
+    it continues from the served weights, those of the model ``name`` in ``directory`` or of the checkpoint that
+    model, an int8 export, was exported from."""
+    weights = summary["continue_from"]
+    source = name if weights == os.path.abspath(directory) else f"{name}, exported from {weights}"
+    return (f"{summary['gone']}: training continues from the served weights ({source}) on the project's "
+            f"{summary['train']} training tasks")  # fmt: skip
+
+
 def too_few(tasks: int, minimum: int) -> Optional[str]:
     """Why ``tasks`` decide tasks decide nothing (fewer than ``minimum``), with how many more tasks to annotate (the
     decide slice is a share of them); None when they are enough."""
@@ -162,8 +172,7 @@ class Retrainer:
         with open(os.path.join(run, "data", "summary.json"), encoding="utf-8") as f:
             summary = json.load(f)
         if summary["gone"]:
-            print(f"{say}: {summary['gone']}: training continues from the served weights ({started.name}) on the "
-                  f"project's {summary['train']} training tasks", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"{say}: {continued(summary, started.name, started.loaded.directory)}", file=sys.stderr, flush=True)
         recorded = started.task_spec or (started.loaded.source.run or {}).get("task") or started.task.name
         recipe = os.path.join(run, "recipe.yaml")
         await self.child(training_command(recorded, recipe), os.path.join(run, "train.log"), "training")

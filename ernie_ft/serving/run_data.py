@@ -12,7 +12,8 @@ The run trains on what the served model was trained on (the files its ``ernie_ft
 settings) plus the project's training slice, in one Label Studio JSON file (``data/train.json``, the text under
 ``data.text``); an example whose text the project annotated is left out (the annotation is the newer word on it).
 When the served model's training file is gone, it says so and the run continues from the served weights instead of
-its base model: never the project's tasks alone on a model that knows nothing. ``RUN/data/summary.json`` holds what
+its base model (an int8 export's: the checkpoint it was exported from, ``weights_of``): never the project's tasks
+alone on a model that knows nothing. ``RUN/data/summary.json`` holds what
 was written (``Summary``) for ``retrain``; ``RUN/recipe.yaml`` is the training command's ``--config``.
 """
 
@@ -38,6 +39,9 @@ PAIR = ("text", "text_pair")
 """The keys of the run's tasks' ``data``: the text, and a sentence pair's second text."""
 RECIPE_SECTIONS = ("data", "model", "train", "parallel", "task")
 """The sections of a checkpoint's run config (its ``ernie_ft.yaml``) that a recipe takes."""
+LABEL_LAYOUT = ("label_columns", "label_separator")
+"""The task settings that say how a file holds a multi-label text's labels (0/1 columns, one column split at a
+separator): a run's files hold them as Label Studio's choices, so its recipe leaves these out."""
 
 
 @dataclasses.dataclass
@@ -130,6 +134,33 @@ def served_tasks(checkpoint: str, task, run: dict) -> tuple[dict[str, list], Opt
             for name, path in paths.items() if path}, None  # fmt: skip
 
 
+def weights_of(source, gone: str) -> str:
+    """The directory a run continues from when the served model's training file is ``gone``: the served model's
+    (``source``, a ``ModelDir``), or for an int8 export, which keeps no fp32 weights, the checkpoint it was exported
+    from (``DIR`` of ``serve --export``'s ``DIR-int8`` and of a run's ``best-ENGINE``) when its weights' hash is the one
+    the export recorded; else UserError naming what is missing."""
+    from ernie_ft.inference.onnx import sha256
+    from ernie_ft.models.model_dir import BEST
+    from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
+    from ernie_ft.serving import EXPORTS as SERVED_EXPORTS
+    from ernie_ft.serving.retrain import EXPORTS as RUN_EXPORTS
+
+    if {SAFE_WEIGHTS, PICKLE_WEIGHTS} & source.files:
+        return os.path.abspath(source.path)
+    served, recorded = os.path.abspath(source.path), (source.onnx_manifest or {}).get("weights_sha256")
+    suffixes = [*SERVED_EXPORTS.values(), *(f"-{engine}" for engine in RUN_EXPORTS)]
+    for checkpoint in (served[: -len(suffix)] for suffix in suffixes if served.endswith(suffix)):
+        for place in (checkpoint, os.path.join(checkpoint, BEST)):  # a run's directory holds its best/
+            weights = os.path.join(place, SAFE_WEIGHTS)
+            if recorded and os.path.isfile(weights) and sha256(weights) == recorded:
+                return place
+    raise UserError(
+        f"{gone}, and the served model {source.path} is an export without the weights to continue from "
+        f"({SAFE_WEIGHTS}), whose checkpoint is not beside it as serve --export leaves it: put the training file "
+        "back, or serve the checkpoint with --export int8"
+    )
+
+
 def write_data(model: str, export: str, fields: tuple[str, ...], output: str, spec: Optional[str] = None) -> Summary:
     """``output/data/{train,dev,decide}.json``, ``output/recipe.yaml`` and ``output/data/summary.json`` for a run of
     the served checkpoint ``model`` (``spec``: serve's ``--task``) on the project export ``export``, whose text is in
@@ -150,7 +181,7 @@ def write_data(model: str, export: str, fields: tuple[str, ...], output: str, sp
     for name in ("train", "dev"):  # the project's annotation replaces the served model's label of a text
         files[name] = [t for t in files[name] if "id" in t or t["data"]["text"] not in annotated]
     summary = Summary(len(slices["train"]), len(slices["select"]), len(slices["decide"]), len(files["train"]) -
-                      len(slices["train"]), gone, os.path.abspath(source.path) if gone else None)  # fmt: skip
+                      len(slices["train"]), gone, weights_of(source, gone) if gone else None)  # fmt: skip
     if not files["train"]:
         raise UserError("no annotated task of the project falls in the training slice: annotate more tasks")
     os.makedirs(os.path.join(output, "data"), exist_ok=True)
@@ -170,13 +201,17 @@ def write_recipe(run: dict, task, spec: str, paths: dict, summary: Summary, outp
     """``output/recipe.yaml``: the served model's run config (``run``) training on ``paths`` (``pair``: with a
     sentence pair's second text) into ``output/model``, from the served weights when ``summary.continue_from`` says
     so; only the settings that differ from their defaults and that ``task`` reads."""
+    from ernie_ft.config import DataConfig
     from ernie_ft.recipes import changed
     from ernie_ft.task import unused_data_settings
 
     recipe = {section: dict(run.get(section) or {}) for section in RECIPE_SECTIONS}
+    # the run's files are Label Studio tasks, labels in their annotations, however the served model's files held them
     recipe["data"].update(train=paths["train"], dev=paths["dev"], test=None, dev_split=None, header=None, sheet=None,
                           text_column="text", text_pair_column=PAIR[1] if pair else None,
-                          predictions_as_labels=False)  # fmt: skip
+                          label_column=DataConfig.label_column, predictions_as_labels=False)  # fmt: skip
+    for layout in LABEL_LAYOUT:
+        recipe["task"].pop(layout, None)
     unused = unused_data_settings(task)
     recipe["data"] = {k: v for k, v in recipe["data"].items() if k not in unused}
     if summary.continue_from:
