@@ -12,7 +12,7 @@ import numpy as np
 import paddle
 import pytest
 from conftest import DATA, ROOT, saved_weights
-from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients, step_gradients
+from helpers.rounding import ADAM_EPSILON, adam_drift, assert_same_gradients
 
 from ernie_ft.cli import task_command
 from ernie_ft.config import ParallelConfig
@@ -20,6 +20,7 @@ from ernie_ft.config import ParallelConfig
 main = task_command("classify")
 
 TRAIN, DEV = str(DATA / "sentiment_train.tsv"), str(DATA / "sentiment_dev.tsv")
+DP_STEP = ("classify", TRAIN, 8, 48, 7)  # dp_step.py's task, file, global batch (4 per replica), max length, seed
 COMMON = [
     "--train",
     TRAIN,
@@ -101,9 +102,26 @@ def halfway(tmp_path_factory):
     return out
 
 
-def test_data_parallel_step_equals_one_process_on_the_same_global_batch(tmp_path):
-    one, dp = step_gradients(tmp_path, "classify", TRAIN, 8, 48, 7)  # global batch 8: 4 per replica
-    assert_same_gradients(one, dp)
+@pytest.fixture(scope="module")
+def launched_steps(tmp_path_factory):
+    """{"tp": tp_step.py's step on 2 tensor-parallel processes, "dp": dp_step.py's ``DP_STEP`` on 2 data-parallel
+    replicas}, their .npz files, from one launched job (helpers/parallel_steps.py)."""
+    out = tmp_path_factory.mktemp("steps")
+    script = str(ROOT / "tests" / "helpers" / "parallel_steps.py")
+    launch = ["-m", "paddle.distributed.launch", "--log_dir", str(out / "logs"), "--nproc_per_node", "2", script]
+    proc = subprocess.run([sys.executable, *launch, str(out), *map(str, DP_STEP)], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:] + "".join(
+        p.read_text()[-2000:] for p in sorted((out / "logs").glob("workerlog.*"))
+    )
+    return {kind: np.load(out / f"{kind}.npz") for kind in ("tp", "dp")}
+
+
+def test_data_parallel_step_equals_one_process_on_the_same_global_batch(launched_steps, tmp_path):
+    from helpers import dp_step
+
+    np.savez(tmp_path / "one.npz", **dp_step.step(*DP_STEP)[0])  # one process: this one
+    assert_same_gradients(np.load(tmp_path / "one.npz"), launched_steps["dp"])
 
 
 def test_two_processes_equal_one_process_with_the_same_global_batch(reference, data_parallel, tmp_path):
@@ -130,32 +148,11 @@ def test_logged_loss_is_the_mean_over_replicas(reference, data_parallel):
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
 
 
-def test_tensor_parallel_step_equals_the_unsharded_model(tmp_path):
+def test_tensor_parallel_step_equals_the_unsharded_model(launched_steps, tmp_path):
     from helpers import tp_step
 
-    script = str(ROOT / "tests" / "helpers" / "tp_step.py")
     np.savez(tmp_path / "one.npz", **tp_step.step(1)[0])  # the unsharded model, in this process
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "paddle.distributed.launch",
-            "--log_dir",
-            str(tmp_path / "logs"),
-            "--nproc_per_node",
-            "2",
-            script,
-            str(tmp_path / "tp.npz"),
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:] + "".join(
-        p.read_text()[-2000:] for p in sorted((tmp_path / "logs").glob("workerlog.*"))
-    )
-    one, tp = np.load(tmp_path / "one.npz"), np.load(tmp_path / "tp.npz")
+    one, tp = np.load(tmp_path / "one.npz"), launched_steps["tp"]
     # q/k/v/linear1 weights and biases, out_proj/linear2 weights: 10 per layer, 2 layers
     assert len(tp["sharded"]) == 20
     for key in one.files:
