@@ -7,8 +7,9 @@ tokenizer was saved). ``quiet_process`` is for the owner of a process only: the 
 (``cli.run_guarded``) and the processes ernie_ft starts itself (training's launched workers, ``predict --nproc``'s
 engine processes, ``tune``'s trials). Library functions never call it: ``ernie_ft.Predictor``,
 ``load_for_inference`` and the training API leave a caller's warning filters, logging levels and environment as they
-were (``tests/test_side_effects.py``). The owner also sets the one process-wide switch Paddle needs on AMD CPUs
-(``mkl.use_avx2_on_amd``). This module imports neither Paddle nor PaddleNLP.
+were (``tests/test_side_effects.py``). The owner also makes two process-wide settings: the switch Paddle needs on AMD
+CPUs (``mkl.use_avx2_on_amd``) and a heap that keeps freed tensors (``heap.retain_freed_memory``). This module
+imports neither Paddle nor PaddleNLP.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import warnings
 
 from ernie_ft._compat import PADDLE_IMPORT_WARNINGS
-from ernie_ft.training import mkl
+from ernie_ft.training import heap, mkl
 
 QUIET_WARNINGS = PADDLE_IMPORT_WARNINGS
 """The starts of the Python warnings Paddle prints on import (hidden from a Python caller too: ``ernie_ft._compat``;
@@ -48,7 +49,8 @@ def quiet_process() -> None:
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     logging.getLogger(PADDLENLP_LOGGER).addFilter(paddlenlp_advice)  # the same function: added once
-    mkl.use_avx2_on_amd()  # not a quieting, but a process-wide setting that only a process's owner makes
+    mkl.use_avx2_on_amd()  # not quietings, but process-wide settings that only a process's owner makes
+    heap.retain_freed_memory()
     if "paddle" in sys.modules:  # too late for glog, which reads its level once as Paddle's library loads
         return
     os.environ.setdefault("GLOG_minloglevel", "2")  # 2: errors only

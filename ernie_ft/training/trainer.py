@@ -119,7 +119,7 @@ def train_step(
         precision.backward(loss / len(group))
         tokens += sum(len(f["input_ids"]) for f in chosen)
     skipped = precision.step(optimizer)
-    optimizer.clear_grad()
+    optimizer.clear_grad(set_to_zero=False)  # drop the gradients: the next backward writes fresh ones, not += 0
     run.state["scheduler"].step()
     loss, stopping = run.parallel.mean_and_any(loss, stop is not None and stop.requested)
     return loss, run.parallel.job_total(tokens), time.perf_counter() - tic, skipped, stopping
