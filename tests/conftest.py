@@ -11,30 +11,34 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 SHARED = Path(os.environ.get("ERNIE_FT_SHARED_DATA", ROOT.parent / "shared" / "data"))
-# The modules that take longest, longest first (their processes and training runs). scripts/test.sh hands
-# whole modules to its workers in collection order (--dist loadfile --no-loadscope-reorder): these start
-# first and the many short modules even out the end, instead of one long module starting last.
+# The modules that take longest, longest first (their processes and training runs), by their seconds in a whole
+# run of scripts/test.sh. It hands whole modules to its workers in collection order (--dist loadfile
+# --no-loadscope-reorder): these start first and the many short modules even out the end, instead of one long
+# module starting last. test_label_studio_training.py stands for the Label Studio unit (LABEL_STUDIO_MODULES).
 SLOW_MODULES = (
-    "test_serve.py",
-    "test_predict_stream.py",
-    "test_predict_parallel.py",
     "test_label_studio_training.py",
-    "test_distill.py",
+    "test_scale_engines.py",
+    "test_serve.py",
     "test_distributed.py",
-    "test_evaluate_stream.py",
-    "test_pretrain.py",
-    "test_real_data.py",
-    "test_tune.py",
-    "test_ner.py",
-    "test_multilabel.py",
-    "test_relation.py",
-    "test_faults.py",
-    "test_label_studio_real.py",
-    "test_docs.py",
     "test_multinode.py",
-    "test_nested_ner.py",
+    "test_predict_parallel.py",
+    "test_predict_stream.py",
+    "test_distill.py",
+    "test_tune.py",
+    "test_pretrain.py",
+    "test_faults.py",
+    "test_real_data.py",
+    "test_side_effects.py",
+    "test_ner.py",
+    "test_serve_page_examples.py",
+    "test_relation.py",
+    "test_runtime.py",
     "test_signals.py",
+    "test_ie_parallel.py",
     "test_runtime_install.py",
+    "test_distill_nested.py",
+    "test_docs.py",
+    "test_evaluate_stream.py",
 )
 
 
@@ -59,7 +63,12 @@ def pytest_configure(config):
 
 # The modules that drive the real Label Studio (conftest's ``studio``): one unit of work for scripts/test.sh's
 # --dist loadfile, so that one worker runs them all on the one Label Studio it starts (~20 s of CPU each).
-LABEL_STUDIO_MODULES = ("test_label_studio_training.py", "test_label_studio_real.py", "test_label_studio_names_real.py")
+LABEL_STUDIO_MODULES = (
+    "test_label_studio_training.py",
+    "test_label_studio_real.py",
+    "test_label_studio_names_real.py",
+    "test_serve_security.py",
+)
 
 
 def pytest_xdist_make_scheduler(config, log):

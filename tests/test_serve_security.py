@@ -20,7 +20,7 @@ import pytest
 from conftest import DATA
 from helpers.label_studio import TOKEN
 from test_label_studio_backend import SENTIMENT, TINY
-from test_label_studio_real import REVIEWS, studio  # noqa: F401 (Label Studio, a module fixture)
+from test_label_studio_real import REVIEWS
 from test_serve import ReadyClient, Server
 
 from ernie_ft.cli import main as cli
