@@ -79,17 +79,21 @@ class Run:
 
 
 def build_optimizer(model, tc: TrainConfig, scheduler):
-    """AdamW following ``scheduler``; no weight decay on biases and LayerNorm."""
+    """AdamW following ``scheduler``; no weight decay on biases and LayerNorm; gradients clipped to the global norm
+    ``tc.max_grad_norm`` (0: not clipped)."""
     import paddle
 
     decay = {p.name for n, p in model.named_parameters() if not any(s in n for s in ("bias", "norm"))}
+    # auto_skip_clip: the gradients are multiplied only when their norm is over the limit; below it Paddle multiplies
+    # each one by exactly 1.0, a new tensor per parameter (medium on one core: 90 of the update's 257 ms CPU)
+    clip = paddle.nn.ClipGradByGlobalNorm(tc.max_grad_norm, auto_skip_clip=True) if tc.max_grad_norm > 0 else None
     return paddle.optimizer.AdamW(
         learning_rate=scheduler,
         parameters=model.parameters(),
         weight_decay=tc.weight_decay,
         epsilon=tc.adam_epsilon,
         apply_decay_param_fun=lambda name: name in decay,
-        grad_clip=paddle.nn.ClipGradByGlobalNorm(tc.max_grad_norm) if tc.max_grad_norm > 0 else None,
+        grad_clip=clip,
     )
 
 
