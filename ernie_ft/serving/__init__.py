@@ -36,7 +36,7 @@ from typing import Optional
 from ernie_ft.errors import UserError
 from ernie_ft.serving.limits import Limits
 from ernie_ft.serving.security import BasicAuth, LabelStudioAccess
-from ernie_ft.serving.settings import WorkerSettings
+from ernie_ft.serving.settings import EXPORTS, WorkerSettings
 
 __all__ = ["Limits", "WorkerSettings", "app_from_env", "serve"]
 
@@ -186,11 +186,6 @@ def listen(host: str, port: int):
         raise UserError(f"{reason}; --port 0 picks a free port") from None
     sock.set_inheritable(True)  # uvicorn's worker processes accept on it too
     return sock
-
-
-EXPORTS = {"paddle": "-exported", "onnx": "-onnx", "int8": "-int8"}
-"""``serve --export`` formats and the suffix of the directory each is written to: Paddle Inference, ONNX, int8
-ONNX."""
 
 
 def exported_model(

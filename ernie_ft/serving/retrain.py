@@ -38,14 +38,11 @@ from typing import Callable, Optional
 from ernie_ft.data import label_studio_api
 from ernie_ft.errors import UserError
 from ernie_ft.serving.limits import Limits
-from ernie_ft.serving.run_data import DECIDE_SHARE, PAIR, training_command
+from ernie_ft.serving.run_data import DECIDE_SHARE, EXPORTS, PAIR, training_command
 from ernie_ft.serving.runs import RunQueue, new_run, prune
 from ernie_ft.serving.security import LabelStudioAccess
 
 RUNS = "label-studio-runs"
-EXPORTS = {"inference": [], "onnxruntime": ["--format", "onnx"], "onnxruntime-int8": ["--format", "onnx",
-           "--quantize", "int8"]}  # fmt: skip
-"""``export``'s flags that make a new model run on each engine of an export (Paddle runs a checkpoint itself)."""
 
 
 class RunFailed(Exception):

@@ -30,6 +30,7 @@ from typing import Optional
 import yaml
 
 from ernie_ft.errors import UserError
+from ernie_ft.serving.settings import EXPORTS as SERVED_EXPORTS
 
 DECIDE, SELECT = (0, 1), (2,)
 """The buckets (a task id's hash modulo 10) of the slice that decides the swap and of the one that picks the new
@@ -42,6 +43,9 @@ RECIPE_SECTIONS = ("data", "model", "train", "parallel", "task")
 LABEL_LAYOUT = ("label_columns", "label_separator")
 """The task settings that say how a file holds a multi-label text's labels (0/1 columns, one column split at a
 separator): a run's files hold them as Label Studio's choices, so its recipe leaves these out."""
+EXPORTS = {"inference": [], "onnxruntime": ["--format", "onnx"], "onnxruntime-int8": ["--format", "onnx",
+           "--quantize", "int8"]}  # fmt: skip
+"""``export``'s flags that make a new model run on each engine of an export (Paddle runs a checkpoint itself)."""
 
 
 @dataclasses.dataclass
@@ -142,13 +146,11 @@ def weights_of(source, gone: str) -> str:
     from ernie_ft.inference.onnx import sha256
     from ernie_ft.models.model_dir import BEST
     from ernie_ft.models.weights import PICKLE_WEIGHTS, SAFE_WEIGHTS
-    from ernie_ft.serving import EXPORTS as SERVED_EXPORTS
-    from ernie_ft.serving.retrain import EXPORTS as RUN_EXPORTS
 
     if {SAFE_WEIGHTS, PICKLE_WEIGHTS} & source.files:
         return os.path.abspath(source.path)
     served, recorded = os.path.abspath(source.path), (source.onnx_manifest or {}).get("weights_sha256")
-    suffixes = [*SERVED_EXPORTS.values(), *(f"-{engine}" for engine in RUN_EXPORTS)]
+    suffixes = [*SERVED_EXPORTS.values(), *(f"-{engine}" for engine in EXPORTS)]
     for checkpoint in (served[: -len(suffix)] for suffix in suffixes if served.endswith(suffix)):
         for place in (checkpoint, os.path.join(checkpoint, BEST)):  # a run's directory holds its best/
             weights = os.path.join(place, SAFE_WEIGHTS)

@@ -11,6 +11,10 @@ from typing import ClassVar, Optional
 
 from ernie_ft.serving.limits import Limits
 
+EXPORTS = {"paddle": "-exported", "onnx": "-onnx", "int8": "-int8"}
+"""``serve --export`` formats and the suffix of the directory each is written to: Paddle Inference, ONNX, int8
+ONNX."""
+
 
 @dataclass(frozen=True)
 class WorkerSettings:
