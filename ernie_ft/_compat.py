@@ -25,6 +25,8 @@ import re
 import sys
 import warnings
 
+from ernie_ft import _paddlenlp
+
 # Old module (under ernie_ft) -> its new path. One table; nothing else knows the old names.
 MOVED = {
     "args": "cli.train",
@@ -125,7 +127,10 @@ class _QuietLoader(importlib.abc.Loader):
                 warnings.filterwarnings("ignore", message=message)
                 added.append(warnings.filters[0])
         try:
-            self.loader.exec_module(module)
+            if module.__name__ == "paddlenlp" and _paddlenlp.deferred():
+                _paddlenlp.exec_deferred(module, lambda: self.loader.exec_module(module))
+            else:
+                self.loader.exec_module(module)
         finally:  # the filters the package's own import added stay, as without ernie_ft
             for entry in added:
                 if entry in warnings.filters:

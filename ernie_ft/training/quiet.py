@@ -7,8 +7,9 @@ tokenizer was saved). ``quiet_process`` is for the owner of a process only: the 
 (``cli.run_guarded``) and the processes ernie_ft starts itself (training's launched workers, ``predict --nproc``'s
 engine processes, ``tune``'s trials). Library functions never call it: ``ernie_ft.Predictor``,
 ``load_for_inference`` and the training API leave a caller's warning filters, logging levels and environment as they
-were (``tests/test_side_effects.py``). The owner also makes two process-wide settings: the switch Paddle needs on AMD
-CPUs (``mkl.use_avx2_on_amd``) and a heap that keeps freed tensors (``heap.retain_freed_memory``). This module
+were (``tests/test_side_effects.py``). The owner also makes three process-wide settings: the switch Paddle needs on AMD
+CPUs (``mkl.use_avx2_on_amd``), a heap that keeps freed tensors (``heap.retain_freed_memory``) and PaddleNLP's
+package ``__init__`` deferred (``ernie_ft._paddlenlp``). This module
 imports neither Paddle nor PaddleNLP.
 """
 
@@ -19,6 +20,7 @@ import os
 import sys
 import warnings
 
+from ernie_ft import _paddlenlp
 from ernie_ft._compat import PADDLE_IMPORT_WARNINGS
 from ernie_ft.training import heap, mkl
 
@@ -49,6 +51,7 @@ def quiet_process() -> None:
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     logging.getLogger(PADDLENLP_LOGGER).addFilter(paddlenlp_advice)  # the same function: added once
+    _paddlenlp.defer()  # not a quieting either: PaddleNLP's __init__ (Taskflow...) only when asked for
     mkl.use_avx2_on_amd()  # not quietings, but process-wide settings that only a process's owner makes
     heap.retain_freed_memory()
     if "paddle" in sys.modules:  # too late for glog, which reads its level once as Paddle's library loads
