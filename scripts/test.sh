@@ -84,6 +84,10 @@ warn "$scale_note" "the Ray and Spark tests will be SKIPPED${CI:+ (CI: they FAIL
 if ! command -v java > /dev/null; then
   echo "WARNING: no Java runtime (java) for Spark: the Spark test will be SKIPPED${CI:+ (CI: it FAILS)}" >&2
 fi
+# Python keeps the modules it compiles (ernie_ft's, and pytest's rewritten tests) in __pycache__ folders, which git
+# ignores, even where the environment says not to write them: each pytest worker's collection then takes half the CPU
+# (3.8 s against 7.2 s on the Xeon of docs/benchmarks.md), and the suite's other interpreters skip compiling ernie_ft.
+unset PYTHONDONTWRITEBYTECODE
 status=0
 .venv/bin/python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder "$@" || status=$?
 warn "$browser_note" "the browser tests of the serving page did not run${CI:+ (CI: they failed)}"
