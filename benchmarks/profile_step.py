@@ -96,9 +96,10 @@ def paddle_step(args, bench, common) -> None:
 
     from ernie_ft.models.fast_layers import enable_fast_kernels
     from ernie_ft.models.first_token import ErnieForSequenceClassification
-    from ernie_ft.training import heap, runtime
+    from ernie_ft.training import denormals, heap, runtime
 
     heap.retain_freed_memory()  # as the command line's process does (quiet.quiet_process)
+    denormals.flush_denormals()
     runtime.set_threads(args.threads)
     paddle.set_flags({"FLAGS_use_stride_kernel": args.strided_views})
     paddle.seed(0)

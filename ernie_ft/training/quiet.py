@@ -7,10 +7,10 @@ tokenizer was saved). ``quiet_process`` is for the owner of a process only: the 
 (``cli.run_guarded``) and the processes ernie_ft starts itself (training's launched workers, ``predict --nproc``'s
 engine processes, ``tune``'s trials). Library functions never call it: ``ernie_ft.Predictor``,
 ``load_for_inference`` and the training API leave a caller's warning filters, logging levels and environment as they
-were (``tests/test_side_effects.py``). The owner also makes three process-wide settings: the switch Paddle needs on AMD
-CPUs (``mkl.use_avx2_on_amd``), a heap that keeps freed tensors (``heap.retain_freed_memory``) and PaddleNLP's
-package ``__init__`` deferred (``ernie_ft._paddlenlp``). This module
-imports neither Paddle nor PaddleNLP.
+were (``tests/test_side_effects.py``). The owner also makes four process-wide settings: the switch Paddle needs on AMD
+CPUs (``mkl.use_avx2_on_amd``), a heap that keeps freed tensors (``heap.retain_freed_memory``), denormal floats
+flushed to zero (``denormals.flush_denormals``) and PaddleNLP's package ``__init__`` deferred
+(``ernie_ft._paddlenlp``). This module imports neither Paddle nor PaddleNLP.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import warnings
 
 from ernie_ft import _paddlenlp
 from ernie_ft._compat import PADDLE_IMPORT_WARNINGS
-from ernie_ft.training import heap, mkl
+from ernie_ft.training import denormals, heap, mkl
 
 QUIET_WARNINGS = PADDLE_IMPORT_WARNINGS
 """The starts of the Python warnings Paddle prints on import (hidden from a Python caller too: ``ernie_ft._compat``;
@@ -54,6 +54,7 @@ def quiet_process() -> None:
     _paddlenlp.defer()  # not a quieting either: PaddleNLP's __init__ (Taskflow...) only when asked for
     mkl.use_avx2_on_amd()  # not quietings, but process-wide settings that only a process's owner makes
     heap.retain_freed_memory()
+    denormals.flush_denormals()  # before Paddle starts its math threads, which copy the main thread's bits
     if "paddle" in sys.modules:  # too late for glog, which reads its level once as Paddle's library loads
         return
     os.environ.setdefault("GLOG_minloglevel", "2")  # 2: errors only
