@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from ernie_ft._cpu import cpu_flags
 from ernie_ft.errors import UserError
 
 METHODS = ("int8", "int8-dynamic", "int8-static")
@@ -75,18 +76,6 @@ class Choice:
             f"{self.method} quantization{calibrated} for {self.target} ({self.chosen_by}): {bits}, {scales}, "
             f"{attention}"
         )
-
-
-def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
-    """This machine's CPU flags (Linux), None where they cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        return None
-    return None
 
 
 def native_target(flags: set[str] | None) -> tuple[str, str]:

@@ -15,15 +15,14 @@ would emulate bf16 more slowly than fp32. ``enable`` switches a model's ``fast_l
 from __future__ import annotations
 
 import ctypes
-import os
-import warnings
 from pathlib import Path
 
 import paddle
 from paddle.autograd import PyLayer
 
+from ernie_ft._cpu import cpu_flags
 from ernie_ft.models import kernel_build
-from ernie_ft.models.kernels import KernelsWarning, dense, needs_grad
+from ernie_ft.models.kernels import built_once, dense, needs_grad
 
 SOURCE = Path(__file__).with_name("csrc") / "onednn_bf16.c"
 CPUINFO = Path("/proc/cpuinfo")
@@ -34,33 +33,25 @@ _state = {"lib": None, "tried": False}
 
 def cpu_supports_bf16() -> bool:
     """Whether the CPU multiplies bf16 in hardware: AVX-512 BF16 or AMX among the flags of ``CPUINFO``."""
-    try:
-        lines = CPUINFO.read_text().splitlines()
-    except OSError:
-        return False
-    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
-    return any(flag in flags for flag in BF16_FLAGS)
+    return any(flag in (cpu_flags(str(CPUINFO)) or ()) for flag in BF16_FLAGS)
+
+
+def _build() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(kernel_build.compile_library(SOURCE, kernel_build.onednn_link())))
+    lib.ef_bf16_matmul.argtypes = [_I64] * 4 + [_P, _I64, _I64, _I64] * 2 + [_P, _P]
+    lib.ef_bf16_matmul.restype = ctypes.c_int
+    return lib
 
 
 def library():
     """The compiled oneDNN matmul, built at the first call; None (with one warning) where it cannot be built."""
-    if not _state["tried"]:
-        _state["tried"] = True
-        if os.environ.get("ERNIE_FT_C_KERNELS", "1") != "0":
-            try:
-                lib = ctypes.CDLL(str(kernel_build.compile_library(SOURCE, kernel_build.onednn_link())))
-                lib.ef_bf16_matmul.argtypes = [_I64] * 4 + [_P, _I64, _I64, _I64] * 2 + [_P, _P]
-                lib.ef_bf16_matmul.restype = ctypes.c_int
-                _state["lib"] = lib
-            except (OSError, RuntimeError) as error:
-                warnings.warn(
-                    f"ernie_ft: could not build the bf16 CPU matmul ({error}); --amp bf16 trains in fp32. It "
-                    "needs a C compiler (cc or $CC), the oneDNN library of Paddle's wheel and a writable cache "
-                    "directory ($ERNIE_FT_CACHE, default ~/.cache/ernie_ft).",
-                    KernelsWarning,
-                    stacklevel=2,
-                )
-    return _state["lib"]
+    return built_once(
+        _state,
+        _build,
+        "ernie_ft: could not build the bf16 CPU matmul ({error}); --amp bf16 trains in fp32. It needs a C compiler "
+        "(cc or $CC), the oneDNN library of Paddle's wheel and a writable cache directory ($ERNIE_FT_CACHE, default "
+        "~/.cache/ernie_ft).",
+    )
 
 
 def available() -> bool:

@@ -72,23 +72,28 @@ class KernelsWarning(RuntimeWarning):
     """The fused kernels could not be built (not a UserWarning: the CLI silences those of libraries)."""
 
 
-def library():
-    """The compiled C kernels, built at the first call; None where they cannot be built or are off."""
-    if not _state["tried"]:
-        _state["tried"] = True
+def built_once(state: dict, build, failed: str):
+    """``state["lib"]``: the library ``build()`` returns, built at the first call unless ``ERNIE_FT_C_KERNELS=0``;
+    where it cannot be built, None and one ``KernelsWarning``, ``failed`` with the error in place of ``{error}``."""
+    if not state["tried"]:
+        state["tried"] = True
         if os.environ.get("ERNIE_FT_C_KERNELS", "1") != "0":
             try:
-                _state["lib"] = _build()
+                state["lib"] = build()
             except (OSError, RuntimeError) as error:
-                warnings.warn(
-                    f"ernie_ft: could not build the fused CPU kernels ({error}); training runs "
-                    "about a quarter slower without them. They need a C compiler (cc or $CC) and a "
-                    "writable cache directory ($ERNIE_FT_CACHE, default ~/.cache/ernie_ft); "
-                    "ERNIE_FT_C_KERNELS=0 silences this.",
-                    KernelsWarning,
-                    stacklevel=2,
-                )
-    return _state["lib"]
+                warnings.warn(failed.format(error=error), KernelsWarning, stacklevel=3)
+    return state["lib"]
+
+
+def library():
+    """The compiled C kernels, built at the first call; None where they cannot be built or are off."""
+    return built_once(
+        _state,
+        _build,
+        "ernie_ft: could not build the fused CPU kernels ({error}); training runs about a quarter slower without "
+        "them. They need a C compiler (cc or $CC) and a writable cache directory ($ERNIE_FT_CACHE, default "
+        "~/.cache/ernie_ft); ERNIE_FT_C_KERNELS=0 silences this.",
+    )
 
 
 def usable(*tensors) -> bool:
